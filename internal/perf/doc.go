@@ -1,0 +1,18 @@
+// Package perf samples the stacks of chosen processes with the Linux
+// perf_event_open interface and decodes what the kernel writes.
+//
+// A [Session] owns one mmap ring per CPU. Sampling events for the targets
+// (per thread × CPU in [ScopeProcess], per CPU in [ScopeSystem]) are
+// redirected into those rings with PERF_EVENT_IOC_SET_OUTPUT, so the reader
+// polls as many rings as there are CPUs, however many threads it follows.
+// Records are decoded in place, without copying or allocating, into a
+// caller-owned [Record]; slices in it alias the ring and are valid only for
+// the duration of the callback that receives them.
+//
+// Timestamps are CLOCK_MONOTONIC nanoseconds (use_clockid), the clock the
+// rest of perfprof joins on.
+//
+// The package knows nothing of symbols, spans or the collector: it turns
+// kernel records into Go values and keeps the set of sampled processes
+// current. Target discovery by executable name lives here too ([Scan]).
+package perf

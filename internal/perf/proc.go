@@ -1,0 +1,157 @@
+package perf
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Process identifies one process. Pid and StartTime together survive pid
+// reuse: a new process with an old pid has another start time.
+type Process struct {
+	Pid       int
+	StartTime uint64 // field 22 of /proc/PID/stat, clock ticks since boot
+	Exe       string // target of /proc/PID/exe, " (deleted)" removed
+	Comm      string
+}
+
+// ReadProcess reads what identifies pid from /proc. The error wraps
+// ErrNoProcess when the process does not exist.
+func ReadProcess(pid int) (Process, error) {
+	p := Process{Pid: pid}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return p, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+		}
+		return p, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+	}
+	// The comm field is in parentheses and may itself hold spaces and
+	// parentheses: split after the last ')'.
+	i, j := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if i < 0 || j < i {
+		return p, fmt.Errorf("parse /proc/%d/stat: no comm field", pid)
+	}
+	p.Comm = string(stat[i+1 : j])
+	fields := strings.Fields(string(stat[j+1:]))
+	// fields[0] is field 3 (state); starttime is field 22.
+	if len(fields) < 20 {
+		return p, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(fields)+2)
+	}
+	if p.StartTime, err = strconv.ParseUint(fields[19], 10, 64); err != nil {
+		return p, fmt.Errorf("parse starttime in /proc/%d/stat: %w", pid, err)
+	}
+	// Kernel threads and processes of other users (without privilege) have
+	// no readable exe; they are still processes.
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		p.Exe = strings.TrimSuffix(exe, " (deleted)")
+	}
+	return p, nil
+}
+
+// Alive reports whether p is still running (same pid and start time).
+func (p Process) Alive() bool {
+	q, err := ReadProcess(p.Pid)
+	return err == nil && q.StartTime == p.StartTime
+}
+
+// Matches reports whether the process runs one of the named executables: a
+// name matches the base name of the executable, or the comm (which the
+// kernel truncates to 15 bytes).
+func (p Process) Matches(names []string) bool {
+	base := filepath.Base(p.Exe)
+	for _, n := range names {
+		if p.Exe != "" && (n == base || n == p.Exe) {
+			return true
+		}
+		c := n
+		if len(c) > 15 {
+			c = c[:15]
+		}
+		if c == p.Comm {
+			return true
+		}
+	}
+	return false
+}
+
+// Scan lists the running processes that match one of names (see
+// [Process.Matches]), leaving out the calling process.
+func Scan(names []string) ([]Process, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	self := os.Getpid()
+	var out []Process
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		p, err := ReadProcess(pid)
+		if err != nil {
+			continue // exited while we looked
+		}
+		if p.Matches(names) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Threads lists the thread ids of pid from /proc/PID/task.
+func Threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("threads of %d: %w", pid, ErrNoProcess)
+		}
+		return nil, fmt.Errorf("list threads of %d: %w", pid, err)
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// ThreadName reads the comm of one thread, "" if it is gone.
+func ThreadName(pid, tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,6").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, fmt.Errorf("read online cpus: %w", err)
+	}
+	var cpus []int
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("parse online cpus %q: %w", b, err)
+		}
+		z := a
+		if isRange {
+			if z, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("parse online cpus %q: %w", b, err)
+			}
+		}
+		for c := a; c <= z; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}

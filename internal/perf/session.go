@@ -1,0 +1,480 @@
+package perf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Scope says how a session attaches its sampling events.
+type Scope int
+
+const (
+	// ScopeProcess opens events per thread × CPU of each target, with
+	// inherit, like `perf record -p`. Needs no system-wide privilege for
+	// one's own processes.
+	ScopeProcess Scope = iota
+	// ScopeSystem opens one event per CPU for every process and keeps the
+	// records of the targets. Needs CAP_PERFMON (or paranoid ≤ 0), and costs
+	// less than ScopeProcess when targets have many threads.
+	ScopeSystem
+)
+
+func (s Scope) String() string {
+	if s == ScopeSystem {
+		return "system"
+	}
+	return "process"
+}
+
+// Options configure a [Session].
+type Options struct {
+	Scope Scope
+	// Frequency is the sampling frequency in Hz of CPU time (cpu-clock).
+	Frequency uint64
+	// KernelStacks adds the kernel part of each callchain.
+	KernelStacks bool
+	// RingPages is the number of data pages per CPU ring, a power of two.
+	// Zero means 64 (256 KiB with 4 KiB pages).
+	RingPages int
+}
+
+// Stats are cumulative counters of a session.
+type Stats struct {
+	Records uint64 // records decoded and delivered (after the target filter)
+	Samples uint64 // of which samples
+	// Lost counts records the kernel dropped because a ring was full
+	// (PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES).
+	Lost uint64
+	// Corrupt counts records that did not decode; they are skipped.
+	Corrupt uint64
+}
+
+// Session samples a changing set of processes. Attach and Detach may be
+// called from any goroutine while another one runs Read.
+type Session struct {
+	opts   Options
+	format format
+	attr   unix.PerfEventAttr // the sampling event
+	cpus   []int
+	rings  []*ring // indexed like cpus
+	epfd   int
+	evfd   int // written by Close to wake Read
+
+	mu     sync.Mutex
+	procs  map[int]*attachment // by pid
+	sysFDs []int               // ScopeSystem: one sampling event per CPU
+
+	// targets is the set of attached pids, read by Read without locking.
+	targets atomic.Pointer[map[uint32]struct{}]
+
+	records, samples, lost, corrupt atomic.Uint64
+
+	readMu    sync.Mutex // held by Read; Close waits for it
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// attachment is one process in ScopeProcess.
+type attachment struct {
+	pid int
+	fds []int
+	// covered lists the threads whose samples arrive: those we opened
+	// events for and those created by them since (inherited, learned from
+	// FORK records). suspect lists threads seen uncovered by one Refresh.
+	covered map[uint32]bool
+	suspect map[int]bool
+}
+
+const bitBuildID = 1 << 34 // perf_event_attr.build_id, Linux 5.12
+
+// Open checks that sampling is allowed, sets up one ring per online CPU and
+// opens the per-CPU events of ScopeSystem. Processes are added with Attach.
+func Open(opts Options) (s *Session, err error) {
+	if opts.Frequency == 0 {
+		return nil, errors.New("perf: frequency must be above 0 Hz")
+	}
+	if opts.RingPages == 0 {
+		opts.RingPages = 64
+	}
+	if opts.RingPages&(opts.RingPages-1) != 0 {
+		return nil, fmt.Errorf("perf: ring pages %d is not a power of two", opts.RingPages)
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	s = &Session{
+		opts:  opts,
+		cpus:  cpus,
+		procs: map[int]*attachment{},
+		epfd:  -1,
+		evfd:  -1,
+	}
+	s.targets.Store(&map[uint32]struct{}{})
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+
+	const sampleType = sampleIdentifier | sampleIP | sampleTID | sampleTime | sampleCPU | samplePeriod | sampleCallchain
+	s.format = newFormat(sampleType, 0)
+	s.attr = unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_CPU_CLOCK,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample:      opts.Frequency,
+		Sample_type: sampleType,
+		Bits: unix.PerfBitFreq | unix.PerfBitSampleIDAll | unix.PerfBitUseClockID |
+			unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec |
+			unix.PerfBitTask | unix.PerfBitExcludeHv | bitBuildID,
+		Clockid: unix.CLOCK_MONOTONIC,
+	}
+	if !opts.KernelStacks {
+		s.attr.Bits |= unix.PerfBitExcludeCallchainKernel
+	}
+	if opts.Scope == ScopeProcess {
+		s.attr.Bits |= unix.PerfBitInherit
+	}
+
+	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("create epoll: %w", err)
+	}
+	if s.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("create eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, s.evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.evfd)}); err != nil {
+		return nil, fmt.Errorf("watch eventfd: %w", err)
+	}
+	ringBytes := opts.RingPages * unix.Getpagesize()
+	for _, cpu := range cpus {
+		// The ring of each CPU belongs to a dummy event on the collector's
+		// own main thread, not to a target's event: targets come and go,
+		// the ring stays. Its watermark wakes the reader at a quarter full.
+		owner := unix.PerfEventAttr{
+			Type:        unix.PERF_TYPE_SOFTWARE,
+			Config:      unix.PERF_COUNT_SW_DUMMY,
+			Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+			Sample_type: sampleType,
+			Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitWatermark |
+				unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+			Clockid: unix.CLOCK_MONOTONIC,
+			Wakeup:  uint32(ringBytes / 4),
+		}
+		fd, err := unix.PerfEventOpen(&owner, os.Getpid(), cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			return nil, explainOpenError(fmt.Sprintf("open ring event on cpu %d", cpu), err, 0)
+		}
+		r, err := newRing(fd, cpu, opts.RingPages)
+		if err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+		s.rings = append(s.rings, r)
+		if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			return nil, fmt.Errorf("watch ring of cpu %d: %w", cpu, err)
+		}
+	}
+	if opts.Scope == ScopeSystem {
+		for i, cpu := range cpus {
+			fd, err := s.openSampler(-1, cpu, i)
+			if err != nil {
+				return nil, fmt.Errorf("open system-wide sampling: %w", err)
+			}
+			s.sysFDs = append(s.sysFDs, fd)
+		}
+	}
+	return s, nil
+}
+
+// openSampler opens the sampling event for (pid, cpu) and sends its records
+// into the ring of cpus[ci]. A kernel without build ids in MMAP2 (before
+// 5.12) gets the attribute without them; without privilege for kernel
+// samples, the event leaves kernel time out (then CPU spent in the kernel
+// goes unsampled).
+func (s *Session) openSampler(pid, cpu, ci int) (int, error) {
+	what := fmt.Sprintf("open cpu-clock sampling for pid %d on cpu %d", pid, cpu)
+	if pid == -1 {
+		what = fmt.Sprintf("open system-wide cpu-clock sampling on cpu %d", cpu)
+	}
+	attr := s.attr
+	fd, err := unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if errors.Is(err, unix.EINVAL) && attr.Bits&bitBuildID != 0 {
+		s.attr.Bits &^= bitBuildID
+		attr = s.attr
+		fd, err = unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	}
+	if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && attr.Bits&unix.PerfBitExcludeKernel == 0 && !s.opts.KernelStacks {
+		s.attr.Bits |= unix.PerfBitExcludeKernel
+		attr = s.attr
+		fd, err = unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	}
+	if err != nil {
+		return -1, explainOpenError(what, err, s.opts.Frequency)
+	}
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, s.rings[ci].fd); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: redirect into ring: %w", what, err)
+	}
+	return fd, nil
+}
+
+// Attach starts sampling pid. In ScopeProcess it opens events for every
+// thread that exists now; threads created later inherit them. The error
+// wraps ErrNoProcess when pid does not exist and ErrPermission when the
+// kernel refuses.
+func (s *Session) Attach(pid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return errors.New("perf: session closed")
+	}
+	if _, ok := s.procs[pid]; ok {
+		return nil
+	}
+	a := &attachment{pid: pid, covered: map[uint32]bool{}, suspect: map[int]bool{}}
+	if s.opts.Scope == ScopeProcess {
+		tids, err := Threads(pid)
+		if err != nil {
+			return err
+		}
+		opened := 0
+		for _, tid := range tids {
+			ok, err := s.openThread(a, tid)
+			if err != nil {
+				closeAll(a.fds)
+				return err
+			}
+			if ok {
+				opened++
+			}
+		}
+		if opened == 0 {
+			return fmt.Errorf("attach to pid %d: %w", pid, ErrNoProcess)
+		}
+	} else if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return fmt.Errorf("attach to pid %d: %w", pid, ErrNoProcess)
+	}
+	s.procs[pid] = a
+	s.publishTargets()
+	return nil
+}
+
+// openThread opens the sampling events of one thread on every CPU. It
+// reports false when the thread is already gone.
+func (s *Session) openThread(a *attachment, tid int) (bool, error) {
+	fds := make([]int, 0, len(s.cpus))
+	for i, cpu := range s.cpus {
+		fd, err := s.openSampler(tid, cpu, i)
+		if err != nil {
+			closeAll(fds)
+			if errors.Is(err, ErrNoProcess) {
+				return false, nil
+			}
+			return false, fmt.Errorf("attach to pid %d: %w", a.pid, err)
+		}
+		fds = append(fds, fd)
+	}
+	a.fds = append(a.fds, fds...)
+	a.covered[uint32(tid)] = true
+	return true, nil
+}
+
+// Refresh looks for threads of attached processes that no event covers: a
+// thread created, while Attach ran, by a thread whose events were not open
+// yet inherits nothing. A thread is opened once two calls in a row have
+// found it uncovered, so that the FORK record of an inherited thread has
+// had time to arrive. Call it every second or so.
+func (s *Session) Refresh() {
+	if s.opts.Scope != ScopeProcess {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, a := range s.procs {
+		tids, err := Threads(pid)
+		if err != nil {
+			continue // gone; the owner detaches it
+		}
+		next := map[int]bool{}
+		for _, tid := range tids {
+			if a.covered[uint32(tid)] {
+				continue
+			}
+			if a.suspect[tid] {
+				_, _ = s.openThread(a, tid)
+				continue
+			}
+			next[tid] = true
+		}
+		a.suspect = next
+	}
+}
+
+// Detach stops sampling pid and releases its events. Records already in
+// the rings for it are still delivered if their pid is attached again, and
+// dropped otherwise.
+func (s *Session) Detach(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.procs[pid]
+	if !ok {
+		return
+	}
+	closeAll(a.fds)
+	delete(s.procs, pid)
+	s.publishTargets()
+}
+
+// Attached reports whether pid is attached.
+func (s *Session) Attached(pid int) bool {
+	_, ok := (*s.targets.Load())[uint32(pid)]
+	return ok
+}
+
+// publishTargets must be called with s.mu held.
+func (s *Session) publishTargets() {
+	m := make(map[uint32]struct{}, len(s.procs))
+	for pid := range s.procs {
+		m[uint32(pid)] = struct{}{}
+	}
+	s.targets.Store(&m)
+}
+
+// Stats returns the counters so far.
+func (s *Session) Stats() Stats {
+	return Stats{
+		Records: s.records.Load(),
+		Samples: s.samples.Load(),
+		Lost:    s.lost.Load(),
+		Corrupt: s.corrupt.Load(),
+	}
+}
+
+// Read delivers records of attached processes to fn until Close is called,
+// then returns nil. Lost-record notices are delivered too, whatever their
+// pid. fn runs on the calling goroutine; the Record and the slices in it
+// are reused after fn returns. Only one Read may run at a time.
+func (s *Session) Read(fn func(*Record)) error {
+	if !s.readMu.TryLock() {
+		return errors.New("perf: Read is already running")
+	}
+	defer s.readMu.Unlock()
+	var rec Record
+	var targets map[uint32]struct{}
+	deliver := func(r *Record) {
+		var pid uint32
+		switch r.Type {
+		case RecordSample:
+			pid = r.Sample.Pid
+		case RecordLost, RecordLostSamples:
+			s.lost.Add(r.Lost)
+			s.records.Add(1)
+			fn(r)
+			return
+		case RecordComm:
+			pid = r.Comm.Pid
+		case RecordFork, RecordExit:
+			pid = r.Task.Pid
+		case RecordMmap2:
+			pid = r.Mmap2.Pid
+		default:
+			pid = r.ID.Pid
+		}
+		if _, ok := targets[pid]; !ok {
+			return
+		}
+		if r.Type == RecordFork && r.Task.Pid == r.Task.Ppid {
+			s.noteThread(r.Task.Pid, r.Task.Tid, true)
+		} else if r.Type == RecordExit && r.Task.Pid != r.Task.Tid {
+			s.noteThread(r.Task.Pid, r.Task.Tid, false)
+		}
+		if r.Type == RecordSample {
+			s.samples.Add(1)
+		}
+		s.records.Add(1)
+		fn(r)
+	}
+	events := make([]unix.EpollEvent, len(s.rings)+1)
+	for {
+		// Wake at least every 100 ms, so that a quiet target's records do
+		// not wait for the watermark for long.
+		_, err := unix.EpollWait(s.epfd, events, 100)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("wait for perf rings: %w", err)
+		}
+		if s.closed.Load() {
+			return nil
+		}
+		targets = *s.targets.Load()
+		for _, r := range s.rings {
+			st := r.read(&s.format, &rec, deliver)
+			if st.corrupt > 0 {
+				s.corrupt.Add(uint64(st.corrupt))
+			}
+		}
+	}
+}
+
+func (s *Session) noteThread(pid, tid uint32, alive bool) {
+	s.mu.Lock()
+	if a, ok := s.procs[int(pid)]; ok {
+		if alive {
+			a.covered[tid] = true
+		} else {
+			delete(a.covered, tid)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Close stops Read and releases every event and ring. It is safe to call
+// more than once.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		var one [8]byte
+		ne.PutUint64(one[:], 1)
+		_, _ = unix.Write(s.evfd, one[:])
+		s.readMu.Lock() // wait for Read to leave the rings alone
+		defer s.readMu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for pid, a := range s.procs {
+			closeAll(a.fds)
+			delete(s.procs, pid)
+		}
+		s.release()
+	})
+	return nil
+}
+
+func (s *Session) release() {
+	closeAll(s.sysFDs)
+	s.sysFDs = nil
+	for _, r := range s.rings {
+		_ = r.close()
+		unix.Close(r.fd)
+	}
+	s.rings = nil
+	if s.epfd >= 0 {
+		unix.Close(s.epfd)
+		s.epfd = -1
+	}
+	if s.evfd >= 0 {
+		unix.Close(s.evfd)
+		s.evfd = -1
+	}
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

@@ -1,0 +1,170 @@
+// Package testchild builds and runs the real workloads that perfprof's tests
+// sample, and decides what a test does when perf events are denied.
+package testchild
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/perf"
+)
+
+// RequirePerf handles an error from opening perf events: a test that needs
+// them skips, with the reason, when they are denied, unless
+// PERFPROF_REQUIRE_PERF=1 (set by CI), in which case it fails. Any other
+// error fails the test.
+func RequirePerf(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, perf.ErrPermission) || errors.Is(err, perf.ErrNotSupported) {
+		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
+			tb.Fatalf("perf events required (PERFPROF_REQUIRE_PERF=1) but unavailable: %v", err)
+		}
+		tb.Skipf("perf events unavailable, skipping: %v", err)
+	}
+	tb.Fatalf("open perf session: %v", err)
+}
+
+var (
+	buildMu  sync.Mutex
+	built    = map[string]string{}
+	buildDir string
+)
+
+// Build compiles the Go program in internal/testchild/NAME (or, when name
+// is a path with a slash, that package directory relative to the module
+// root) once per test binary and returns the executable's path.
+func Build(tb testing.TB, name string, extraArgs ...string) string {
+	tb.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := name + "\x00" + strings.Join(extraArgs, " ")
+	if p, ok := built[key]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "perfprof-testchild-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		buildDir = d
+	}
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(self), "..", "..")
+	src := filepath.Join(filepath.Dir(self), name)
+	if strings.Contains(name, "/") {
+		src = filepath.Join(root, name)
+	}
+	out := filepath.Join(buildDir, fmt.Sprintf("%s-%d", filepath.Base(name), len(built)))
+	args := append([]string{"build", "-o", out}, extraArgs...)
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", name, err, b)
+	}
+	built[key] = out
+	return out
+}
+
+// Child is a running workload.
+type Child struct {
+	Cmd *exec.Cmd
+	Pid int
+	// Ready holds the fields of the child's first stdout line after "ready".
+	Ready []int
+	lines chan string
+}
+
+// Start runs bin and waits (up to 10 s) for its "ready ..." line. The child
+// is killed when the test ends.
+func Start(tb testing.TB, bin string, args ...string) *Child {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", bin, err)
+	}
+	c := &Child{Cmd: cmd, Pid: cmd.Process.Pid, lines: make(chan string, 64)}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case c.lines <- sc.Text():
+			default:
+			}
+		}
+		close(c.lines)
+	}()
+	select {
+	case line, ok := <-c.lines:
+		if !ok || !strings.HasPrefix(line, "ready") {
+			tb.Fatalf("%s: expected a ready line, got %q", bin, line)
+		}
+		for _, f := range strings.Fields(line)[1:] {
+			v, err := strconv.Atoi(f)
+			if err != nil {
+				tb.Fatalf("%s: bad ready line %q", bin, line)
+			}
+			c.Ready = append(c.Ready, v)
+		}
+	case <-time.After(10 * time.Second):
+		tb.Fatalf("%s did not get ready in 10 s", bin)
+	}
+	return c
+}
+
+// ThreadCPU returns the CPU time in ns of each live thread of pid, from
+// /proc/PID/task/TID/schedstat (nanosecond resolution, unlike stat).
+func ThreadCPU(tb testing.TB, pid int) map[int]uint64 {
+	tb.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		tb.Fatalf("list threads: %v", err)
+	}
+	m := map[int]uint64{}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			v, _ := strconv.ParseUint(f[0], 10, 64)
+			m[tid] = v
+		}
+	}
+	return m
+}
+
+// Sum adds up a ThreadCPU map.
+func Sum(m map[int]uint64) uint64 {
+	var s uint64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}

@@ -358,7 +358,7 @@ func (s *Session) Stats() Stats {
 }
 
 // Read delivers records of attached processes to fn until Close is called,
-// then returns nil. Lost-record notices are delivered too, whatever their
+// then delivers what the rings still hold and returns nil. Lost-record notices are delivered too, whatever their
 // pid. fn runs on the calling goroutine; the Record and the slices in it
 // are reused after fn returns. Only one Read may run at a time.
 func (s *Session) Read(fn func(*Record)) error {
@@ -409,15 +409,17 @@ func (s *Session) Read(fn func(*Record)) error {
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("wait for perf rings: %w", err)
 		}
-		if s.closed.Load() {
-			return nil
-		}
+		closed := s.closed.Load()
 		targets = *s.targets.Load()
 		for _, r := range s.rings {
 			st := r.read(&s.format, &rec, deliver)
 			if st.corrupt > 0 {
 				s.corrupt.Add(uint64(st.corrupt))
 			}
+		}
+		if closed {
+			// The pass above delivered what was written before Close.
+			return nil
 		}
 	}
 }

@@ -1,0 +1,50 @@
+// Package clock maps the kernel's CLOCK_MONOTONIC timestamps, which perf
+// records carry, to Unix time, which OTLP carries.
+//
+// The offset realtime − monotonic is measured as one realtime reading
+// between two monotonic ones, paired with their midpoint, and is meant to be
+// re-measured periodically so that steps of the wall clock are followed. A
+// reading costs a few clock_gettime calls: measure per report, never per
+// sample.
+package clock
+
+import "golang.org/x/sys/unix"
+
+// Monotonic returns CLOCK_MONOTONIC in nanoseconds.
+func Monotonic() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// Offset returns realtime − monotonic in nanoseconds. Of three tries it
+// keeps the one whose monotonic readings were closest together, the least
+// disturbed by preemption.
+func Offset() int64 {
+	var best, bestGap int64 = 0, -1
+	for i := 0; i < 3; i++ {
+		var a, r, b unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+		_ = unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
+		gap := b.Nano() - a.Nano()
+		if bestGap < 0 || gap < bestGap {
+			bestGap = gap
+			best = r.Nano() - (a.Nano() + gap/2)
+		}
+	}
+	return best
+}
+
+// Mapper converts monotonic timestamps to Unix nanoseconds with a fixed
+// offset; refresh it with a new Offset now and then.
+type Mapper struct{ offset int64 }
+
+// NewMapper measures the offset now.
+func NewMapper() *Mapper { return &Mapper{offset: Offset()} }
+
+// Refresh measures the offset again.
+func (m *Mapper) Refresh() { m.offset = Offset() }
+
+// Unix converts a CLOCK_MONOTONIC timestamp to Unix nanoseconds.
+func (m *Mapper) Unix(mono uint64) uint64 { return uint64(int64(mono) + m.offset) }

@@ -1,0 +1,326 @@
+package perfprofreceiver
+
+import (
+	"crypto/rand"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
+
+// loc is one resolved stack address of one process. Locations are shared
+// by pointer between the stacks of a process, so the dictionary can intern
+// them by identity.
+type loc struct {
+	addr    uint64
+	kernel  bool
+	mapping *symbolize.Mapping // nil when in no known mapping (or kernel)
+	frames  []symbolize.Frame  // innermost first; empty when unresolved
+}
+
+// rawSample is one perf sample waiting for the next report.
+type rawSample struct {
+	time  uint64 // CLOCK_MONOTONIC ns
+	tid   uint32
+	cpu   uint32
+	stack int32 // index into batch.stacks
+}
+
+// batch holds what one process produced during one report interval.
+type batch struct {
+	samples []rawSample
+	stacks  [][]*loc            // interned stacks, leaf first
+	byHash  map[uint64][]int32  // stack hash → candidates in stacks
+	raw     [][]uint64          // raw callchain of each stack, to settle hash collisions
+	threads map[uint32]string   // names of the threads in samples, set at snapshot
+}
+
+func newBatch() *batch { return &batch{byHash: map[uint64][]int32{}} }
+
+// internStack returns the index of the stack with raw callchain chain,
+// resolving it with resolve the first time it is seen in this batch.
+func (b *batch) internStack(chain []uint64, resolve func([]uint64) []*loc) int32 {
+	h := hashChain(chain)
+	for _, i := range b.byHash[h] {
+		if equalChain(b.raw[i], chain) {
+			return i
+		}
+	}
+	i := int32(len(b.stacks))
+	b.stacks = append(b.stacks, resolve(chain))
+	b.raw = append(b.raw, append([]uint64(nil), chain...))
+	b.byHash[h] = append(b.byHash[h], i)
+	return i
+}
+
+// hashChain is FNV-1a over the addresses; collisions are settled by
+// comparing the chains.
+func hashChain(chain []uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, a := range chain {
+		h ^= a
+		h *= 1099511628211
+	}
+	return h
+}
+
+func equalChain(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshot is one process's batch taken out for a report.
+type snapshot struct {
+	pid     int
+	exe     string
+	comm    string
+	batch   *batch
+	windowA uint64 // report window in CLOCK_MONOTONIC ns: [windowA, windowB)
+	windowB uint64
+}
+
+// profileParams are the fixed parts of every profile.
+type profileParams struct {
+	frequency uint64
+	toUnix    func(mono uint64) uint64
+}
+
+// dict interns the entries of a ProfilesDictionary with maps. Index 0 of
+// every table is the empty entry, as the format requires.
+type dict struct {
+	d         pprofile.ProfilesDictionary
+	strings   map[string]int32
+	functions map[symbolize.Frame]int32
+	mappings  map[*symbolize.Mapping]int32
+	locations map[*loc]int32
+	stacks    map[string]int32
+	attrs     map[attrKey]int32
+	keyBuf    []byte
+}
+
+type attrKey struct {
+	key  string
+	str  string
+	num  int64
+	kind byte // 's' string, 'i' int
+}
+
+func newDict(d pprofile.ProfilesDictionary) *dict {
+	t := &dict{
+		d:         d,
+		strings:   map[string]int32{},
+		functions: map[symbolize.Frame]int32{},
+		mappings:  map[*symbolize.Mapping]int32{},
+		locations: map[*loc]int32{},
+		stacks:    map[string]int32{},
+		attrs:     map[attrKey]int32{},
+	}
+	t.str("")
+	d.MappingTable().AppendEmpty()
+	d.LocationTable().AppendEmpty()
+	d.FunctionTable().AppendEmpty()
+	d.LinkTable().AppendEmpty()
+	d.StackTable().AppendEmpty()
+	d.AttributeTable().AppendEmpty()
+	return t
+}
+
+func (t *dict) str(s string) int32 {
+	if i, ok := t.strings[s]; ok {
+		return i
+	}
+	i := int32(t.d.StringTable().Len())
+	t.d.StringTable().Append(s)
+	t.strings[s] = i
+	return i
+}
+
+func (t *dict) attrStr(key, val string) int32 {
+	k := attrKey{key: key, str: val, kind: 's'}
+	if i, ok := t.attrs[k]; ok {
+		return i
+	}
+	i := int32(t.d.AttributeTable().Len())
+	a := t.d.AttributeTable().AppendEmpty()
+	a.SetKeyStrindex(t.str(key))
+	a.Value().SetStr(val)
+	t.attrs[k] = i
+	return i
+}
+
+func (t *dict) attrInt(key string, val int64) int32 {
+	k := attrKey{key: key, num: val, kind: 'i'}
+	if i, ok := t.attrs[k]; ok {
+		return i
+	}
+	i := int32(t.d.AttributeTable().Len())
+	a := t.d.AttributeTable().AppendEmpty()
+	a.SetKeyStrindex(t.str(key))
+	a.Value().SetInt(val)
+	t.attrs[k] = i
+	return i
+}
+
+func (t *dict) mapping(m *symbolize.Mapping) int32 {
+	if m == nil {
+		return 0
+	}
+	if i, ok := t.mappings[m]; ok {
+		return i
+	}
+	i := int32(t.d.MappingTable().Len())
+	mp := t.d.MappingTable().AppendEmpty()
+	mp.SetMemoryStart(m.Start)
+	mp.SetMemoryLimit(m.Limit)
+	mp.SetFileOffset(m.Offset)
+	mp.SetFilenameStrindex(t.str(m.Path))
+	if m.BuildID != "" {
+		key := "process.executable.build_id.gnu"
+		if strings.ContainsRune(m.BuildID, '/') || len(m.BuildID) != 40 {
+			key = "process.executable.build_id.go"
+		}
+		mp.AttributeIndices().Append(t.attrStr(key, m.BuildID))
+	}
+	t.mappings[m] = i
+	return i
+}
+
+func (t *dict) location(l *loc) int32 {
+	if i, ok := t.locations[l]; ok {
+		return i
+	}
+	// Resolve the mapping and functions before appending the location,
+	// so that appends to the other tables cannot invalidate it.
+	mi := t.mapping(l.mapping)
+	fis := make([]int32, len(l.frames))
+	for j, f := range l.frames {
+		fis[j] = t.functionOf(f)
+	}
+	i := int32(t.d.LocationTable().Len())
+	pl := t.d.LocationTable().AppendEmpty()
+	pl.SetAddress(l.addr)
+	pl.SetMappingIndex(mi)
+	for j, f := range l.frames {
+		ln := pl.Lines().AppendEmpty()
+		ln.SetFunctionIndex(fis[j])
+		ln.SetLine(int64(f.Line))
+	}
+	t.locations[l] = i
+	return i
+}
+
+// functionOf interns the function of a frame: same name, system name,
+// file and start line make one function, whatever the line.
+func (t *dict) functionOf(f symbolize.Frame) int32 {
+	f.Line = 0
+	if i, ok := t.functions[f]; ok {
+		return i
+	}
+	i := int32(t.d.FunctionTable().Len())
+	fn := t.d.FunctionTable().AppendEmpty()
+	fn.SetNameStrindex(t.str(f.Function))
+	fn.SetSystemNameStrindex(t.str(f.SystemName))
+	fn.SetFilenameStrindex(t.str(f.File))
+	fn.SetStartLine(int64(f.StartLine))
+	t.functions[f] = i
+	return i
+}
+
+func (t *dict) stack(locs []*loc) int32 {
+	t.keyBuf = t.keyBuf[:0]
+	idx := make([]int32, len(locs))
+	for j, l := range locs {
+		idx[j] = t.location(l)
+		t.keyBuf = strconv.AppendInt(t.keyBuf, int64(idx[j]), 36)
+		t.keyBuf = append(t.keyBuf, ',')
+	}
+	if i, ok := t.stacks[string(t.keyBuf)]; ok {
+		return i
+	}
+	i := int32(t.d.StackTable().Len())
+	st := t.d.StackTable().AppendEmpty()
+	st.LocationIndices().FromRaw(idx)
+	t.stacks[string(t.keyBuf)] = i
+	return i
+}
+
+// buildProfiles turns the snapshots of one report into OTLP profiles: one
+// ResourceProfiles per process, sharing one dictionary. Samples with the
+// same stack and attributes are merged into one Sample that keeps every
+// timestamp (and a value of 1 per timestamp).
+func buildProfiles(snaps []snapshot, p profileParams) (pprofile.Profiles, int) {
+	out := pprofile.NewProfiles()
+	t := newDict(out.Dictionary())
+	total := 0
+	for _, s := range snaps {
+		if len(s.batch.samples) == 0 {
+			continue
+		}
+		rp := out.ResourceProfiles().AppendEmpty()
+		res := rp.Resource().Attributes()
+		res.PutInt("process.pid", int64(s.pid))
+		if s.exe != "" {
+			res.PutStr("process.executable.name", filepath.Base(s.exe))
+			res.PutStr("process.executable.path", s.exe)
+		} else {
+			res.PutStr("process.executable.name", s.comm)
+		}
+		sp := rp.ScopeProfiles().AppendEmpty()
+		sp.Scope().SetName("github.com/perfprof/perfprof/receiver/perfprofreceiver")
+		prof := sp.Profiles().AppendEmpty()
+		var id pprofile.ProfileID
+		_, _ = rand.Read(id[:])
+		prof.SetProfileID(id)
+		prof.SampleType().SetTypeStrindex(t.str("samples"))
+		prof.SampleType().SetUnitStrindex(t.str("count"))
+		prof.PeriodType().SetTypeStrindex(t.str("cpu"))
+		prof.PeriodType().SetUnitStrindex(t.str("nanoseconds"))
+		prof.SetPeriod(int64(1_000_000_000 / p.frequency))
+
+		// The profile spans the report window, widened to hold every
+		// sample (records read late may predate the window).
+		lo, hi := s.windowA, s.windowB
+		for _, r := range s.batch.samples {
+			lo = min(lo, r.time)
+			hi = max(hi, r.time+1)
+		}
+		start := p.toUnix(lo)
+		prof.SetTime(pcommon.Timestamp(start))
+		prof.SetDurationNano(hi - lo)
+
+		type sampleKey struct {
+			stack    int32
+			tid, cpu uint32
+		}
+		merged := map[sampleKey]pprofile.Sample{}
+		for _, r := range s.batch.samples {
+			k := sampleKey{r.stack, r.tid, r.cpu}
+			ps, ok := merged[k]
+			if !ok {
+				ps = prof.Samples().AppendEmpty()
+				ps.SetStackIndex(t.stack(s.batch.stacks[r.stack]))
+				ps.AttributeIndices().Append(
+					t.attrInt("thread.id", int64(r.tid)),
+					t.attrStr("thread.name", s.batch.threads[r.tid]),
+					t.attrInt("cpu.logical_number", int64(r.cpu)),
+				)
+				merged[k] = ps
+			}
+			ps.TimestampsUnixNano().Append(p.toUnix(r.time))
+			ps.Values().Append(1)
+			total++
+		}
+	}
+	return out, total
+}

@@ -1,0 +1,422 @@
+package perfprofreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/xconsumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
+)
+
+// perfprofReceiver is one instance per component ID, shared by its signals.
+type perfprofReceiver struct {
+	cfg        *Config
+	set        receiver.Settings
+	log        *zap.Logger
+	profiles   xconsumer.Profiles
+	telemetry  *metadata.TelemetryBuilder
+	onShutdown func()
+
+	session *perf.Session
+	symbols *symbolize.Cache
+	kernel  *symbolize.Kernel
+	clock   *clock.Mapper
+
+	// mu guards procs and buffered; the read loop holds it per record,
+	// the report loop only to swap batches out.
+	mu       sync.Mutex
+	procs    map[int]*procState
+	buffered int
+	windowA  uint64
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	started   bool
+
+	lastLost, lastCorrupt uint64
+}
+
+// procState is one target process.
+type procState struct {
+	info    perf.Process
+	sym     *symbolize.Process // nil when its maps could not be read
+	threads map[uint32]string
+	addrs   map[uint64]*loc // resolved addresses, shared by the stacks of all batches
+	batch   *batch
+	gone    bool // exited or detached; dropped after its last batch is sent
+}
+
+// maxAddrCache bounds the per-process address cache; it is cleared when
+// full (the binary-level cache in symbolize keeps the expensive part).
+const maxAddrCache = 1 << 17
+
+func newReceiver(cfg *Config, set receiver.Settings, onShutdown func()) (*perfprofReceiver, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("create perfprof telemetry: %w", err)
+	}
+	return &perfprofReceiver{
+		cfg:        cfg,
+		set:        set,
+		log:        set.Logger,
+		telemetry:  tb,
+		onShutdown: onShutdown,
+		procs:      map[int]*procState{},
+	}, nil
+}
+
+// Start opens the perf session and attaches the targets that exist now. It
+// fails, and with it the collector, when perf events are denied or a
+// configured pid does not exist.
+func (r *perfprofReceiver) Start(_ context.Context, _ component.Host) error {
+	var err error
+	r.startOnce.Do(func() { err = r.start() })
+	return err
+}
+
+func (r *perfprofReceiver) start() (err error) {
+	scope := perf.ScopeProcess
+	if r.cfg.Scope == scopeSystem {
+		scope = perf.ScopeSystem
+	}
+	r.session, err = perf.Open(perf.Options{
+		Scope:        scope,
+		Frequency:    r.cfg.Frequency,
+		KernelStacks: r.cfg.KernelStacks,
+		RingPages:    r.cfg.RingPages,
+	})
+	if err != nil {
+		return fmt.Errorf("perfprof: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			r.session.Close()
+			r.session = nil
+		}
+	}()
+	r.symbols = symbolize.NewCache(symbolize.Options{})
+	if r.cfg.KernelStacks {
+		k, kerr := symbolize.LoadKernel()
+		if errors.Is(kerr, symbolize.ErrKernelAddressesHidden) {
+			r.log.Warn("Kernel symbol addresses are hidden (kernel.kptr_restrict); kernel frames stay unnamed. Run as root or set kernel.kptr_restrict=0.")
+		} else if kerr != nil {
+			r.log.Warn("Cannot read kernel symbols; kernel frames stay unnamed", zap.Error(kerr))
+		}
+		r.kernel = k
+	}
+	r.clock = clock.NewMapper()
+	r.windowA = clock.Monotonic()
+
+	for _, pid := range r.cfg.Targets.Pids {
+		p, err := perf.ReadProcess(pid)
+		if err != nil {
+			return fmt.Errorf("perfprof: target pid %d: %w", pid, err)
+		}
+		if err := r.attach(p); err != nil {
+			return fmt.Errorf("perfprof: %w", err)
+		}
+	}
+	if len(r.cfg.Targets.Executables) > 0 {
+		procs, err := perf.Scan(r.cfg.Targets.Executables)
+		if err != nil {
+			return fmt.Errorf("perfprof: %w", err)
+		}
+		for _, p := range procs {
+			if err := r.attach(p); err != nil {
+				if errors.Is(err, perf.ErrPermission) {
+					return fmt.Errorf("perfprof: %w", err)
+				}
+				r.log.Warn("Cannot attach to process", zap.Int("pid", p.Pid), zap.Error(err))
+			}
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.started = true
+	r.wg.Add(3)
+	go func() {
+		defer r.wg.Done()
+		if err := r.session.Read(r.handle); err != nil {
+			r.log.Error("Reading perf rings failed; sampling stopped", zap.Error(err))
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.every(ctx, r.cfg.DiscoveryInterval, r.discover)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.every(ctx, r.cfg.ReportInterval, func() { r.report(ctx) })
+	}()
+	r.log.Info("perfprof receiver started",
+		zap.String("scope", r.cfg.Scope), zap.Uint64("frequency_hz", r.cfg.Frequency),
+		zap.Int("processes", len(r.procs)))
+	return nil
+}
+
+func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// attach starts sampling p. The process state exists before its first
+// record can arrive.
+func (r *perfprofReceiver) attach(p perf.Process) error {
+	st := &procState{info: p, threads: map[uint32]string{}, addrs: map[uint64]*loc{}, batch: newBatch()}
+	if sp, err := r.symbols.Process(p.Pid); err == nil {
+		st.sym = sp
+	} else {
+		r.log.Debug("Cannot read memory map; stacks stay unsymbolized", zap.Int("pid", p.Pid), zap.Error(err))
+	}
+	r.mu.Lock()
+	if old, ok := r.procs[p.Pid]; ok && !old.gone {
+		r.mu.Unlock()
+		return nil
+	}
+	// A previous process with this pid may still have a batch to send: keep
+	// it under its own key until the report.
+	if old, ok := r.procs[p.Pid]; ok {
+		r.procs[-p.Pid-1] = old
+	}
+	r.procs[p.Pid] = st
+	r.mu.Unlock()
+	if err := r.session.Attach(p.Pid); err != nil {
+		r.mu.Lock()
+		delete(r.procs, p.Pid)
+		r.mu.Unlock()
+		return fmt.Errorf("attach to pid %d (%s): %w", p.Pid, p.Comm, err)
+	}
+	r.telemetry.ReceiverPerfprofProcesses.Add(context.Background(), 1)
+	r.log.Info("Sampling process", zap.Int("pid", p.Pid), zap.String("executable", p.Exe), zap.String("comm", p.Comm))
+	return nil
+}
+
+// discover releases targets that exited and attaches new processes of the
+// target executables.
+func (r *perfprofReceiver) discover() {
+	r.mu.Lock()
+	var live []perf.Process
+	for pid, st := range r.procs {
+		if pid > 0 && !st.gone {
+			live = append(live, st.info)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range live {
+		if !p.Alive() {
+			r.release(p.Pid, "exited")
+		}
+	}
+	if len(r.cfg.Targets.Executables) > 0 {
+		procs, err := perf.Scan(r.cfg.Targets.Executables)
+		if err != nil {
+			r.log.Warn("Scanning for target processes failed", zap.Error(err))
+		}
+		for _, p := range procs {
+			if r.session.Attached(p.Pid) {
+				continue
+			}
+			if err := r.attach(p); err != nil {
+				r.log.Warn("Cannot attach to process", zap.Int("pid", p.Pid), zap.Error(err))
+			}
+		}
+	}
+	r.session.Refresh()
+	r.countLosses()
+}
+
+func (r *perfprofReceiver) release(pid int, why string) {
+	r.session.Detach(pid)
+	r.mu.Lock()
+	if st, ok := r.procs[pid]; ok && !st.gone {
+		st.gone = true
+		r.telemetry.ReceiverPerfprofProcesses.Add(context.Background(), -1)
+	}
+	r.mu.Unlock()
+	r.log.Info("Released process", zap.Int("pid", pid), zap.String("reason", why))
+}
+
+func (r *perfprofReceiver) countLosses() {
+	st := r.session.Stats()
+	ctx := context.Background()
+	if d := st.Lost - r.lastLost; d > 0 {
+		r.telemetry.ReceiverPerfprofLostRecords.Add(ctx, int64(d))
+		r.log.Warn("The kernel dropped perf records: a ring was full. Raise ring_pages or lower frequency.",
+			zap.Uint64("lost", d), zap.Uint64("lost_total", st.Lost))
+	}
+	if d := st.Corrupt - r.lastCorrupt; d > 0 {
+		r.telemetry.ReceiverPerfprofDroppedSamples.Add(ctx, int64(d), metric.WithAttributes(attribute.String("reason", "corrupt")))
+	}
+	r.lastLost, r.lastCorrupt = st.Lost, st.Corrupt
+}
+
+// handle runs on the read goroutine for every record of a target.
+func (r *perfprofReceiver) handle(rec *perf.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch rec.Type {
+	case perf.RecordSample:
+		s := &rec.Sample
+		st, ok := r.procs[int(s.Pid)]
+		if !ok || len(s.Callchain) == 0 {
+			return
+		}
+		if r.buffered >= r.cfg.MaxSamplesPerReport {
+			r.telemetry.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", "buffer_full")))
+			return
+		}
+		if _, ok := st.threads[s.Tid]; !ok {
+			st.threads[s.Tid] = perf.ThreadName(int(s.Pid), int(s.Tid))
+		}
+		idx := st.batch.internStack(s.Callchain, st.resolve(r))
+		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
+		r.buffered++
+		r.telemetry.ReceiverPerfprofSamples.Add(context.Background(), 1)
+	case perf.RecordComm:
+		if st, ok := r.procs[int(rec.Comm.Pid)]; ok {
+			st.threads[rec.Comm.Tid] = string(rec.Comm.Comm)
+			if rec.Misc&perf.MiscCommExec != 0 && rec.Comm.Pid == rec.Comm.Tid {
+				// A new program: its memory map is new too.
+				st.info.Comm = string(rec.Comm.Comm)
+				if p, err := perf.ReadProcess(int(rec.Comm.Pid)); err == nil {
+					st.info.Exe = p.Exe
+				}
+				clear(st.addrs)
+				if st.sym != nil {
+					_ = st.sym.Refresh()
+				}
+			}
+		}
+	case perf.RecordMmap2:
+		// New code mapped (dlopen, JIT): resolve it from a fresh map.
+		if st, ok := r.procs[int(rec.Mmap2.Pid)]; ok && st.sym != nil && rec.Mmap2.Prot&0x4 != 0 {
+			_ = st.sym.Refresh()
+		}
+	}
+}
+
+// resolve returns the function that turns a raw callchain of st into
+// locations. Every address but the leaf is a return address: it is looked
+// up one byte earlier, inside the call instruction, so that the caller's
+// line is the line of the call.
+func (st *procState) resolve(r *perfprofReceiver) func([]uint64) []*loc {
+	return func(chain []uint64) []*loc {
+		locs := make([]*loc, 0, len(chain))
+		first := true
+		perf.Frames(chain, func(addr uint64, kernel bool) {
+			if l, ok := st.addrs[addr]; ok {
+				locs = append(locs, l)
+				first = false
+				return
+			}
+			pc := addr
+			if !first {
+				pc--
+			}
+			first = false
+			l := &loc{addr: addr, kernel: kernel}
+			switch {
+			case kernel:
+				if r.kernel != nil {
+					if f, ok := r.kernel.Lookup(pc); ok {
+						l.frames = []symbolize.Frame{f}
+					}
+				}
+				if len(l.frames) == 0 {
+					l.frames = []symbolize.Frame{{Function: "[kernel]", SystemName: "[kernel]"}}
+				}
+			case st.sym != nil:
+				res := st.sym.Lookup(pc)
+				l.mapping, l.frames = res.Mapping, res.Frames
+			}
+			if len(st.addrs) >= maxAddrCache {
+				clear(st.addrs)
+			}
+			st.addrs[addr] = l
+			locs = append(locs, l)
+		})
+		return locs
+	}
+}
+
+// report sends what was sampled since the last report.
+func (r *perfprofReceiver) report(ctx context.Context) {
+	now := clock.Monotonic()
+	r.clock.Refresh()
+	var snaps []snapshot
+	r.mu.Lock()
+	for key, st := range r.procs {
+		b := st.batch
+		if len(b.samples) > 0 {
+			b.threads = make(map[uint32]string, len(st.threads))
+			for _, s := range b.samples {
+				if _, ok := b.threads[s.tid]; !ok {
+					b.threads[s.tid] = st.threads[s.tid]
+				}
+			}
+			snaps = append(snaps, snapshot{pid: st.info.Pid, exe: st.info.Exe, comm: st.info.Comm, batch: b, windowA: r.windowA, windowB: now})
+			st.batch = newBatch()
+		}
+		if st.gone {
+			delete(r.procs, key)
+		}
+	}
+	r.buffered = 0
+	r.windowA = now
+	r.mu.Unlock()
+	if len(snaps) == 0 || r.profiles == nil {
+		return
+	}
+	pd, n := buildProfiles(snaps, profileParams{frequency: r.cfg.Frequency, toUnix: r.clock.Unix})
+	if err := r.profiles.ConsumeProfiles(ctx, pd); err != nil {
+		r.telemetry.ReceiverPerfprofDroppedSamples.Add(context.Background(), int64(n), metric.WithAttributes(attribute.String("reason", "consumer_error")))
+		r.log.Error("Profiles pipeline refused a report; its samples are dropped", zap.Int("samples", n), zap.Error(err))
+	}
+}
+
+// Shutdown stops sampling, sends what is buffered and releases everything.
+func (r *perfprofReceiver) Shutdown(ctx context.Context) error {
+	r.stopOnce.Do(func() {
+		if r.onShutdown != nil {
+			r.onShutdown()
+		}
+		if !r.started {
+			if r.session != nil {
+				r.session.Close()
+			}
+			r.telemetry.Shutdown()
+			return
+		}
+		r.cancel()
+		r.session.Close()
+		r.wg.Wait()
+		r.report(ctx)
+		r.countLosses()
+		_ = r.symbols.Close()
+		r.telemetry.Shutdown()
+	})
+	return nil
+}

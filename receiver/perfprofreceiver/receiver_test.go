@@ -1,0 +1,215 @@
+package perfprofreceiver
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pprofiletest"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/collector/receiver/xreceiver"
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/testchild"
+)
+
+// requirePerf skips (or, with PERFPROF_REQUIRE_PERF=1, fails) when this
+// machine denies perf events, by trying what the receiver will do.
+func requirePerf(t *testing.T) {
+	s, err := perf.Open(perf.Options{Frequency: 99})
+	testchild.RequirePerf(t, err)
+	s.Close()
+}
+
+func startReceiver(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) xreceiver.Profiles {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
+	f := NewFactory().(xreceiver.Factory)
+	r, err := f.CreateProfiles(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), nil))
+	return r
+}
+
+// flatSample is one timestamp of one pprofile sample, resolved.
+type flatSample struct {
+	pid       int64
+	tid       int64
+	threadNm  string
+	functions []string // leaf first
+	files     []string
+}
+
+func flatten(t *testing.T, all []pprofile.Profiles) []flatSample {
+	t.Helper()
+	var out []flatSample
+	for _, pd := range all {
+		dic := pd.Dictionary()
+		strs := dic.StringTable()
+		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+			rp := pd.ResourceProfiles().At(i)
+			pid, ok := rp.Resource().Attributes().Get("process.pid")
+			require.True(t, ok, "resource without process.pid")
+			for j := 0; j < rp.ScopeProfiles().Len(); j++ {
+				sp := rp.ScopeProfiles().At(j)
+				for k := 0; k < sp.Profiles().Len(); k++ {
+					prof := sp.Profiles().At(k)
+					require.NoError(t, pprofiletest.ValidateProfile(dic, prof))
+					for s := 0; s < prof.Samples().Len(); s++ {
+						smp := prof.Samples().At(s)
+						fs := flatSample{pid: pid.Int()}
+						for _, ai := range smp.AttributeIndices().AsRaw() {
+							a := dic.AttributeTable().At(int(ai))
+							switch strs.At(int(a.KeyStrindex())) {
+							case "thread.id":
+								fs.tid = a.Value().Int()
+							case "thread.name":
+								fs.threadNm = a.Value().Str()
+							}
+						}
+						st := dic.StackTable().At(int(smp.StackIndex()))
+						for _, li := range st.LocationIndices().AsRaw() {
+							l := dic.LocationTable().At(int(li))
+							for x := 0; x < l.Lines().Len(); x++ {
+								fn := dic.FunctionTable().At(int(l.Lines().At(x).FunctionIndex()))
+								fs.functions = append(fs.functions, strs.At(int(fn.NameStrindex())))
+								fs.files = append(fs.files, strs.At(int(fn.FilenameStrindex())))
+							}
+						}
+						require.Equal(t, smp.TimestampsUnixNano().Len(), smp.Values().Len())
+						for x := 0; x < smp.TimestampsUnixNano().Len(); x++ {
+							out = append(out, fs)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func has(fns []string, name string) bool {
+	for _, f := range fns {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestReceiverProfilesRealProcess samples a child that burns CPU in two
+// known functions on two threads, through the whole receiver, and checks
+// the profiles against the child's own CPU accounting.
+func TestReceiverProfilesRealProcess(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.Build(t, "burner")
+	child := testchild.Start(t, bin, "-alpha", "1.0", "-beta", "0.4")
+	tidA, tidB := child.Ready[1], child.Ready[2]
+
+	cfg := createDefaultConfig()
+	cfg.Targets.Pids = []int{child.Pid}
+	cfg.Frequency = 999
+	cfg.ReportInterval = time.Second
+	sink := new(consumertest.ProfilesSink)
+	before := testchild.ThreadCPU(t, child.Pid)
+	r := startReceiver(t, cfg, sink)
+	time.Sleep(4 * time.Second)
+	st := r.(*perfprofReceiver).session.Stats()
+	require.NoError(t, r.Shutdown(context.Background()))
+	after := testchild.ThreadCPU(t, child.Pid)
+	t.Logf("session: %+v", st)
+
+	samples := flatten(t, sink.AllProfiles())
+	require.Greater(t, len(samples), 500, "samples in 4 s at 999 Hz of a busy child")
+	var alpha, beta int
+	for _, s := range samples {
+		require.Equal(t, int64(child.Pid), s.pid)
+		_, ok := after[int(s.tid)]
+		require.True(t, ok, "tid %d is not a thread of the child", s.tid)
+		switch {
+		case has(s.functions, "main.burnAlpha"):
+			alpha++
+			require.Equal(t, int64(tidA), s.tid, "burnAlpha sampled on the wrong thread")
+		case has(s.functions, "main.burnBeta"):
+			beta++
+			require.Equal(t, int64(tidB), s.tid, "burnBeta sampled on the wrong thread")
+		}
+	}
+	cpuA := float64(after[tidA] - before[tidA])
+	cpuB := float64(after[tidB] - before[tidB])
+	total := float64(testchild.Sum(after) - testchild.Sum(before))
+	wantRatio := cpuA / cpuB
+	gotRatio := float64(alpha) / float64(beta)
+	period := 1e9 / float64(cfg.Frequency)
+	t.Logf("%d samples: burnAlpha %d, burnBeta %d (ratio %.3f; CPU ratio %.3f); samples × period %.3f s, child CPU %.3f s",
+		len(samples), alpha, beta, gotRatio, wantRatio, float64(len(samples))*period/1e9, total/1e9)
+	require.InEpsilon(t, wantRatio, gotRatio, 0.15, "burnAlpha:burnBeta samples against their threads' CPU time")
+	require.InEpsilon(t, total, float64(len(samples))*period, 0.10, "samples × period against the child's CPU time")
+	// Frames carry file:line for the Go binary.
+	for _, s := range samples {
+		for i, f := range s.functions {
+			if f == "main.burnAlpha" {
+				require.Equal(t, "main.go", filepath.Base(s.files[i]))
+			}
+		}
+	}
+}
+
+// TestReceiverFindsExecutablesStartedLater checks discovery: a process of a
+// target executable started after the receiver is sampled within seconds,
+// and one that exits is released while the other goes on.
+func TestReceiverFindsExecutablesStartedLater(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.Build(t, "burner")
+	cfg := createDefaultConfig()
+	cfg.Targets.Executables = []string{filepath.Base(bin)}
+	cfg.Frequency = 499
+	cfg.ReportInterval = 500 * time.Millisecond
+	cfg.DiscoveryInterval = 200 * time.Millisecond
+	sink := new(consumertest.ProfilesSink)
+	r := startReceiver(t, cfg, sink)
+	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
+
+	short := testchild.Start(t, bin, "-alpha", "0.5", "-beta", "0", "-duration", "1500ms")
+	long := testchild.Start(t, bin, "-alpha", "0.5", "-beta", "0")
+	count := func(pid int) int {
+		n := 0
+		for _, s := range flatten(t, sink.AllProfiles()) {
+			if s.pid == int64(pid) {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return count(short.Pid) > 50 && count(long.Pid) > 50 },
+		5*time.Second, 100*time.Millisecond, "processes started after the receiver were not sampled")
+	require.NoError(t, short.Cmd.Wait())
+	time.Sleep(time.Second) // one discovery to release, one report to flush
+	n := count(long.Pid)
+	require.Eventually(t, func() bool { return count(long.Pid) > n+50 }, 5*time.Second, 100*time.Millisecond,
+		"the surviving target stopped being sampled after the other exited")
+	rr := r.(*perfprofReceiver)
+	rr.mu.Lock()
+	_, stillThere := rr.procs[short.Pid]
+	rr.mu.Unlock()
+	require.False(t, stillThere, "exited process not released")
+}
+
+func TestReceiverFailsOnMissingPid(t *testing.T) {
+	requirePerf(t)
+	cfg := createDefaultConfig()
+	cfg.Targets.Pids = []int{1 << 23}
+	f := NewFactory().(xreceiver.Factory)
+	r, err := f.CreateProfiles(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	err = r.Start(context.Background(), nil)
+	require.Error(t, err)
+	require.True(t, strings.Contains(err.Error(), "target pid 8388608") && strings.Contains(err.Error(), "no such process"), err.Error())
+	require.NoError(t, r.Shutdown(context.Background()))
+}
+

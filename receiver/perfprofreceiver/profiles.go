@@ -33,10 +33,10 @@ type rawSample struct {
 // batch holds what one process produced during one report interval.
 type batch struct {
 	samples []rawSample
-	stacks  [][]*loc            // interned stacks, leaf first
-	byHash  map[uint64][]int32  // stack hash → candidates in stacks
-	raw     [][]uint64          // raw callchain of each stack, to settle hash collisions
-	threads map[uint32]string   // names of the threads in samples, set at snapshot
+	stacks  [][]*loc           // interned stacks, leaf first
+	byHash  map[uint64][]int32 // stack hash → candidates in stacks
+	raw     [][]uint64         // raw callchain of each stack, to settle hash collisions
+	threads map[uint32]string  // names of the threads in samples, set at snapshot
 }
 
 func newBatch() *batch { return &batch{byHash: map[uint64][]int32{}} }

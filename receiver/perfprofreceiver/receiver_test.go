@@ -212,4 +212,3 @@ func TestReceiverFailsOnMissingPid(t *testing.T) {
 	require.True(t, strings.Contains(err.Error(), "target pid 8388608") && strings.Contains(err.Error(), "no such process"), err.Error())
 	require.NoError(t, r.Shutdown(context.Background()))
 }
-

@@ -1,0 +1,264 @@
+package symbolize
+
+import (
+	"bytes"
+	"container/list"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// maxFramesPerBinary bounds the per-binary cache of resolved addresses. When
+// it is full it is cleared: hot addresses come back at once, and a clear is
+// cheaper than keeping recency per address.
+const maxFramesPerBinary = 1 << 16
+
+// fileKey identifies a file when it has no build id.
+type fileKey struct {
+	dev, inode uint64
+	path       string
+	size       int64
+	mtime      int64 // nanoseconds
+}
+
+// An objfile is one executable file (or vDSO image) and, once parsed, its
+// symbol and line tables.
+type objfile struct {
+	name    string // a path it was opened by, for errors
+	buildID string
+	keys    []fileKey     // file identities that resolve to this binary
+	elem    *list.Element // in Cache.lru
+	evicted bool          // dropped from the cache; holders must re-acquire
+
+	// Until parsed: the open file. After: nil.
+	r      io.ReaderAt
+	closer io.Closer
+	ef     *elf.File
+
+	loads []elf.ProgHeader // PT_LOAD headers, kept for address translation
+
+	parsed   bool
+	parseErr error
+	syms     *symtab    // ELF symbols, nil if none
+	lines    *lineTable // DWARF lines, nil if none
+	gotab    *goTable   // Go pcln tables, nil if not Go
+
+	frames map[uint64][]Frame // ELF vaddr → frames; nil entries for misses
+}
+
+// openELF reads the ELF headers and the build id of r. It does not parse
+// symbols: that happens on the first lookup, in parse.
+func openELF(name string, r io.ReaderAt) (b *objfile, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b, err = nil, fmt.Errorf("read ELF headers of %s: panic: %v", name, p)
+		}
+	}()
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("read ELF headers of %s: %w", name, err)
+	}
+	b = &objfile{name: name, r: r, ef: ef, buildID: buildID(ef)}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			b.loads = append(b.loads, p.ProgHeader)
+		}
+	}
+	return b, nil
+}
+
+// release drops the file and tables; a binary is released when evicted.
+func (b *objfile) release() error {
+	var err error
+	if b.closer != nil {
+		err = b.closer.Close()
+	}
+	*b = objfile{name: b.name, buildID: b.buildID, evicted: true}
+	return err
+}
+
+// bias returns delta such that, for an address pc in m, pc+delta is the ELF
+// virtual address: vaddr = pc - m.Start + m.Offset - seg.Off + seg.Vaddr, with
+// seg the PT_LOAD header that holds m.Offset. The kernel maps segments from a
+// page-aligned offset, so seg.Off is rounded down to a page for the test. When
+// two segments share that page, the executable one wins.
+func (b *objfile) bias(m *Mapping) (delta uint64, ok bool) {
+	const pageMask = 4096 - 1
+	var seg *elf.ProgHeader
+	for i := range b.loads {
+		p := &b.loads[i]
+		if p.Off&^pageMask <= m.Offset && m.Offset < p.Off+p.Filesz {
+			if seg == nil || (seg.Flags&elf.PF_X == 0 && p.Flags&elf.PF_X != 0) {
+				seg = p
+			}
+		}
+	}
+	if seg == nil {
+		return 0, false
+	}
+	return m.Offset - seg.Off + seg.Vaddr - m.Start, true
+}
+
+// lookup resolves an ELF virtual address. The returned slice is shared: it
+// must not be modified.
+func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
+	if fr, ok := b.frames[vaddr]; ok {
+		c.stats.LookupsCached++
+		return fr
+	}
+	if !b.parsed {
+		b.parse(c)
+	}
+	if b.parseErr != nil {
+		return nil
+	}
+	c.stats.LookupsResolved++
+	fr := b.resolve(vaddr)
+	if len(b.frames) >= maxFramesPerBinary {
+		clear(b.frames)
+	}
+	b.frames[vaddr] = fr
+	return fr
+}
+
+// parse reads the symbol and line tables and closes the file: after this the
+// binary lives in memory only.
+func (b *objfile) parse(c *Cache) {
+	b.parsed = true
+	c.stats.BinariesParsed++
+	b.frames = make(map[uint64][]Frame)
+	defer func() {
+		if p := recover(); p != nil {
+			b.parseErr = fmt.Errorf("parse %s: panic: %v", b.name, p)
+		}
+		b.ef, b.r = nil, nil
+		if b.closer != nil {
+			b.closer.Close() // read-only file: nothing to report
+			b.closer = nil
+		}
+	}()
+	ef := b.ef
+	if ef == nil {
+		b.parseErr = fmt.Errorf("parse %s: no ELF file", b.name)
+		return
+	}
+
+	elfSyms, err := ef.Symbols()
+	if err != nil || len(elfSyms) == 0 {
+		elfSyms, _ = ef.DynamicSymbols()
+	}
+	b.syms = newSymtab(elfSyms, b.loads)
+
+	if isGo(ef) {
+		// A broken pcln table leaves the ELF symbols to answer.
+		b.gotab, _ = newGoTable(ef, elfSyms)
+	}
+	if b.gotab == nil && hasDWARFLines(ef) {
+		// Best effort: without lines, functions still resolve.
+		b.lines, _ = newLineTable(ef, b.loads)
+	}
+	if b.syms == nil && b.gotab == nil {
+		b.parseErr = fmt.Errorf("parse %s: no symbols", b.name)
+	}
+}
+
+// resolve looks vaddr up in the tables, without the cache.
+func (b *objfile) resolve(vaddr uint64) (frames []Frame) {
+	defer func() {
+		if recover() != nil {
+			frames = nil
+		}
+	}()
+	if b.gotab != nil {
+		if f, ok := b.gotab.lookup(vaddr); ok {
+			return []Frame{f}
+		}
+	}
+	if b.syms == nil {
+		return nil
+	}
+	s, ok := b.syms.lookup(vaddr)
+	if !ok {
+		return nil
+	}
+	f := Frame{Function: s.name, SystemName: s.name}
+	if b.lines != nil {
+		f.File, f.Line = b.lines.lookup(vaddr)
+		f.StartLine = b.lines.startLine(s.start)
+	}
+	return []Frame{f}
+}
+
+// buildID returns the hex GNU build id of ef, else its Go build id, else "".
+func buildID(ef *elf.File) string {
+	const (
+		ntGNUBuildID = 3 // NT_GNU_BUILD_ID in <elf.h>
+		ntGoBuildID  = 4 // cmd/link/internal/ld.ELF_NOTE_GOBUILDID_TAG
+	)
+	if s := ef.Section(".note.gnu.build-id"); s != nil {
+		if d, err := s.Data(); err == nil {
+			if desc, ok := findNote(d, ef.ByteOrder, "GNU", ntGNUBuildID); ok {
+				return hex.EncodeToString(desc)
+			}
+		}
+	}
+	// No section headers (or a renamed section): the notes are in PT_NOTE.
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_NOTE || p.Filesz > 1<<20 {
+			continue
+		}
+		d := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(d, 0); err != nil {
+			continue
+		}
+		if desc, ok := findNote(d, ef.ByteOrder, "GNU", ntGNUBuildID); ok {
+			return hex.EncodeToString(desc)
+		}
+	}
+	if s := ef.Section(".note.go.buildid"); s != nil {
+		if d, err := s.Data(); err == nil {
+			if desc, ok := findNote(d, ef.ByteOrder, "Go", ntGoBuildID); ok {
+				return string(desc)
+			}
+		}
+	}
+	return ""
+}
+
+// findNote returns the descriptor of the first note with the given owner
+// name and type in d, a sequence of Elf_Nhdr {namesz, descsz, type} each
+// followed by name and descriptor padded to 4 bytes (<elf.h>).
+func findNote(d []byte, bo binary.ByteOrder, name string, typ uint32) ([]byte, bool) {
+	for len(d) >= 12 {
+		namesz, descsz, t := uint64(bo.Uint32(d)), uint64(bo.Uint32(d[4:])), bo.Uint32(d[8:])
+		d = d[12:]
+		nameEnd := (namesz + 3) &^ 3
+		descEnd := nameEnd + (descsz+3)&^3
+		if nameEnd > uint64(len(d)) || nameEnd+descsz > uint64(len(d)) {
+			return nil, false
+		}
+		n := bytes.TrimRight(d[:namesz], "\x00")
+		if t == typ && string(n) == name {
+			return d[nameEnd : nameEnd+descsz], true
+		}
+		if descEnd > uint64(len(d)) {
+			return nil, false
+		}
+		d = d[descEnd:]
+	}
+	return nil, false
+}
+
+// isGo reports whether ef is a Go binary.
+func isGo(ef *elf.File) bool {
+	return goPclntabSection(ef) != nil || ef.Section(".go.buildinfo") != nil
+}
+
+func hasDWARFLines(ef *elf.File) bool {
+	return ef.Section(".debug_line") != nil || ef.Section(".zdebug_line") != nil
+}
+
+var errNoBinary = errors.New("no binary for mapping")

@@ -1,0 +1,234 @@
+package symbolize
+
+import (
+	"bytes"
+	"container/list"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// DefaultMaxBinaries is the default of Options.MaxBinaries.
+const DefaultMaxBinaries = 64
+
+// Options configure a Cache.
+type Options struct {
+	// MaxBinaries bounds the binaries held, parsed or not; beyond it the least
+	// recently used one is dropped (and parsed again if needed again). 0 means
+	// DefaultMaxBinaries.
+	MaxBinaries int
+}
+
+// Stats counts the work of a Cache.
+type Stats struct {
+	Binaries        int // binaries held now
+	FilesOpened     int // binary files (or vDSO images) opened to identify them
+	BinariesParsed  int // symbol and line tables read: once per binary while it stays cached
+	BinariesEvicted int // binaries dropped to stay within Options.MaxBinaries
+	LookupsCached   int // addresses answered from a per-binary cache
+	LookupsResolved int // addresses resolved from the tables
+}
+
+// Cache holds parsed binaries shared across processes, keyed by build id,
+// else by (dev, inode, path, size, mtime). A binary is parsed once, not once
+// per process, on the first lookup of an address in it. The cache is bounded
+// by Options.MaxBinaries with least-recently-used eviction.
+//
+// A Cache and its Processes must be used by one goroutine at a time.
+type Cache struct {
+	max       int
+	byBuildID map[string]*objfile
+	byFile    map[fileKey]*objfile
+	lru       list.List // of *objfile, most recently used first
+	stats     Stats
+	closed    bool
+}
+
+// NewCache returns an empty cache.
+func NewCache(opts Options) *Cache {
+	if opts.MaxBinaries <= 0 {
+		opts.MaxBinaries = DefaultMaxBinaries
+	}
+	return &Cache{
+		max:       opts.MaxBinaries,
+		byBuildID: make(map[string]*objfile),
+		byFile:    make(map[fileKey]*objfile),
+	}
+}
+
+// Stats returns the counters of c.
+func (c *Cache) Stats() Stats {
+	s := c.stats
+	s.Binaries = c.lru.Len()
+	return s
+}
+
+// Close releases the open files and the parsed tables. Processes of c resolve
+// nothing after it. Close is idempotent.
+func (c *Cache) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		if err := e.Value.(*objfile).release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.lru.Init()
+	clear(c.byBuildID)
+	clear(c.byFile)
+	return errors.Join(errs...)
+}
+
+var errClosed = errors.New("symbolize: cache closed")
+
+// acquire returns the binary mapped by m in process pid, opening it if it is
+// not in the cache. It does not parse it.
+func (c *Cache) acquire(pid int, m *Mapping) (*objfile, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	switch {
+	case m.Path == "[vdso]":
+		return c.acquireVDSO(pid, m)
+	case m.Path == "" || strings.HasPrefix(m.Path, "["):
+		// Anonymous memory (JIT code) and [vsyscall]: no file.
+		return nil, errNoBinary
+	}
+
+	// map_files reaches the mapped file itself: deleted, replaced, or in
+	// another mount namespace. It needs CAP_SYS_ADMIN; the paths are the
+	// fallback, and for a deleted file name another file.
+	names := []string{fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.Limit)}
+	if !m.Deleted && strings.HasPrefix(m.Path, "/") {
+		names = append(names, fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path)
+	}
+	var errs []error
+	for _, name := range names {
+		b, err := c.acquireFile(name, m.Path)
+		if err == nil {
+			return b, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("open binary %s of pid %d: %w", m.Path, pid, errors.Join(errs...))
+}
+
+// acquireFile returns the binary in file name, mapped as path.
+func (c *Cache) acquireFile(name, path string) (*objfile, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	key := fileKey{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		key.dev, key.inode = st.Dev, st.Ino
+	}
+	if b := c.byFile[key]; b != nil {
+		c.touch(b)
+		return b, nil
+	}
+
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	c.stats.FilesOpened++
+	b, err := openELF(name, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if old := c.byBuildID[b.buildID]; old != nil && b.buildID != "" {
+		f.Close()
+		old.keys = append(old.keys, key)
+		c.byFile[key] = old
+		c.touch(old)
+		return old, nil
+	}
+	b.closer = f
+	b.keys = []fileKey{key}
+	c.insert(b)
+	return b, nil
+}
+
+// acquireVDSO returns the vDSO image mapped by m, read from the memory of
+// process pid: it has no file.
+func (c *Cache) acquireVDSO(pid int, m *Mapping) (*objfile, error) {
+	size := m.Limit - m.Start
+	if size == 0 || size > 1<<20 {
+		return nil, fmt.Errorf("vdso of pid %d: odd size %d", pid, size)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return nil, fmt.Errorf("read vdso of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	if _, err := f.ReadAt(buf, int64(m.Start)); err != nil {
+		return nil, fmt.Errorf("read vdso of pid %d: %w", pid, err)
+	}
+	c.stats.FilesOpened++
+	b, err := openELF("[vdso]", bytes.NewReader(buf))
+	if err != nil {
+		return nil, err
+	}
+	// Every process of a kernel (and ABI) has the same vDSO; the build id
+	// tells them apart. Without one, key it by size.
+	key := fileKey{path: m.Path, size: int64(size)}
+	if b.buildID != "" {
+		if old := c.byBuildID[b.buildID]; old != nil {
+			c.touch(old)
+			return old, nil
+		}
+	} else if old := c.byFile[key]; old != nil {
+		c.touch(old)
+		return old, nil
+	} else {
+		b.keys = []fileKey{key}
+	}
+	c.insert(b)
+	return b, nil
+}
+
+// insert adds b as the most recently used binary, evicting the least
+// recently used ones beyond the bound.
+func (c *Cache) insert(b *objfile) {
+	if b.buildID != "" {
+		c.byBuildID[b.buildID] = b
+	}
+	for _, k := range b.keys {
+		c.byFile[k] = b
+	}
+	b.elem = c.lru.PushFront(b)
+	for c.lru.Len() > c.max {
+		c.evict(c.lru.Back().Value.(*objfile))
+	}
+}
+
+func (c *Cache) evict(b *objfile) {
+	if b.buildID != "" && c.byBuildID[b.buildID] == b {
+		delete(c.byBuildID, b.buildID)
+	}
+	for _, k := range b.keys {
+		if c.byFile[k] == b {
+			delete(c.byFile, k)
+		}
+	}
+	c.lru.Remove(b.elem)
+	b.release() // read-only file: nothing to report
+	c.stats.BinariesEvicted++
+}
+
+func (c *Cache) touch(b *objfile) {
+	if b.elem != nil && c.lru.Front() != b.elem {
+		c.lru.MoveToFront(b.elem)
+	}
+}

@@ -1,0 +1,181 @@
+package symbolize
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Frame is one source-level frame at an address. Inlined frames come
+// innermost first; this first cut returns at most one.
+type Frame struct {
+	Function   string // display name (demangled where applicable; Go full name like main.burnA)
+	SystemName string // linkage/mangled name as in the symbol table (same as Function when not mangled)
+	File       string // "" when unknown
+	Line       int    // 0 when unknown
+	StartLine  int    // line where the function starts, 0 when unknown
+}
+
+// Location is the result of resolving one address.
+type Location struct {
+	// Mapping is nil when the address is in no known mapping. The pointer is
+	// stable for the life of the Process's current map (and kept across a
+	// Refresh for mappings that did not change), so callers can intern by it.
+	Mapping *Mapping
+	Address uint64 // the address as given
+	// Frames is empty when the address could not be resolved (then callers
+	// keep the raw address). It is shared with the cache: do not modify it.
+	Frames []Frame
+}
+
+// refreshInterval rate-limits the re-reading of /proc/PID/maps on lookups
+// that miss every mapping.
+const refreshInterval = time.Second
+
+// Process is the symbolization view of one pid. It must be used by one
+// goroutine at a time, together with its Cache.
+type Process struct {
+	c           *Cache
+	pid         int
+	maps        []*mapState // sorted by Start
+	lastRefresh time.Time
+}
+
+// mapState is a mapping and the binary it maps.
+type mapState struct {
+	m     *Mapping
+	bin   *objfile // nil when the binary could not be opened
+	delta uint64   // runtime address + delta = ELF virtual address
+	ok    bool     // bin is set and delta is valid
+}
+
+// mapKey identifies a mapping across re-reads of /proc/PID/maps.
+type mapKey struct {
+	start, limit, offset uint64
+	path                 string
+	deleted              bool
+	dev, inode           uint64
+}
+
+func keyOf(m *Mapping) mapKey {
+	return mapKey{m.Start, m.Limit, m.Offset, m.Path, m.Deleted, m.Dev, m.Inode}
+}
+
+// Process reads /proc/PID/maps and opens the binaries mapped executable by
+// pid. The error wraps os.ErrNotExist when the process is gone.
+func (c *Cache) Process(pid int) (*Process, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("read maps of pid %d: %w", pid, os.ErrNotExist)
+	}
+	p := &Process{c: c, pid: pid}
+	if err := p.Refresh(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Pid returns the process id of p.
+func (p *Process) Pid() int { return p.pid }
+
+// Refresh re-reads /proc/PID/maps, for libraries loaded since. Mappings that
+// did not change keep their *Mapping. On error the previous map stays.
+func (p *Process) Refresh() error {
+	p.lastRefresh = time.Now()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.pid))
+	if err != nil {
+		if errors.Is(err, syscall.ESRCH) { // exited while being read
+			return fmt.Errorf("read maps of pid %d: %w: %w", p.pid, os.ErrNotExist, err)
+		}
+		return fmt.Errorf("read maps of pid %d: %w", p.pid, err)
+	}
+	maps, err := parseMaps(data)
+	if err != nil {
+		return fmt.Errorf("read maps of pid %d: %w", p.pid, err)
+	}
+
+	old := make(map[mapKey]*mapState, len(p.maps))
+	for _, ms := range p.maps {
+		old[keyOf(ms.m)] = ms
+	}
+	states := make([]*mapState, len(maps))
+	for i, m := range maps {
+		if ms := old[keyOf(m)]; ms != nil {
+			states[i] = ms
+			continue
+		}
+		ms := &mapState{m: m}
+		p.bind(ms)
+		states[i] = ms
+	}
+	p.maps = states
+	return nil
+}
+
+// bind opens the binary of ms. A mapping whose binary cannot be opened
+// resolves nothing: its addresses keep their raw value.
+func (p *Process) bind(ms *mapState) {
+	ms.bin, ms.ok = nil, false
+	b, err := p.c.acquire(p.pid, ms.m)
+	if err != nil {
+		return
+	}
+	ms.bin = b
+	ms.m.BuildID = b.buildID
+	ms.delta, ms.ok = b.bias(ms.m)
+}
+
+// Mappings returns the executable mappings of p, sorted by Start.
+func (p *Process) Mappings() []*Mapping {
+	ms := make([]*Mapping, len(p.maps))
+	for i, s := range p.maps {
+		ms[i] = s.m
+	}
+	return ms
+}
+
+// Lookup resolves pc, taken as is: callers pass a return address minus 1 for
+// caller frames. When pc is in no known mapping, Lookup re-reads the maps (at
+// most once a second) and tries again.
+func (p *Process) Lookup(pc uint64) Location {
+	ms := p.find(pc)
+	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
+		_ = p.Refresh() // best effort: a process that is gone keeps its last map
+		ms = p.find(pc)
+	}
+	if ms == nil {
+		return Location{Address: pc}
+	}
+	loc := Location{Mapping: ms.m, Address: pc}
+	if ms.bin != nil && ms.bin.evicted {
+		p.bind(ms) // dropped from the cache since: open it again
+	}
+	if !ms.ok {
+		return loc
+	}
+	p.c.touch(ms.bin)
+	loc.Frames = ms.bin.lookup(pc+ms.delta, p.c)
+	return loc
+}
+
+// find returns the mapping that holds pc, or nil.
+func (p *Process) find(pc uint64) *mapState {
+	lo, hi := 0, len(p.maps)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if p.maps[mid].m.Start <= pc {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return nil
+	}
+	ms := p.maps[lo-1]
+	if pc >= ms.m.Limit {
+		return nil
+	}
+	return ms
+}

@@ -1,0 +1,727 @@
+package symbolize
+
+import (
+	"bufio"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests build small C and Go programs, run them as children that print
+// the addresses of their functions and wait on stdin, and symbolize those
+// addresses through /proc like the receiver does. addr2line (binutils) is the
+// reference for file:line.
+
+const cSource = `#include <dlfcn.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+long burn_a(long n)
+{
+	long s = 0;
+	for (long i = 0; i < n; i++)
+		s += i * i;
+	return s;
+}
+
+long burn_b(long n)
+{
+	long s = 1;
+	for (long i = 0; i < n; i++)
+		s ^= burn_a(i) + i;
+	return s;
+}
+
+int main(void)
+{
+	void *vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	printf("burn_a %p\n", (void *)burn_a);
+	printf("burn_b %p\n", (void *)burn_b);
+	printf("getpid %p\n", (void *)getpid);
+	printf("nanosleep %p\n", (void *)nanosleep);
+	printf("clock_gettime %p\n", vdso ? dlsym(vdso, "__vdso_clock_gettime") : NULL);
+	printf("ready\n");
+	fflush(stdout);
+	char c;
+	while (read(0, &c, 1) > 0)
+		;
+	return (int)burn_b(3);
+}
+`
+
+const goSource = `package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+)
+
+//go:noinline
+func burnA(n int) int {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += i * i
+	}
+	return s
+}
+
+//go:noinline
+func burnB(n int) int {
+	s := 1
+	for i := 0; i < n; i++ {
+		s ^= burnA(i) + i
+	}
+	return s
+}
+
+func main() {
+	fmt.Printf("main.burnA %#x\n", reflect.ValueOf(burnA).Pointer())
+	fmt.Printf("main.burnB %#x\n", reflect.ValueOf(burnB).Pointer())
+	fmt.Println("ready")
+	b := make([]byte, 1)
+	for {
+		if _, err := os.Stdin.Read(b); err != nil {
+			os.Exit(burnB(3) & 1)
+		}
+	}
+}
+`
+
+var (
+	buildDir  string
+	buildOnce sync.Once
+	buildErr  error
+	bins      = map[string]string{} // variant → path
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	buildDir, err = os.MkdirTemp("", "symbolize-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(buildDir)
+	os.Exit(code)
+}
+
+// build builds every test program once, in parallel, and returns the path of
+// variant.
+func build(tb testing.TB, variant string) string {
+	tb.Helper()
+	buildOnce.Do(func() { buildErr = buildAll() })
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return bins[variant]
+}
+
+func buildAll() error {
+	if err := os.WriteFile(filepath.Join(buildDir, "prog.c"), []byte(cSource), 0o644); err != nil {
+		return err
+	}
+	goDir := filepath.Join(buildDir, "goprog")
+	if err := os.MkdirAll(goDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(goDir, "main.go"), []byte(goSource), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(goDir, "go.mod"), []byte("module goprog\n\ngo 1.24\n"), 0o644); err != nil {
+		return err
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	cflags := []string{"-fno-omit-frame-pointer", "-O1", "-fno-inline"}
+	jobs := map[string][]string{
+		"c-g":        append([]string{"gcc", "-g"}, cflags...),
+		"c-nog":      append([]string{"gcc"}, cflags...),
+		"c-nopie":    append([]string{"gcc", "-g", "-no-pie"}, cflags...),
+		"go":         {goTool, "build"},
+		"go-ref":     {goTool, "build"}, // DWARF 4, for addr2line (binutils 2.40 misreads Go's DWARF 5 lines)
+		"go-strip":   {goTool, "build", "-ldflags=-s -w"},
+		"go-piestrp": {goTool, "build", "-buildmode=pie", "-ldflags=-s -w"},
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(jobs))
+	for variant, args := range jobs {
+		out := filepath.Join(buildDir, variant)
+		bins[variant] = out
+		var cmd *exec.Cmd
+		if strings.HasPrefix(variant, "c-") {
+			cmd = exec.Command(args[0], append(args[1:], "-o", out, filepath.Join(buildDir, "prog.c"))...)
+		} else {
+			cmd = exec.Command(args[0], append(args[1:], "-o", out, ".")...)
+			cmd.Dir = goDir
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+			if variant == "go-ref" {
+				cmd.Env = append(cmd.Env, "GOEXPERIMENT=nodwarf5")
+			}
+		}
+		wg.Go(func() {
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("build %s: %v\n%s", variant, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// child is a running test program.
+type child struct {
+	pid   int
+	addrs map[string]uint64 // function → runtime address, as printed
+	stdin io.WriteCloser
+	cmd   *exec.Cmd
+}
+
+// start runs bin until the test ends and reads the addresses it prints.
+func start(tb testing.TB, bin string) *child {
+	tb.Helper()
+	cmd := exec.Command(bin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	c := &child{pid: cmd.Process.Pid, addrs: map[string]uint64{}, stdin: stdin, cmd: cmd}
+	tb.Cleanup(c.stop)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			if name == "ready" {
+				return c
+			}
+			continue
+		}
+		if a, err := strconv.ParseUint(val, 0, 64); err == nil {
+			c.addrs[name] = a
+		}
+	}
+	tb.Fatalf("%s exited before it was ready", bin)
+	return nil
+}
+
+func (c *child) stop() {
+	c.stdin.Close()
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (c *child) addr(tb testing.TB, name string) uint64 {
+	tb.Helper()
+	a, ok := c.addrs[name]
+	if !ok || a == 0 {
+		tb.Fatalf("child did not print the address of %s", name)
+	}
+	return a
+}
+
+// fileAddr translates a runtime address in bin into the address addr2line
+// wants, independently of the code under test: the load bias is the start of
+// the mapping of file offset 0 minus the vaddr of the segment at offset 0.
+func fileAddr(tb testing.TB, pid int, bin string, pc uint64) uint64 {
+	tb.Helper()
+	ef, err := elf.Open(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ef.Close()
+	if ef.Type == elf.ET_EXEC {
+		return pc
+	}
+	var segVaddr uint64
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Off == 0 {
+			segVaddr = p.Vaddr
+		}
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 6 && f[5] == bin && f[2] == "00000000" {
+			start, _ := strconv.ParseUint(strings.Split(f[0], "-")[0], 16, 64)
+			return pc - start + segVaddr
+		}
+	}
+	tb.Fatalf("no mapping at offset 0 of %s in pid %d", bin, pid)
+	return 0
+}
+
+// addr2line returns what binutils says about a file address in bin.
+func addr2line(tb testing.TB, bin string, addr uint64) Frame {
+	tb.Helper()
+	out, err := exec.Command("addr2line", "-f", "-e", bin, fmt.Sprintf("%#x", addr)).Output()
+	if err != nil {
+		tb.Skipf("addr2line: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		tb.Fatalf("addr2line output %q", out)
+	}
+	f := Frame{Function: lines[0]}
+	pos, _, _ := strings.Cut(lines[1], " (discriminator")
+	if i := strings.LastIndexByte(pos, ':'); i >= 0 {
+		f.File = pos[:i]
+		f.Line, _ = strconv.Atoi(pos[i+1:])
+	}
+	if f.File == "??" {
+		f.File = ""
+	}
+	return f
+}
+
+// sourceLine returns the 1-based line of src that starts with prefix.
+func sourceLine(tb testing.TB, src, prefix string) int {
+	tb.Helper()
+	for i, l := range strings.Split(src, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return i + 1
+		}
+	}
+	tb.Fatalf("no line %q", prefix)
+	return 0
+}
+
+func lookupOne(tb testing.TB, p *Process, pc uint64) Frame {
+	tb.Helper()
+	loc := p.Lookup(pc)
+	if loc.Address != pc {
+		tb.Errorf("Lookup(%#x).Address = %#x", pc, loc.Address)
+	}
+	if loc.Mapping == nil {
+		tb.Fatalf("Lookup(%#x): no mapping", pc)
+	}
+	if len(loc.Frames) != 1 {
+		tb.Fatalf("Lookup(%#x) in %s: %d frames, want 1", pc, loc.Mapping, len(loc.Frames))
+	}
+	return loc.Frames[0]
+}
+
+func TestLookupC(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		dwarf   bool
+	}{
+		{"c-g", true},
+		{"c-nog", false},
+		{"c-nopie", true},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			bin := build(t, tc.variant)
+			ch := start(t, bin)
+			c := NewCache(Options{})
+			defer c.Close()
+			p, err := c.Process(ch.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fn := range []string{"burn_a", "burn_b"} {
+				for _, off := range []uint64{0, 4, 9} {
+					pc := ch.addr(t, fn) + off
+					got := lookupOne(t, p, pc)
+					if got.Function != fn || got.SystemName != fn {
+						t.Errorf("%s+%d: got function %q (system %q), want %q", fn, off, got.Function, got.SystemName, fn)
+					}
+					if !tc.dwarf {
+						if got.File != "" || got.Line != 0 || got.StartLine != 0 {
+							t.Errorf("%s+%d: got %s:%d (start %d) without DWARF", fn, off, got.File, got.Line, got.StartLine)
+						}
+						continue
+					}
+					want := addr2line(t, bin, fileAddr(t, ch.pid, bin, pc))
+					if want.Function != fn {
+						t.Fatalf("addr2line says %q at %s+%d", want.Function, fn, off)
+					}
+					if got.File != want.File || got.Line != want.Line {
+						t.Errorf("%s+%d: got %s:%d, addr2line says %s:%d", fn, off, got.File, got.Line, want.File, want.Line)
+					}
+					if ws := sourceLine(t, cSource, "long "+fn+"("); got.StartLine != ws {
+						t.Errorf("%s+%d: StartLine %d, want %d", fn, off, got.StartLine, ws)
+					}
+				}
+			}
+			m := p.Lookup(ch.addr(t, "burn_a")).Mapping
+			if m.Path != bin || m.Deleted || m.BuildID == "" || m.Inode == 0 {
+				t.Errorf("mapping %+v", *m)
+			}
+			if want := readelfBuildID(t, bin); m.BuildID != want {
+				t.Errorf("build id %q, readelf says %q", m.BuildID, want)
+			}
+		})
+	}
+}
+
+var buildIDRE = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
+
+func readelfBuildID(tb testing.TB, bin string) string {
+	tb.Helper()
+	out, err := exec.Command("readelf", "-n", bin).Output()
+	if err != nil {
+		tb.Skipf("readelf: %v", err)
+	}
+	m := buildIDRE.FindSubmatch(out)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+// TestLookupLibc resolves functions of a shared library and of the vDSO.
+func TestLookupLibc(t *testing.T) {
+	ch := start(t, build(t, "c-g"))
+	c := NewCache(Options{})
+	defer c.Close()
+	p, err := c.Process(ch.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{"getpid", "nanosleep"} {
+		pc := ch.addr(t, fn)
+		loc := p.Lookup(pc + 1)
+		if loc.Mapping == nil || !strings.Contains(filepath.Base(loc.Mapping.Path), "libc") {
+			t.Fatalf("%s: mapping %v, want libc", fn, loc.Mapping)
+		}
+		if len(loc.Frames) != 1 || !strings.Contains(loc.Frames[0].Function, fn) {
+			t.Errorf("%s+1 resolved to %+v", fn, loc.Frames)
+		}
+		if want := readelfBuildID(t, loc.Mapping.Path); loc.Mapping.BuildID != want {
+			t.Errorf("libc build id %q, readelf says %q", loc.Mapping.BuildID, want)
+		}
+	}
+
+	pc, ok := ch.addrs["clock_gettime"]
+	if !ok || pc == 0 {
+		t.Skip("child found no __vdso_clock_gettime")
+	}
+	loc := p.Lookup(pc)
+	if loc.Mapping == nil || loc.Mapping.Path != "[vdso]" {
+		t.Fatalf("vdso: mapping %v", loc.Mapping)
+	}
+	if len(loc.Frames) != 1 || !strings.Contains(loc.Frames[0].Function, "clock_gettime") {
+		t.Errorf("__vdso_clock_gettime resolved to %+v", loc.Frames)
+	}
+}
+
+func TestLookupGo(t *testing.T) {
+	// The reference: addr2line on an unstripped build with DWARF 4. burnA and
+	// burnB compile to the same code in every variant, so offsets carry over.
+	refBin := build(t, "go-ref")
+	ref := start(t, refBin)
+	want := map[string]Frame{}
+	offsets := []uint64{0, 5, 17}
+	for _, fn := range []string{"main.burnA", "main.burnB"} {
+		for _, off := range offsets {
+			w := addr2line(t, refBin, fileAddr(t, ref.pid, refBin, ref.addr(t, fn)+off))
+			if w.Function != fn || w.Line == 0 {
+				t.Fatalf("addr2line says %+v at %s+%d", w, fn, off)
+			}
+			w.StartLine = sourceLine(t, goSource, "func "+strings.TrimPrefix(fn, "main.")+"(")
+			want[fmt.Sprint(fn, "+", off)] = w
+		}
+	}
+
+	for _, variant := range []string{"go", "go-strip", "go-piestrp"} {
+		t.Run(variant, func(t *testing.T) {
+			bin := build(t, variant)
+			ch := start(t, bin)
+			c := NewCache(Options{})
+			defer c.Close()
+			p, err := c.Process(ch.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fn := range []string{"main.burnA", "main.burnB"} {
+				for _, off := range offsets {
+					got := lookupOne(t, p, ch.addr(t, fn)+off)
+					w := want[fmt.Sprint(fn, "+", off)]
+					if got.Function != fn || got.SystemName != fn {
+						t.Errorf("%s+%d: function %q (system %q)", fn, off, got.Function, got.SystemName)
+					}
+					if got.File != w.File || got.Line != w.Line || got.StartLine != w.StartLine {
+						t.Errorf("%s+%d: got %s:%d (start %d), want %s:%d (start %d)", fn, off,
+							got.File, got.Line, got.StartLine, w.File, w.Line, w.StartLine)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLookupSelf symbolizes the test binary itself: a big Go binary.
+func TestLookupSelf(t *testing.T) {
+	c := NewCache(Options{})
+	defer c.Close()
+	p, err := c.Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := pcOf(TestLookupSelf)
+	got := lookupOne(t, p, pc)
+	if !strings.HasSuffix(got.Function, ".TestLookupSelf") || filepath.Base(got.File) != "symbolize_test.go" ||
+		got.StartLine != sourceLineOfFile(t, "func TestLookupSelf(") {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func sourceLineOfFile(tb testing.TB, prefix string) int {
+	src, err := os.ReadFile("symbolize_test.go")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sourceLine(tb, string(src), prefix)
+}
+
+// TestCacheSharing checks that two processes of one binary parse it once.
+func TestCacheSharing(t *testing.T) {
+	bin := build(t, "c-g")
+	ch1, ch2 := start(t, bin), start(t, bin)
+	c := NewCache(Options{})
+	defer c.Close()
+	p1, err := c.Process(ch1.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookupOne(t, p1, ch1.addr(t, "burn_a"))
+	if s := c.Stats(); s.BinariesParsed != 1 {
+		t.Fatalf("after the first process: %+v", s)
+	}
+	opened := c.Stats().FilesOpened
+	p2, err := c.Process(ch2.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := lookupOne(t, p2, ch2.addr(t, "burn_b")); f.Function != "burn_b" {
+		t.Errorf("got %+v", f)
+	}
+	lookupOne(t, p2, ch2.addr(t, "burn_b"))
+	s := c.Stats()
+	if s.BinariesParsed != 1 {
+		t.Errorf("after the second process: %+v, want 1 binary parsed", s)
+	}
+	// Only the vDSO, which has no file, is read again.
+	if s.FilesOpened > opened+1 {
+		t.Errorf("second process opened %d files", s.FilesOpened-opened)
+	}
+	if s.LookupsCached != 1 || s.LookupsResolved != 2 {
+		t.Errorf("lookups: %+v", s)
+	}
+}
+
+// TestCacheEviction runs with room for one binary: lookups that alternate
+// between the executable and libc evict and re-open, and stay right.
+func TestCacheEviction(t *testing.T) {
+	ch := start(t, build(t, "c-nog"))
+	c := NewCache(Options{MaxBinaries: 1})
+	defer c.Close()
+	p, err := c.Process(ch.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if f := lookupOne(t, p, ch.addr(t, "burn_a")); f.Function != "burn_a" {
+			t.Errorf("burn_a: %+v", f)
+		}
+		if f := lookupOne(t, p, ch.addr(t, "getpid")); !strings.Contains(f.Function, "getpid") {
+			t.Errorf("getpid: %+v", f)
+		}
+	}
+	if s := c.Stats(); s.Binaries != 1 || s.BinariesEvicted < 5 || s.BinariesParsed < 6 {
+		t.Errorf("stats %+v", s)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if loc := p.Lookup(ch.addr(t, "burn_a")); loc.Mapping == nil || len(loc.Frames) != 0 {
+		t.Errorf("after Close: %+v", loc)
+	}
+}
+
+// TestDeletedBinary resolves a binary deleted after it started, through
+// /proc/PID/map_files.
+func TestDeletedBinary(t *testing.T) {
+	data, err := os.ReadFile(build(t, "c-nog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "deleted")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ch := start(t, bin)
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(Options{})
+	defer c.Close()
+	p, err := c.Process(ch.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := p.Lookup(ch.addr(t, "burn_b") + 2)
+	if loc.Mapping == nil || !loc.Mapping.Deleted || loc.Mapping.Path != bin {
+		t.Fatalf("mapping %v", loc.Mapping)
+	}
+	if len(loc.Frames) != 1 || loc.Frames[0].Function != "burn_b" {
+		t.Errorf("frames %+v", loc.Frames)
+	}
+}
+
+// TestExitedProcess: a process that is gone is os.ErrNotExist; a process
+// that exits after Process still resolves, from the files kept open.
+func TestExitedProcess(t *testing.T) {
+	ch := start(t, build(t, "c-nog"))
+	pid := ch.pid
+	c := NewCache(Options{})
+	defer c.Close()
+	p, err := c.Process(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.stop()
+
+	if _, err := c.Process(pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Process(%d) of an exited process: %v, want os.ErrNotExist", pid, err)
+	} else if !strings.Contains(err.Error(), fmt.Sprint("pid ", pid)) {
+		t.Errorf("error %q does not name the pid", err)
+	}
+	if err := p.Refresh(); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Refresh of an exited process: %v", err)
+	}
+	if f := lookupOne(t, p, ch.addr(t, "burn_a")); f.Function != "burn_a" {
+		t.Errorf("after exit: %+v", f)
+	}
+	if _, err := c.Process(-1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Process(-1): %v", err)
+	}
+}
+
+func TestRefresh(t *testing.T) {
+	ch := start(t, build(t, "c-nog"))
+	c := NewCache(Options{})
+	defer c.Close()
+	p, err := c.Process(ch.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.Mappings()
+	if len(before) < 3 {
+		t.Fatalf("mappings %v", before)
+	}
+	if err := p.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	after := p.Mappings()
+	if len(after) != len(before) {
+		t.Fatalf("%d mappings, then %d", len(before), len(after))
+	}
+	for i := range before {
+		if before[i] != after[i] {
+			t.Errorf("mapping %v changed pointer across Refresh", before[i])
+		}
+	}
+
+	// A miss re-reads the maps, at most once a second.
+	const nowhere = 0x1000
+	last := p.lastRefresh
+	if loc := p.Lookup(nowhere); loc.Mapping != nil || len(loc.Frames) != 0 {
+		t.Errorf("Lookup(nowhere) = %+v", loc)
+	}
+	if p.lastRefresh != last {
+		t.Errorf("a miss right after Refresh re-read the maps")
+	}
+	p.lastRefresh = time.Now().Add(-2 * refreshInterval)
+	p.Lookup(nowhere)
+	if !p.lastRefresh.After(last) {
+		t.Errorf("a miss a while after Refresh did not re-read the maps")
+	}
+}
+
+func TestKernel(t *testing.T) {
+	k, err := LoadKernel()
+	if errors.Is(err, ErrKernelAddressesHidden) {
+		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Names by address: aliases share one (_text, _stext and the first
+	// function of the kernel).
+	names := map[uint64][]string{}
+	want := map[string]uint64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.ContainsAny(f[1], "tTwW") {
+			continue
+		}
+		addr, _ := strconv.ParseUint(f[0], 16, 64)
+		names[addr] = append(names[addr], f[2])
+		if f[2] == "do_syscall_64" || f[2] == "_text" || f[2] == "schedule" {
+			want[f[2]] = addr
+		}
+	}
+	if len(want) == 0 {
+		t.Skip("no well-known symbol in /proc/kallsyms")
+	}
+	for name, addr := range want {
+		for _, pc := range []uint64{addr, addr + 1} {
+			f, ok := k.Lookup(pc)
+			if !ok || !slices.Contains(names[addr], f.Function) || f.File != "" {
+				t.Errorf("Lookup(%s %#x) = %+v, %v; want one of %q", name, pc, f, ok, names[addr])
+			}
+		}
+	}
+	if _, ok := k.Lookup(0x1000); ok {
+		t.Error("Lookup of a user address resolved")
+	}
+}
+
+func pcOf(f func(*testing.T)) uint64 {
+	return uint64(reflect.ValueOf(f).Pointer())
+}

@@ -95,7 +95,7 @@ const bitBuildID = 1 << 34 // perf_event_attr.build_id, Linux 5.12
 
 // Open checks that sampling is allowed, sets up one ring per online CPU and
 // opens the per-CPU events of ScopeSystem. Processes are added with Attach.
-func Open(opts Options) (s *Session, err error) {
+func Open(opts Options) (_ *Session, err error) {
 	if opts.Frequency == 0 {
 		return nil, errors.New("perf: frequency must be above 0 Hz")
 	}
@@ -109,7 +109,7 @@ func Open(opts Options) (s *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Session{
+	s := &Session{
 		opts:  opts,
 		cpus:  cpus,
 		procs: map[int]*attachment{},

@@ -1,0 +1,65 @@
+# perfprof: `make run` builds the collector and profiles the demo workload;
+# `make test` runs every test. Everything needed is installed by the targets.
+
+GO        ?= go
+OCB_VER   := v0.162.0
+TOOLS     := $(CURDIR)/.tools
+OCB       := $(TOOLS)/builder
+BUILD     := $(CURDIR)/_build
+COLLECTOR := $(BUILD)/otelcol-perfprof
+DEMO      := $(BUILD)/perfprof-demo
+DURATION  ?= 60s
+CONFIG    ?= examples/demo/collector.yaml
+BENCHCOUNT ?= 5
+
+GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
+
+.PHONY: all run build demo test bench e2e generate tools fmt vet clean overhead
+
+all: build
+
+## tools: install the pinned OpenTelemetry Collector Builder (ocb)
+tools: $(OCB)
+$(OCB):
+	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
+
+## build: the collector with the perfprof receiver, built by ocb
+build: $(COLLECTOR) $(DEMO)
+$(COLLECTOR): $(OCB) builder-config.yaml $(GO_SOURCES)
+	$(OCB) --config builder-config.yaml
+	@touch $@
+
+demo: $(DEMO)
+$(DEMO): examples/demo/main.go
+	$(GO) build -o $@ ./examples/demo
+
+## run: profile the demo workload for DURATION (or until Ctrl-C), printing profiles
+run: build
+	COLLECTOR=$(COLLECTOR) DEMO=$(DEMO) CONFIG=$(CONFIG) DURATION=$(DURATION) ./scripts/run-demo.sh
+
+## test: every test, including the end-to-end test that builds the collector with ocb
+test: $(OCB)
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+## e2e: only the end-to-end test
+e2e: $(OCB)
+	$(GO) test -count=1 -v -timeout 20m ./test/e2e/
+
+## bench: every benchmark, with allocations, BENCHCOUNT times (compare medians)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime 200ms ./...
+
+## overhead: slowdown of a CPU-bound child under perfprof and perf record
+overhead: build
+	$(GO) run ./test/overhead -collector $(COLLECTOR)
+
+## generate: regenerate mdatagen output (metadata.yaml → internal/metadata, tests, docs)
+generate:
+	cd receiver/perfprofreceiver && $(GO) generate ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,382 @@
+// Package e2e tests the collector as users run it: built by ocb with the
+// builder-config.yaml of this repository, started as a process with a YAML
+// configuration, profiling a real workload and exporting over OTLP/gRPC to
+// a server in the test.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the OTLP exporter compresses by default
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/testchild"
+)
+
+var (
+	root      string
+	collector string
+	demo      string
+)
+
+// TestMain builds the collector with ocb through the Makefile, as a user's
+// `make build` does.
+func TestMain(m *testing.M) {
+	_, self, _, _ := runtime.Caller(0)
+	root = filepath.Join(filepath.Dir(self), "..", "..")
+	collector = filepath.Join(root, "_build", "otelcol-perfprof")
+	demo = filepath.Join(root, "_build", "perfprof-demo")
+	cmd := exec.Command("make", "build")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: make build failed: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: make build took %v\n", time.Since(start).Round(time.Second))
+	os.Exit(m.Run())
+}
+
+func requirePerf(t *testing.T) {
+	s, err := perf.Open(perf.Options{Frequency: 99})
+	testchild.RequirePerf(t, err)
+	s.Close()
+}
+
+// profileServer is an OTLP/gRPC profiles endpoint that counts samples per
+// function name.
+type profileServer struct {
+	pprofileotlp.UnimplementedGRPCServer
+	mu        sync.Mutex
+	requests  int
+	samples   int
+	functions map[string]int // samples whose stack holds the function
+	pids      map[int64]int
+	stacks    []stackCount
+}
+
+type stackCount struct {
+	functions map[string]bool
+	count     int
+}
+
+func containsAny(set map[string]bool, names []string) bool {
+	for _, n := range names {
+		if set[n] {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest) (pprofileotlp.ExportResponse, error) {
+	pd := req.Profiles()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests++
+	dic := pd.Dictionary()
+	strs := dic.StringTable()
+	for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+		rp := pd.ResourceProfiles().At(i)
+		pid, _ := rp.Resource().Attributes().Get("process.pid")
+		for j := 0; j < rp.ScopeProfiles().Len(); j++ {
+			profs := rp.ScopeProfiles().At(j).Profiles()
+			for k := 0; k < profs.Len(); k++ {
+				samples := profs.At(k).Samples()
+				for x := 0; x < samples.Len(); x++ {
+					smp := samples.At(x)
+					n := smp.TimestampsUnixNano().Len()
+					s.samples += n
+					s.pids[pid.Int()] += n
+					seen := map[string]bool{}
+					st := dic.StackTable().At(int(smp.StackIndex()))
+					for _, li := range st.LocationIndices().AsRaw() {
+						lines := dic.LocationTable().At(int(li)).Lines()
+						for y := 0; y < lines.Len(); y++ {
+							fn := dic.FunctionTable().At(int(lines.At(y).FunctionIndex()))
+							seen[strs.At(int(fn.NameStrindex()))] = true
+						}
+					}
+					for name := range seen {
+						s.functions[name] += n
+					}
+					s.stacks = append(s.stacks, stackCount{seen, n})
+				}
+			}
+		}
+	}
+	return pprofileotlp.NewExportResponse(), nil
+}
+
+func (s *profileServer) snapshot() (samples int, fns map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fns = map[string]int{}
+	for k, v := range s.functions {
+		fns[k] = v
+	}
+	return s.samples, fns
+}
+
+func startServer(t *testing.T) (*profileServer, string) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &profileServer{functions: map[string]int{}, pids: map[int64]int{}}
+	g := grpc.NewServer()
+	pprofileotlp.RegisterGRPCServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return srv, lis.Addr().String()
+}
+
+// runCollector starts the built collector with config and returns it with
+// a buffer collecting its output.
+func runCollector(t *testing.T, config string, cred *syscall.Credential) (*exec.Cmd, *syncBuffer) {
+	dir, err := os.MkdirTemp("", "perfprof-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "config.yaml")
+	if err = os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := collector
+	if cred != nil {
+		// Another user needs a binary and config it may read.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(dir, "otelcol-perfprof")
+		b, err := os.ReadFile(collector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "--config", path, "--feature-gates=service.profilesSupport")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("collector output:\n%s", out.String())
+		}
+	})
+	return cmd, out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+// TestCollectorProfilesDemo runs the demo and the collector as `make run`
+// does, but exports over OTLP/gRPC, and checks that the demo's functions
+// arrive in proportion to the CPU it gives them, and that the collector
+// stops cleanly on SIGTERM.
+func TestCollectorProfilesDemo(t *testing.T) {
+	requirePerf(t)
+	srv, addr := startServer(t)
+	d := exec.Command(demo)
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Process.Kill(); _ = d.Wait() })
+
+	cmd, out := runCollector(t, fmt.Sprintf(`
+receivers:
+  perfprof:
+    targets:
+      executables: [perfprof-demo]
+    frequency: 199
+    report_interval: 1s
+exporters:
+  otlp_grpc:
+    endpoint: %s
+    tls:
+      insecure: true
+service:
+  pipelines:
+    profiles:
+      receivers: [perfprof]
+      exporters: [otlp_grpc]
+`, addr), nil)
+
+	// The demo gives each group of functions a share of its busy time. A
+	// sample counts for a group when its stack holds any of the group's
+	// functions: a frameless leaf (fnvBlock) hides its direct caller from
+	// frame-pointer unwinding, so the group names the callees too.
+	groups := map[string][]string{
+		"parse":    {"main.parseRequests", "main.tokenize"},
+		"checksum": {"main.checksumBlocks", "main.crcBlock", "main.fnvBlock"},
+		"sort":     {"main.sortBatches"},
+	}
+	want := map[string]float64{"parse": 0.40, "checksum": 0.35, "sort": 0.25}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, fns := srv.snapshot()
+		if n >= 1000 && fns["main.parseRequests"] > 0 && fns["main.checksumBlocks"] > 0 && fns["main.sortBatches"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d samples, functions %v", n, fns)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("collector did not exit cleanly on SIGTERM: %v", err)
+	}
+	n, _ := srv.snapshot()
+	srv.mu.Lock()
+	pids := srv.pids
+	counts := map[string]int{}
+	for _, st := range srv.stacks {
+		for g, fns := range groups {
+			if containsAny(st.functions, fns) {
+				counts[g] += st.count
+				break
+			}
+		}
+	}
+	srv.mu.Unlock()
+	if len(pids) != 1 || pids[int64(d.Process.Pid)] != n {
+		t.Errorf("samples by pid %v, want all of pid %d", pids, d.Process.Pid)
+	}
+	sum := float64(counts["parse"] + counts["checksum"] + counts["sort"])
+	t.Logf("%d samples; of those in the three groups: parse %.1f%%, checksum %.1f%%, sort %.1f%%",
+		n, 100*float64(counts["parse"])/sum, 100*float64(counts["checksum"])/sum, 100*float64(counts["sort"])/sum)
+	for g, w := range want {
+		share := float64(counts[g]) / sum
+		if share < w-0.10 || share > w+0.10 {
+			t.Errorf("group %s has %.0f%% of the samples, want %.0f%% ± 10", g, share*100, w*100)
+		}
+	}
+	// The rest is the Go runtime (scheduler, GC, timers).
+	if sum < 0.8*float64(n) {
+		t.Errorf("only %.0f of %d samples are in the demo's functions", sum, n)
+	}
+	if !strings.Contains(out.String(), "Shutdown complete") {
+		t.Errorf("no clean shutdown in the collector's log")
+	}
+}
+
+// TestCollectorStartErrors checks that bad targets and configs stop the
+// collector at start with a message that says what is wrong.
+func TestCollectorStartErrors(t *testing.T) {
+	requirePerf(t)
+	const pipeline = `
+exporters:
+  debug: {}
+service:
+  pipelines:
+    profiles:
+      receivers: [perfprof]
+      exporters: [debug]
+`
+	cases := []struct {
+		name, receiver, want string
+		cred                 *syscall.Credential
+	}{
+		{
+			name:     "missing pid",
+			receiver: "receivers:\n  perfprof:\n    targets: {pids: [4194303]}\n",
+			want:     "target pid 4194303: process 4194303: no such process",
+		},
+		{
+			name:     "no targets",
+			receiver: "receivers:\n  perfprof:\n    frequency: 99\n",
+			want:     "targets: name at least one process in targets.pids or targets.executables",
+		},
+		{
+			name:     "frequency",
+			receiver: "receivers:\n  perfprof:\n    targets: {executables: [x]}\n    frequency: 50000\n",
+			want:     "frequency: 50000 Hz is outside 1..10000",
+		},
+		{
+			// An unprivileged user may not sample system-wide: the
+			// collector must say why and what to do.
+			name:     "permission denied",
+			receiver: "receivers:\n  perfprof:\n    targets: {executables: [x]}\n    scope: system\n",
+			want:     "perf_event_open denied",
+			cred:     &syscall.Credential{Uid: 65534, Gid: 65534},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cred != nil {
+				if os.Getuid() != 0 {
+					t.Skip("needs root to run the collector as another user")
+				}
+				if p, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); strings.TrimSpace(string(p)) < "1" {
+					t.Skipf("kernel.perf_event_paranoid is %s: unprivileged system-wide sampling is allowed here", p)
+				}
+			}
+			cmd, out := runCollector(t, tc.receiver+pipeline, tc.cred)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatalf("collector exited 0; output:\n%s", out.String())
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("collector still running after 20 s; output:\n%s", out.String())
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("output lacks %q:\n%s", tc.want, out.String())
+			}
+			if tc.cred != nil {
+				for _, w := range []string{"kernel.perf_event_paranoid is", "CAP_PERFMON", "fix:"} {
+					if !strings.Contains(out.String(), w) {
+						t.Errorf("permission error lacks %q", w)
+					}
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +86,30 @@ type Child struct {
 	// Ready holds the fields of the child's first stdout line after "ready".
 	Ready []int
 	lines chan string
+	stdin io.WriteCloser
+}
+
+// Send writes a line to the child's standard input.
+func (c *Child) Send(tb testing.TB, line string) {
+	tb.Helper()
+	if _, err := io.WriteString(c.stdin, line+"\n"); err != nil {
+		tb.Fatalf("write to child: %v", err)
+	}
+}
+
+// Line waits up to timeout for the child's next stdout line.
+func (c *Child) Line(tb testing.TB, timeout time.Duration) string {
+	tb.Helper()
+	select {
+	case l, ok := <-c.lines:
+		if !ok {
+			tb.Fatal("child closed its stdout")
+		}
+		return l
+	case <-time.After(timeout):
+		tb.Fatalf("no line from the child in %v", timeout)
+	}
+	return ""
 }
 
 // Start runs bin and waits (up to 10 s) for its "ready ..." line. The child
@@ -97,10 +122,14 @@ func Start(tb testing.TB, bin string, args ...string) *Child {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start %s: %v", bin, err)
 	}
-	c := &Child{Cmd: cmd, Pid: cmd.Process.Pid, lines: make(chan string, 64)}
+	c := &Child{Cmd: cmd, Pid: cmd.Process.Pid, lines: make(chan string, 64), stdin: in}
 	tb.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -58,19 +58,79 @@ func worker(burn func(time.Duration), duty float64, tid chan<- int, wg *sync.Wai
 	}
 }
 
+// readZero spends its time in the kernel, copying zeroes to user space.
+//
+//go:noinline
+func readZero(d time.Duration) {
+	f, err := os.Open("/dev/zero")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<16)
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if _, err := f.Read(buf); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// mapExec maps a file executable, as a dynamic loader or JIT does, so that
+// the kernel reports a new MMAP2 record with the file's build id.
+func mapExec(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	if _, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_EXEC, syscall.MAP_PRIVATE); err != nil {
+		panic(err)
+	}
+}
+
 func main() {
 	alpha := flag.Float64("alpha", 1.0, "duty cycle of the burnAlpha thread (0..1)")
 	beta := flag.Float64("beta", 0.5, "duty cycle of the burnBeta thread (0..1)")
 	duration := flag.Duration("duration", time.Minute, "how long to run")
+	kernel := flag.Bool("kernel", false, "the alpha thread reads /dev/zero instead (kernel time)")
+	spawn := flag.Int("spawn", 0, "on a line on stdin, start this many more burnBeta threads and print \"spawned TID...\"")
+	mmapPath := flag.String("mmap", "", "on a line on stdin, map this file executable and print \"mapped\"")
 	flag.Parse()
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	ta, tb := make(chan int, 1), make(chan int, 1)
 	wg.Add(2)
-	go worker(burnAlpha, *alpha, ta, &wg, stop)
+	first := burnAlpha
+	if *kernel {
+		first = readZero
+	}
+	go worker(first, *alpha, ta, &wg, stop)
 	go worker(burnBeta, *beta, tb, &wg, stop)
 	fmt.Printf("ready %d %d %d\n", os.Getpid(), <-ta, <-tb)
+	if *spawn > 0 || *mmapPath != "" {
+		go func() {
+			var line string
+			fmt.Scanln(&line)
+			if *mmapPath != "" {
+				mapExec(*mmapPath)
+				fmt.Println("mapped")
+			}
+			if *spawn > 0 {
+				tids := make(chan int, *spawn)
+				for i := 0; i < *spawn; i++ {
+					wg.Add(1)
+					go worker(burnBeta, 1.0/float64(*spawn), tids, &wg, stop)
+				}
+				out := "spawned"
+				for i := 0; i < *spawn; i++ {
+					out += fmt.Sprintf(" %d", <-tids)
+				}
+				fmt.Println(out)
+			}
+		}()
+	}
 	time.Sleep(*duration)
 	close(stop)
 	wg.Wait()

@@ -413,6 +413,14 @@ func (r *perfprofReceiver) Shutdown(ctx context.Context) error {
 		r.cancel()
 		r.session.Close()
 		r.wg.Wait()
+		r.mu.Lock()
+		for _, st := range r.procs {
+			if !st.gone {
+				st.gone = true
+				r.telemetry.ReceiverPerfprofProcesses.Add(ctx, -1)
+			}
+		}
+		r.mu.Unlock()
 		r.report(ctx)
 		r.countLosses()
 		_ = r.symbols.Close()

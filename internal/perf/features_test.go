@@ -211,4 +211,3 @@ func TestLostRecordsAreCounted(t *testing.T) {
 		}
 	})
 }
-

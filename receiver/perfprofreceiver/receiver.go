@@ -40,6 +40,9 @@ type perfprofReceiver struct {
 	procs    map[int]*procState
 	buffered int
 	windowA  uint64
+	// Counted under mu and added to the telemetry by countLosses, so that
+	// the per-sample path does not call into the metrics SDK.
+	newSamples, newOverflow int64
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -47,6 +50,7 @@ type perfprofReceiver struct {
 	wg        sync.WaitGroup
 	started   bool
 
+	lossMu                sync.Mutex // countLosses runs from the discovery and report loops
 	lastLost, lastCorrupt uint64
 }
 
@@ -259,9 +263,25 @@ func (r *perfprofReceiver) release(pid int, why string) {
 	r.log.Info("Released process", zap.Int("pid", pid), zap.String("reason", why))
 }
 
+// countLosses moves the counters of the read loop and of the perf session
+// into the collector's telemetry and logs losses.
 func (r *perfprofReceiver) countLosses() {
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
 	st := r.session.Stats()
 	ctx := context.Background()
+	r.mu.Lock()
+	samples, overflow := r.newSamples, r.newOverflow
+	r.newSamples, r.newOverflow = 0, 0
+	r.mu.Unlock()
+	if samples > 0 {
+		r.telemetry.ReceiverPerfprofSamples.Add(ctx, samples)
+	}
+	if overflow > 0 {
+		r.telemetry.ReceiverPerfprofDroppedSamples.Add(ctx, overflow, metric.WithAttributes(attribute.String("reason", "buffer_full")))
+		r.log.Warn("Samples dropped: more than max_samples_per_report were buffered between two reports",
+			zap.Int64("dropped", overflow), zap.Int("max_samples_per_report", r.cfg.MaxSamplesPerReport))
+	}
 	if d := st.Lost - r.lastLost; d > 0 {
 		r.telemetry.ReceiverPerfprofLostRecords.Add(ctx, int64(d))
 		r.log.Warn("The kernel dropped perf records: a ring was full. Raise ring_pages or lower frequency.",
@@ -285,7 +305,7 @@ func (r *perfprofReceiver) handle(rec *perf.Record) {
 			return
 		}
 		if r.buffered >= r.cfg.MaxSamplesPerReport {
-			r.telemetry.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", "buffer_full")))
+			r.newOverflow++
 			return
 		}
 		if _, ok := st.threads[s.Tid]; !ok {
@@ -294,7 +314,7 @@ func (r *perfprofReceiver) handle(rec *perf.Record) {
 		idx := st.batch.internStack(s.Callchain, st.resolve(r))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		r.buffered++
-		r.telemetry.ReceiverPerfprofSamples.Add(context.Background(), 1)
+		r.newSamples++
 	case perf.RecordComm:
 		if st, ok := r.procs[int(rec.Comm.Pid)]; ok {
 			st.threads[rec.Comm.Tid] = string(rec.Comm.Comm)
@@ -387,6 +407,7 @@ func (r *perfprofReceiver) report(ctx context.Context) {
 	r.buffered = 0
 	r.windowA = now
 	r.mu.Unlock()
+	r.countLosses()
 	if len(snaps) == 0 || r.profiles == nil {
 		return
 	}
@@ -422,7 +443,6 @@ func (r *perfprofReceiver) Shutdown(ctx context.Context) error {
 		}
 		r.mu.Unlock()
 		r.report(ctx)
-		r.countLosses()
 		_ = r.symbols.Close()
 		r.telemetry.Shutdown()
 	})

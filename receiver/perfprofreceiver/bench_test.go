@@ -1,0 +1,108 @@
+package perfprofreceiver
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
+)
+
+// realChains returns n distinct callchains of 16 real return addresses of
+// this test binary, as perf would report them for it.
+func realChains(b *testing.B, n int) [][]uint64 {
+	pcs := make([]uintptr, 64)
+	k := runtime.Callers(0, pcs)
+	if k < 4 {
+		b.Fatal("too few frames")
+	}
+	chains := make([][]uint64, n)
+	for i := range chains {
+		c := []uint64{perf.ContextUser}
+		for j := 0; j < 16; j++ {
+			c = append(c, uint64(pcs[(i+j)%k])+uint64(i%3))
+		}
+		chains[i] = c
+	}
+	return chains
+}
+
+func benchReceiver(b *testing.B) (*perfprofReceiver, *procState) {
+	r, err := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.symbols = symbolize.NewCache(symbolize.Options{})
+	b.Cleanup(func() { r.symbols.Close() })
+	sym, err := r.symbols.Process(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := perf.ReadProcess(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := &procState{info: p, sym: sym, threads: map[uint32]string{1: "main"}, addrs: map[uint64]*loc{}, batch: newBatch()}
+	r.procs[os.Getpid()] = st
+	r.cfg.MaxSamplesPerReport = 1 << 30
+	return r, st
+}
+
+// BenchmarkHandleSample is the receiver's per-sample work on the read
+// loop: locking, stack interning and buffering, with 64 distinct 16-frame
+// stacks already symbolized (the steady state of a profiled service).
+func BenchmarkHandleSample(b *testing.B) {
+	r, st := benchReceiver(b)
+	chains := realChains(b, 64)
+	rec := perf.Record{Type: perf.RecordSample}
+	rec.Sample.Pid = uint32(os.Getpid())
+	rec.Sample.Tid = 1
+	for _, c := range chains { // warm the symbol and stack caches
+		rec.Sample.Callchain = c
+		r.handle(&rec)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%(1<<16) == 0 {
+			b.StopTimer()
+			st.batch.samples = st.batch.samples[:0]
+			b.StartTimer()
+		}
+		rec.Sample.Callchain = chains[i%len(chains)]
+		rec.Sample.Time = uint64(i)
+		r.handle(&rec)
+	}
+}
+
+// BenchmarkBuildProfiles turns one report of 10 000 samples over 64 stacks
+// and 8 threads into pdata profiles.
+func BenchmarkBuildProfiles(b *testing.B) {
+	r, st := benchReceiver(b)
+	chains := realChains(b, 64)
+	rec := perf.Record{Type: perf.RecordSample}
+	rec.Sample.Pid = uint32(os.Getpid())
+	for i := 0; i < 10000; i++ {
+		rec.Sample.Callchain = chains[i%len(chains)]
+		rec.Sample.Tid = uint32(1 + i%8)
+		rec.Sample.Time = uint64(i) * 1000
+		r.handle(&rec)
+	}
+	st.batch.threads = st.threads
+	snaps := []snapshot{{pid: os.Getpid(), exe: st.info.Exe, batch: st.batch, windowA: 0, windowB: 1e7}}
+	m := clock.NewMapper()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pd, n := buildProfiles(snaps, profileParams{frequency: 99, toUnix: m.Unix})
+		if n != 10000 || pd.SampleCount() == 0 {
+			b.Fatalf("built %d samples", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/sample")
+}

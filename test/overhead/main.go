@@ -1,0 +1,350 @@
+// Command overhead measures how much sampling slows down a CPU-bound
+// process, and what the sampler itself costs.
+//
+//	go run ./test/overhead [-rounds 5] [-work 1000000] [-modes none,perfprof-99,perfprof-999,perf-record-999]
+//
+// The workload is internal/testchild/spin: a single-threaded Go program that
+// does a fixed amount of integer hashing (-work rounds, about 2 s of CPU by
+// default) at a stack depth of about ten frames, after waiting on stdin until
+// the profiler has attached. Each run starts a fresh child under one mode:
+//
+//	none             the child alone (the baseline);
+//	perfprof-HZ      the real collector (-collector, built by `make build`)
+//	                 samples the child's pid at HZ, process scope, and drops
+//	                 the profiles into the debug exporter;
+//	perf-record-HZ   `perf record -e cpu-clock -F HZ -g -p PID` writes the
+//	                 samples to a temporary file, for comparison (it also
+//	                 takes kernel callchains; the collector, by default,
+//	                 user ones only).
+//
+// Runs are interleaved: every round runs every mode once (the order rotated
+// by one each round), so drift in the machine's speed or load reaches all
+// modes alike. One untimed warm-up run of the child comes first. Profilers
+// are started per run and their start-up is not measured.
+//
+// # Reading the output
+//
+// Standard output has the command line, the commands of the child and the
+// profilers, and at the end one table line per mode; standard error has one
+// line per run, as the runs finish.
+//
+// "child CPU" is the child's user+system CPU time from its rusage, not wall
+// time: it grows only by what sampling costs inside the child (the timer
+// interrupt, the kernel's stack walk, cache and TLB disturbance), not by
+// waiting for a CPU the profiler took. "slowdown" is the median child CPU of
+// a mode over the median of none, minus one; "slowdown (paired)" is the
+// median over rounds of the mode's run over the none run of the same round,
+// minus one, which drift between rounds disturbs less. Compare both with the
+// min/max spread of none: a slowdown well inside that spread is noise.
+//
+// The profiler columns are about the profiling process itself, which runs
+// beside the child (on another CPU when one is free):
+//
+//   - "samples" is the number of samples the profiler took of the child: the
+//     collector's own receiver_perfprof_samples counter, read from its
+//     Prometheus endpoint at the end of a run, or the SAMPLE count of
+//     `perf report --stats` for perf record. It should be about child CPU
+//     seconds × HZ.
+//   - "profiler CPU/1k samples" is the profiler's CPU time from the moment it was
+//     attached (the child still waiting) until all samples were handled,
+//     divided by samples/1000. For the collector, "handled" means the child
+//     was released and its last profiles were exported; the CPU time is the
+//     sum of /proc/PID/task/*/schedstat, read then and after attaching
+//     (nanosecond resolution; /proc/PID/stat counts 10 ms ticks, too coarse
+//     for runs costing tens of milliseconds). It includes the collector's
+//     fixed costs for those seconds (process discovery every second, the
+//     report ticker), which weigh more at 99 Hz than at 999 Hz; the
+//     "marginal" line below the table removes them by comparing two
+//     perfprof frequencies. For perf record it is perf's rusage minus the
+//     schedstat value after it enabled its events, so it includes perf
+//     finishing its file (without build-id collection, --no-buildid).
+//   - "peak RSS" is the collector's VmHWM from /proc/PID/status before it is
+//     stopped, or perf's rusage maxrss.
+//
+// Lost records (perf rings overflowing) are reported when there are any;
+// they mean the samples column undercounts.
+//
+// The collector's internal metrics are enabled at level basic (one counter
+// increment per sample) so that its sample count can be read; logs stay at
+// info, where nothing is logged per sample.
+//
+// The harness needs perf_event_open (root, CAP_PERFMON, or a low
+// kernel.perf_event_paranoid) and, for the perfprof modes, the collector
+// binary; it exits non-zero saying which is missing.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/perf"
+)
+
+const defaultModes = "none,perfprof-99,perfprof-999,perf-record-999"
+
+// modeKind says what samples the child during a run.
+type modeKind int
+
+const (
+	kindNone modeKind = iota
+	kindPerfprof
+	kindPerfRecord
+)
+
+type mode struct {
+	name string
+	kind modeKind
+	hz   int
+}
+
+func parseMode(s string) (mode, error) {
+	s = strings.TrimSpace(s)
+	if s == "none" {
+		return mode{name: s, kind: kindNone}, nil
+	}
+	for prefix, kind := range map[string]modeKind{"perfprof-": kindPerfprof, "perf-record-": kindPerfRecord} {
+		if rest, ok := strings.CutPrefix(s, prefix); ok {
+			hz, err := strconv.Atoi(rest)
+			if err != nil || hz < 1 || hz > 10000 {
+				return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000", s, rest)
+			}
+			return mode{name: s, kind: kind, hz: hz}, nil
+		}
+	}
+	return mode{}, fmt.Errorf("mode %q: want none, perfprof-HZ or perf-record-HZ", s)
+}
+
+// result is one run of the child under one mode.
+type result struct {
+	childCPU time.Duration // user+system
+
+	// Profiler modes only.
+	samples uint64
+	lost    uint64
+	profCPU time.Duration // after attaching, until all samples were handled
+	rssKB   uint64
+}
+
+type harness struct {
+	work      int
+	collector string
+	perfPath  string
+	spin      string // the built child
+	tmp       string
+	rounds    int
+	modes     []mode
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "overhead:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rounds := flag.Int("rounds", 5, "rounds; each runs every mode once")
+	work := flag.Int("work", 1000000, "work rounds of the spin child (1000000 ≈ 2 s of CPU here)")
+	collector := flag.String("collector", "", "collector binary (default <module root>/_build/otelcol-perfprof)")
+	modes := flag.String("modes", defaultModes, "comma-separated modes to run: none, perfprof-HZ, perf-record-HZ")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *rounds < 1 || *work < 1 {
+		return errors.New("-rounds and -work must be at least 1")
+	}
+	h := &harness{work: *work, rounds: *rounds}
+	seen := map[string]bool{}
+	for _, s := range strings.Split(*modes, ",") {
+		m, err := parseMode(s)
+		if err != nil {
+			return err
+		}
+		if !seen[m.name] {
+			seen[m.name] = true
+			h.modes = append(h.modes, m)
+		}
+	}
+
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	maxHz := 0
+	for _, m := range h.modes {
+		maxHz = max(maxHz, m.hz)
+		switch m.kind {
+		case kindPerfprof:
+			if h.collector == "" {
+				h.collector = *collector
+				if h.collector == "" {
+					h.collector = filepath.Join(root, "_build", "otelcol-perfprof")
+				}
+				if h.collector, err = filepath.Abs(h.collector); err != nil {
+					return err
+				}
+				if st, err := os.Stat(h.collector); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+					return fmt.Errorf("collector %s is missing or not executable: run make build first (or pass -collector)", h.collector)
+				}
+			}
+		case kindPerfRecord:
+			if h.perfPath == "" {
+				if h.perfPath, err = exec.LookPath("perf"); err != nil {
+					return fmt.Errorf("mode %s needs the perf tool: %w", m.name, err)
+				}
+			}
+		}
+	}
+	if maxHz > 0 {
+		if err := checkPerfEvents(uint64(maxHz)); err != nil {
+			return err
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if h.tmp, err = os.MkdirTemp("", "perfprof-overhead-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(h.tmp)
+	h.spin = filepath.Join(h.tmp, "spin")
+	build := exec.CommandContext(ctx, "go", "build", "-o", h.spin, "./internal/testchild/spin")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the spin child: %v\n%s", err, out)
+	}
+
+	h.printHeader()
+	start := time.Now()
+	if _, err := h.runOnce(ctx, mode{name: "warm-up", kind: kindNone}); err != nil {
+		return fmt.Errorf("warm-up run: %w", err)
+	}
+	results := map[string][]result{}
+	for r := 0; r < h.rounds; r++ {
+		for i := range h.modes {
+			m := h.modes[(i+r)%len(h.modes)]
+			res, err := h.runOnce(ctx, m)
+			if err != nil {
+				return fmt.Errorf("round %d, mode %s: %w", r+1, m.name, err)
+			}
+			results[m.name] = append(results[m.name], res)
+			logRun(r+1, h.rounds, m, res)
+		}
+	}
+	h.printTable(results)
+	fmt.Printf("\nload average at the end: %s\nharness run time: %s (%d rounds × %d modes + warm-up)\n",
+		loadAvg(), time.Since(start).Round(time.Second), h.rounds, len(h.modes))
+	return nil
+}
+
+// checkPerfEvents opens, in this process, the sampling event the collector
+// would open on its target, so that a denied perf_event_open stops the
+// harness before it starts anything, with the reason and the fix.
+func checkPerfEvents(hz uint64) error {
+	s, err := perf.Open(perf.Options{Scope: perf.ScopeProcess, Frequency: hz})
+	if err == nil {
+		err = s.Attach(os.Getpid())
+		s.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("cannot sample with perf_event_open, so nothing can be measured: %w", err)
+	}
+	return nil
+}
+
+// moduleRoot finds the directory of this module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("run from inside the perfprof module (go env GOMOD is empty)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// runOnce runs one child under mode m.
+func (h *harness) runOnce(ctx context.Context, m mode) (result, error) {
+	c, err := startChild(ctx, h.spin, h.work)
+	if err != nil {
+		return result{}, err
+	}
+	defer c.kill()
+
+	var p profiler
+	switch m.kind {
+	case kindPerfprof:
+		p, err = h.startCollector(ctx, c.pid, m.hz)
+	case kindPerfRecord:
+		p, err = h.startPerfRecord(ctx, c.pid, m.hz)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	if p != nil {
+		defer p.kill()
+	}
+
+	var res result
+	if res.childCPU, err = c.run(); err != nil {
+		return result{}, err
+	}
+	if p != nil {
+		if err := p.finish(ctx, &res); err != nil {
+			return result{}, err
+		}
+		if res.samples == 0 {
+			return result{}, fmt.Errorf("%s took no samples of the child", m.name)
+		}
+	}
+	return res, nil
+}
+
+// profiler is a running perfprof collector or perf record, attached to the
+// child.
+type profiler interface {
+	// finish waits, after the child exited, until the profiler has handled
+	// all samples, fills in the profiler fields of res, and stops it.
+	finish(ctx context.Context, res *result) error
+	// kill stops the profiler if it is still running.
+	kill()
+}
+
+func logRun(round, rounds int, m mode, r result) {
+	msg := fmt.Sprintf("round %d/%d %-16s child %.3fs", round, rounds, m.name, r.childCPU.Seconds())
+	if m.kind != kindNone {
+		msg += fmt.Sprintf(", samples %d, profiler CPU %.1fms, peak RSS %.1f MiB", r.samples, ms(r.profCPU), float64(r.rssKB)/1024)
+		if r.lost > 0 {
+			msg += fmt.Sprintf(", LOST %d", r.lost)
+		}
+	}
+	fmt.Fprintln(os.Stderr, msg)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// printHeader prints how the measurement is run: the exact command line,
+// the effective flags, and the commands of the child and the profilers.
+func (h *harness) printHeader() {
+	fmt.Printf("command: %s\n", commandLine())
+	names := make([]string, len(h.modes))
+	for i, m := range h.modes {
+		names[i] = m.name
+	}
+	fmt.Printf("flags:   -rounds %d -work %d -modes %s", h.rounds, h.work, strings.Join(names, ","))
+	if h.collector != "" {
+		fmt.Printf(" -collector %s", h.collector)
+	}
+	fmt.Println()
+	fmt.Printf("machine: %s, %d CPUs, %s, load average %s\n", kernel(), runtime.NumCPU(), runtime.Version(), loadAvg())
+	fmt.Printf("child:   spin -work %d   (internal/testchild/spin, built with go build)\n", h.work)
+	printed := map[modeKind]bool{}
+	for _, m := range h.modes {
+		if printed[m.kind] {
+			continue
+		}
+		printed[m.kind] = true
+		switch m.kind {
+		case kindPerfprof:
+			fmt.Printf("%s: %s %s   with CONFIG:\n", "perfprof", h.collector, strings.Join(collectorArgs("CONFIG"), " "))
+			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT")
+			fmt.Print("\t" + strings.ReplaceAll(strings.TrimSuffix(cfg, "\n"), "\n", "\n\t") + "\n")
+		case kindPerfRecord:
+			args := perfRecordArgs("PID", "HZ", "TMP/perf.data", "TMP/perf-ctl", "TMP/perf-ack")
+			fmt.Printf("perf:    %s %s   (%s)\n", h.perfPath, strings.Join(args, " "), perfVersion(h.perfPath))
+		}
+	}
+	fmt.Println()
+}
+
+// printTable prints one line per mode.
+func (h *harness) printTable(results map[string][]result) {
+	var base time.Duration
+	if rs := results["none"]; len(rs) > 0 {
+		base = median(rs, func(r result) time.Duration { return r.childCPU })
+	}
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\truns\tchild CPU s\tslowdown\tslowdown\tmin s\tmax s\tsamples\tprofiler CPU/1k samples\tprofiler peak RSS\t")
+	fmt.Fprintln(tw, "\t\t(median)\t\t(paired)\t\t\t(median)\tms (median)\tMiB (median)\t")
+	var lost []string
+	for _, m := range h.modes {
+		rs := results[m.name]
+		cpu := median(rs, func(r result) time.Duration { return r.childCPU })
+		lo := slices.MinFunc(rs, func(a, b result) int { return int(a.childCPU - b.childCPU) }).childCPU
+		hi := slices.MaxFunc(rs, func(a, b result) int { return int(a.childCPU - b.childCPU) }).childCPU
+		slow, paired := "n/a", "n/a"
+		if base > 0 {
+			slow = fmt.Sprintf("%+.2f%%", (cpu.Seconds()/base.Seconds()-1)*100)
+			// Runs of one round are next to each other in time: the
+			// median of per-round ratios is less sensitive to drift.
+			none := results["none"]
+			ratios := make([]float64, len(rs))
+			for r := range rs {
+				ratios[r] = rs[r].childCPU.Seconds()/none[r].childCPU.Seconds() - 1
+			}
+			paired = fmt.Sprintf("%+.2f%%", medianOf(ratios)*100)
+		}
+		samples, perK, rss := "-", "-", "-"
+		if m.kind != kindNone {
+			samples = strconv.FormatUint(medianU(rs, func(r result) uint64 { return r.samples }), 10)
+			perK = fmt.Sprintf("%.2f", medianF(rs, func(r result) float64 { return ms(r.profCPU) / (float64(r.samples) / 1000) }))
+			rss = fmt.Sprintf("%.1f", float64(medianU(rs, func(r result) uint64 { return r.rssKB }))/1024)
+			var n uint64
+			for _, r := range rs {
+				n += r.lost
+			}
+			if n > 0 {
+				lost = append(lost, fmt.Sprintf("%s: %d records lost over %d runs", m.name, n, len(rs)))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%s\t%s\t%.3f\t%.3f\t%s\t%s\t%s\t\n",
+			m.name, len(rs), cpu.Seconds(), slow, paired, lo.Seconds(), hi.Seconds(), samples, perK, rss)
+	}
+	tw.Flush()
+
+	// The collector's fixed costs (discovery, tickers) over a run are about
+	// the same at any frequency, so the difference between two frequencies
+	// is the cost of the samples alone.
+	var pp []mode
+	for _, m := range h.modes {
+		if m.kind == kindPerfprof {
+			pp = append(pp, m)
+		}
+	}
+	if len(pp) >= 2 {
+		slices.SortFunc(pp, func(a, b mode) int { return a.hz - b.hz })
+		lo, hi := results[pp[0].name], results[pp[len(pp)-1].name]
+		cpuLo := median(lo, func(r result) time.Duration { return r.profCPU })
+		cpuHi := median(hi, func(r result) time.Duration { return r.profCPU })
+		nLo := medianU(lo, func(r result) uint64 { return r.samples })
+		nHi := medianU(hi, func(r result) uint64 { return r.samples })
+		if nHi > nLo {
+			fmt.Printf("\nmarginal collector CPU per 1000 samples (%s vs %s, medians): %.2f ms (%.1f ms vs %.1f ms for %d vs %d samples)\n",
+				pp[len(pp)-1].name, pp[0].name, ms(cpuHi-cpuLo)/(float64(nHi-nLo)/1000), ms(cpuHi), ms(cpuLo), nHi, nLo)
+		}
+	}
+	if len(lost) > 0 {
+		fmt.Printf("\nLOST RECORDS (sample counts are low): %s\n", strings.Join(lost, "; "))
+	}
+}
+
+func median(rs []result, f func(result) time.Duration) time.Duration {
+	return time.Duration(medianF(rs, func(r result) float64 { return float64(f(r)) }))
+}
+
+func medianU(rs []result, f func(result) uint64) uint64 {
+	return uint64(medianF(rs, func(r result) float64 { return float64(f(r)) }) + 0.5)
+}
+
+// medianF is the median of f over rs.
+func medianF(rs []result, f func(result) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	return medianOf(v)
+}
+
+// medianOf returns the median of v (the mean of the middle two for an even
+// count), sorting v.
+func medianOf(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "Linux"
+	}
+	return "Linux " + strings.TrimSpace(string(b))
+}
+
+func perfVersion(perf string) string {
+	out, err := exec.Command(perf, "--version").Output()
+	if err != nil {
+		return "perf version unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commandLine is the harness's command line; a binary built by go run is
+// shown as the go run command.
+func commandLine() string {
+	if strings.Contains(os.Args[0], "go-build") && strings.HasPrefix(os.Args[0], os.TempDir()) {
+		return strings.TrimSpace("go run ./test/overhead " + shellQuote(os.Args[1:]))
+	}
+	return shellQuote(os.Args)
+}
+
+// shellQuote joins args so that they can be pasted into a shell.
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@") == "" {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}

@@ -40,7 +40,7 @@ run: build
 ## test: every test, including the end-to-end test that builds the collector with ocb
 test: $(OCB)
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 ## e2e: only the end-to-end test
 e2e: $(OCB)
@@ -51,8 +51,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime 200ms ./...
 
 ## overhead: slowdown of a CPU-bound child under perfprof and perf record
+## (installs Debian's linux-perf for the comparison when perf is missing)
 overhead: build
-	$(GO) run ./test/overhead -collector $(COLLECTOR)
+	@command -v perf >/dev/null || (apt-get update -qq && apt-get install -y -qq linux-perf)
+	$(GO) run ./test/overhead -collector $(COLLECTOR) $(OVERHEAD_FLAGS)
 
 ## generate: regenerate mdatagen output (metadata.yaml → internal/metadata, tests, docs)
 generate:

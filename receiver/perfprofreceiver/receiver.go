@@ -190,15 +190,16 @@ func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, fn func()
 // record can arrive.
 func (r *perfprofReceiver) attach(p perf.Process) error {
 	st := &procState{info: p, threads: map[uint32]string{}, addrs: map[uint64]*loc{}, batch: newBatch()}
-	if sp, err := r.symbols.Process(p.Pid); err == nil {
-		st.sym = sp
-	} else {
-		r.log.Debug("Cannot read memory map; stacks stay unsymbolized", zap.Int("pid", p.Pid), zap.Error(err))
-	}
 	r.mu.Lock()
 	if old, ok := r.procs[p.Pid]; ok && !old.gone {
 		r.mu.Unlock()
 		return nil
+	}
+	// The symbol cache is used by one goroutine at a time: under mu.
+	if sp, err := r.symbols.Process(p.Pid); err == nil {
+		st.sym = sp
+	} else {
+		r.log.Debug("Cannot read memory map; stacks stay unsymbolized", zap.Int("pid", p.Pid), zap.Error(err))
 	}
 	// A previous process with this pid may still have a batch to send: keep
 	// it under its own key until the report.

@@ -149,6 +149,7 @@ func (r *perfprofReceiver) start() (err error) {
 		}
 	}
 
+	attached := len(r.procs)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.started = true
@@ -169,7 +170,7 @@ func (r *perfprofReceiver) start() (err error) {
 	}()
 	r.log.Info("perfprof receiver started",
 		zap.String("scope", r.cfg.Scope), zap.Uint64("frequency_hz", r.cfg.Frequency),
-		zap.Int("processes", len(r.procs)))
+		zap.Int("processes", attached))
 	return nil
 }
 

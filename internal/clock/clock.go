@@ -8,7 +8,11 @@
 // sample.
 package clock
 
-import "golang.org/x/sys/unix"
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
 
 // Monotonic returns CLOCK_MONOTONIC in nanoseconds.
 func Monotonic() uint64 {
@@ -36,15 +40,31 @@ func Offset() int64 {
 	return best
 }
 
-// Mapper converts monotonic timestamps to Unix nanoseconds with a fixed
-// offset; refresh it with a new Offset now and then.
-type Mapper struct{ offset int64 }
+// Mapper converts between monotonic timestamps and Unix nanoseconds with an
+// offset that Refresh measures again. It is safe for concurrent use: spans
+// are converted on the OTLP handlers' goroutines while the report loop
+// refreshes.
+type Mapper struct{ offset atomic.Int64 }
 
 // NewMapper measures the offset now.
-func NewMapper() *Mapper { return &Mapper{offset: Offset()} }
+func NewMapper() *Mapper {
+	m := &Mapper{}
+	m.Refresh()
+	return m
+}
 
 // Refresh measures the offset again.
-func (m *Mapper) Refresh() { m.offset = Offset() }
+func (m *Mapper) Refresh() { m.offset.Store(Offset()) }
 
 // Unix converts a CLOCK_MONOTONIC timestamp to Unix nanoseconds.
-func (m *Mapper) Unix(mono uint64) uint64 { return uint64(int64(mono) + m.offset) }
+func (m *Mapper) Unix(mono uint64) uint64 { return uint64(int64(mono) + m.offset.Load()) }
+
+// Mono converts Unix nanoseconds to CLOCK_MONOTONIC. Times before boot map
+// to 0.
+func (m *Mapper) Mono(unixNano uint64) uint64 {
+	v := int64(unixNano) - m.offset.Load()
+	if v < 0 {
+		return 0
+	}
+	return uint64(v)
+}

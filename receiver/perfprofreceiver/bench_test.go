@@ -49,7 +49,7 @@ func benchReceiver(b *testing.B) (*perfprofReceiver, *procState) {
 	}
 	st := &procState{info: p, sym: sym, threads: map[uint32]string{1: "main"}, addrs: map[uint64]*loc{}, batch: newBatch()}
 	r.procs[os.Getpid()] = st
-	r.cfg.MaxSamplesPerReport = 1 << 30
+	r.cfg.Correlation.MaxBufferedSamples = 1 << 30
 	return r, st
 }
 
@@ -81,7 +81,7 @@ func BenchmarkHandleSample(b *testing.B) {
 }
 
 // BenchmarkBuildProfiles turns one report of 10 000 samples over 64 stacks
-// and 8 threads into pdata profiles.
+// and 8 threads, half of them linked to 50 spans, into pdata profiles.
 func BenchmarkBuildProfiles(b *testing.B) {
 	r, st := benchReceiver(b)
 	chains := realChains(b, 64)
@@ -94,7 +94,14 @@ func BenchmarkBuildProfiles(b *testing.B) {
 		r.handle(&rec)
 	}
 	st.batch.threads = st.threads
-	snaps := []snapshot{{pid: os.Getpid(), exe: st.info.Exe, batch: st.batch, windowA: 0, windowB: 1e7}}
+	joins := make([]joinInfo, len(st.batch.samples))
+	for i := range joins {
+		joins[i] = joinInfo{linked: i%2 == 0, traceID: [16]byte{byte(i % 50)}, spanID: [8]byte{byte(i % 50), 1}, worker: int64(i % 4), root: "GET /items"}
+		if !joins[i].linked {
+			joins[i].root = ""
+		}
+	}
+	snaps := []snapshot{{pid: os.Getpid(), exe: st.info.Exe, batch: st.batch, joins: joins, windowA: 0, windowB: 1e7}}
 	m := clock.NewMapper()
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -3,7 +3,12 @@ package perfprofreceiver
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/collector/config/configgrpc"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
 )
 
 // Config configures the perfprof receiver. The mapstructure names are part
@@ -27,10 +32,12 @@ type Config struct {
 	// RingPages is the size of each per-CPU perf ring in 4 KiB pages, a
 	// power of two. Raise it when receiver_perfprof_lost_records grows.
 	RingPages int `mapstructure:"ring_pages"`
-	// MaxSamplesPerReport bounds the samples held between two reports;
-	// samples over it are dropped and counted
-	// (receiver_perfprof_dropped_samples{reason="buffer_full"}).
-	MaxSamplesPerReport int `mapstructure:"max_samples_per_report"`
+	// Protocols enables span ingest over OTLP. Spans are passed on to the
+	// traces pipeline (when the component is in one) and joined with the
+	// samples. Without protocols the receiver only profiles.
+	Protocols ProtocolsConfig `mapstructure:"protocols"`
+	// Correlation configures the join of samples to spans.
+	Correlation CorrelationConfig `mapstructure:"correlation"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -48,6 +55,44 @@ type TargetsConfig struct {
 	Executables []string `mapstructure:"executables"`
 }
 
+// ProtocolsConfig holds the OTLP servers, as in the standard otlp receiver:
+// each is enabled by naming it (`grpc:` alone takes the defaults).
+type ProtocolsConfig struct {
+	GRPC configoptional.Optional[configgrpc.ServerConfig] `mapstructure:"grpc"`
+	HTTP configoptional.Optional[HTTPConfig]              `mapstructure:"http"`
+	_    struct{}
+}
+
+// HTTPConfig is the OTLP/HTTP server (protobuf and JSON).
+type HTTPConfig struct {
+	ServerConfig confighttp.ServerConfig `mapstructure:",squash"`
+	// TracesURLPath is where spans are posted; default /v1/traces.
+	TracesURLPath string `mapstructure:"traces_url_path"`
+	_             struct{}
+}
+
+// CorrelationConfig configures how samples are joined to spans.
+type CorrelationConfig struct {
+	// Window is how long a sample waits for the spans that cover it: SDKs
+	// export spans in batches, seconds after they end. A sample is joined
+	// and emitted once it is older than Window.
+	Window time.Duration `mapstructure:"window"`
+	// ThreadIDAttribute names the integer span attribute that holds the OS
+	// thread id (gettid) the span ran on.
+	ThreadIDAttribute string `mapstructure:"thread_id_attribute"`
+	// WorkerIDAttribute names the integer span attribute that holds a
+	// runtime worker's id (tokio worker, goroutine pool slot, ...).
+	WorkerIDAttribute string `mapstructure:"worker_id_attribute"`
+	// MaxBufferedSamples bounds the samples waiting for the window. Past
+	// it the oldest are emitted early, without waiting for their spans,
+	// and counted; at twice it new samples are dropped and counted.
+	MaxBufferedSamples int `mapstructure:"max_buffered_samples"`
+	// MaxSpans bounds the spans held for the join; spans over it are not
+	// indexed (still passed on) and are counted.
+	MaxSpans int `mapstructure:"max_spans"`
+	_        struct{}
+}
+
 const (
 	scopeProcess = "process"
 	scopeSystem  = "system"
@@ -55,13 +100,27 @@ const (
 )
 
 func createDefaultConfig() *Config {
+	grpc := configgrpc.NewDefaultServerConfig()
+	grpc.NetAddr.Endpoint = "localhost:4317"
+	httpServer := confighttp.NewDefaultServerConfig()
+	httpServer.NetAddr.Endpoint = "localhost:4318"
 	return &Config{
-		Scope:               scopeProcess,
-		Frequency:           99,
-		ReportInterval:      10 * time.Second,
-		DiscoveryInterval:   time.Second,
-		RingPages:           64,
-		MaxSamplesPerReport: 1_000_000,
+		Scope:             scopeProcess,
+		Frequency:         99,
+		ReportInterval:    10 * time.Second,
+		DiscoveryInterval: time.Second,
+		RingPages:         64,
+		Protocols: ProtocolsConfig{
+			GRPC: configoptional.Default(grpc),
+			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),
+		},
+		Correlation: CorrelationConfig{
+			Window:             10 * time.Second,
+			ThreadIDAttribute:  "thread.id",
+			WorkerIDAttribute:  "worker.id",
+			MaxBufferedSamples: 1_000_000,
+			MaxSpans:           100_000,
+		},
 	}
 }
 
@@ -97,8 +156,21 @@ func (c *Config) Validate() error {
 	if c.RingPages < 1 || c.RingPages&(c.RingPages-1) != 0 || c.RingPages > 1<<16 {
 		errs = append(errs, fmt.Errorf("ring_pages: %d is not a power of two in 1..65536", c.RingPages))
 	}
-	if c.MaxSamplesPerReport < 1 {
-		errs = append(errs, fmt.Errorf("max_samples_per_report: %d must be at least 1", c.MaxSamplesPerReport))
+	cc := c.Correlation
+	if cc.Window < 0 || cc.Window > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("correlation.window: %v is outside 0..10m", cc.Window))
+	}
+	if cc.ThreadIDAttribute == "" {
+		errs = append(errs, errors.New("correlation.thread_id_attribute: must name a span attribute"))
+	}
+	if cc.MaxBufferedSamples < 1 {
+		errs = append(errs, fmt.Errorf("correlation.max_buffered_samples: %d must be at least 1", cc.MaxBufferedSamples))
+	}
+	if cc.MaxSpans < 1 {
+		errs = append(errs, fmt.Errorf("correlation.max_spans: %d must be at least 1", cc.MaxSpans))
+	}
+	if h := c.Protocols.HTTP.Get(); h != nil && !strings.HasPrefix(h.TracesURLPath, "/") {
+		errs = append(errs, fmt.Errorf("protocols.http.traces_url_path: %q must start with /", h.TracesURLPath))
 	}
 	return errors.Join(errs...)
 }

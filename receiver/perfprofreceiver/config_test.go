@@ -44,7 +44,13 @@ func TestLoadConfig(t *testing.T) {
 				c.ReportInterval = 5 * time.Second
 				c.DiscoveryInterval = 2 * time.Second
 				c.RingPages = 128
-				c.MaxSamplesPerReport = 50000
+				c.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "0.0.0.0:14317"
+				c.Protocols.HTTP.GetOrInsertDefault().TracesURLPath = "/traces"
+				c.Correlation.Window = 5 * time.Second
+				c.Correlation.ThreadIDAttribute = "os.tid"
+				c.Correlation.WorkerIDAttribute = "tokio.worker"
+				c.Correlation.MaxBufferedSamples = 50000
+				c.Correlation.MaxSpans = 2000
 			}),
 		},
 		{
@@ -60,6 +66,10 @@ func TestLoadConfig(t *testing.T) {
 				"frequency: 20000 Hz is outside 1..10000",
 				"report_interval: 10ms is below the minimum of 100ms",
 				"ring_pages: 100 is not a power of two",
+				"correlation.window: 1h0m0s is outside 0..10m",
+				"correlation.thread_id_attribute: must name a span attribute",
+				"correlation.max_spans: 0 must be at least 1",
+				`protocols.http.traces_url_path: "traces" must start with /`,
 			},
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/xconsumer"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/xreceiver"
@@ -18,12 +19,13 @@ func NewFactory() receiver.Factory {
 		metadata.Type,
 		func() component.Config { return createDefaultConfig() },
 		xreceiver.WithProfiles(createProfiles, metadata.ProfilesStability),
+		xreceiver.WithTraces(createTraces, metadata.TracesStability),
 	)
 }
 
 // receivers holds one instance per configuration, so that the signals of
-// one component ID (profiles now, traces with span ingest) share one perf
-// session. The collector's sharedcomponent package is internal to it.
+// one component ID (profiles and traces) share one perf session and one
+// span index. The collector's sharedcomponent package is internal to it.
 var (
 	receiversMu sync.Mutex
 	receivers   = map[*Config]*perfprofReceiver{}
@@ -53,5 +55,14 @@ func createProfiles(_ context.Context, set receiver.Settings, cfg component.Conf
 		return nil, err
 	}
 	r.profiles = next
+	return r, nil
+}
+
+func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
+	r, err := getOrCreate(cfg.(*Config), set)
+	if err != nil {
+		return nil, err
+	}
+	r.traces = next
 	return r, nil
 }

@@ -57,6 +57,45 @@ func (b *batch) internStack(chain []uint64, resolve func([]uint64) []*loc) int32
 	return i
 }
 
+// takeBefore splits off the samples older than cut: out holds them (nil if
+// none) and shares b's stack tables; keep holds the rest, re-interned into
+// tables of its own so that out's can be dropped after the report.
+func (b *batch) takeBefore(cut uint64) (out, keep *batch) {
+	n := 0
+	for _, s := range b.samples {
+		if s.time < cut {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil, b
+	case len(b.samples):
+		return b, newBatch()
+	}
+	out = &batch{samples: make([]rawSample, 0, n), stacks: b.stacks, raw: b.raw}
+	keep = newBatch()
+	moved := map[int32]int32{}
+	for _, s := range b.samples {
+		if s.time < cut {
+			out.samples = append(out.samples, s)
+			continue
+		}
+		i, ok := moved[s.stack]
+		if !ok {
+			i = int32(len(keep.stacks))
+			keep.stacks = append(keep.stacks, b.stacks[s.stack])
+			keep.raw = append(keep.raw, b.raw[s.stack])
+			h := hashChain(b.raw[s.stack])
+			keep.byHash[h] = append(keep.byHash[h], i)
+			moved[s.stack] = i
+		}
+		s.stack = i
+		keep.samples = append(keep.samples, s)
+	}
+	return out, keep
+}
+
 // hashChain is FNV-1a over the addresses; collisions are settled by
 // comparing the chains.
 func hashChain(chain []uint64) uint64 {
@@ -80,14 +119,25 @@ func equalChain(a, b []uint64) bool {
 	return true
 }
 
-// snapshot is one process's batch taken out for a report.
+// joinInfo is what the join found for one sample.
+type joinInfo struct {
+	linked  bool
+	traceID [16]byte
+	spanID  [8]byte
+	worker  int64  // -1: unknown
+	root    string // name of the local root span, "" when not linked
+}
+
+// snapshot is one process's samples taken out for a report.
 type snapshot struct {
-	pid     int
-	exe     string
-	comm    string
-	batch   *batch
-	windowA uint64 // report window in CLOCK_MONOTONIC ns: [windowA, windowB)
-	windowB uint64
+	pid      int
+	exe      string
+	comm     string
+	batch    *batch
+	joins    []joinInfo       // one per batch sample
+	resource pcommon.Resource // span resource of the process; zero value if none
+	windowA  uint64           // report window in CLOCK_MONOTONIC ns: [windowA, windowB)
+	windowB  uint64
 }
 
 // profileParams are the fixed parts of every profile.
@@ -106,6 +156,7 @@ type dict struct {
 	locations map[*loc]int32
 	stacks    map[string]int32
 	attrs     map[attrKey]int32
+	links     map[[24]byte]int32
 	keyBuf    []byte
 }
 
@@ -125,6 +176,7 @@ func newDict(d pprofile.ProfilesDictionary) *dict {
 		locations: map[*loc]int32{},
 		stacks:    map[string]int32{},
 		attrs:     map[attrKey]int32{},
+		links:     map[[24]byte]int32{},
 	}
 	t.str("")
 	d.MappingTable().AppendEmpty()
@@ -169,6 +221,21 @@ func (t *dict) attrInt(key string, val int64) int32 {
 	a.SetKeyStrindex(t.str(key))
 	a.Value().SetInt(val)
 	t.attrs[k] = i
+	return i
+}
+
+func (t *dict) link(traceID [16]byte, spanID [8]byte) int32 {
+	var k [24]byte
+	copy(k[:], traceID[:])
+	copy(k[16:], spanID[:])
+	if i, ok := t.links[k]; ok {
+		return i
+	}
+	i := int32(t.d.LinkTable().Len())
+	l := t.d.LinkTable().AppendEmpty()
+	l.SetTraceID(traceID)
+	l.SetSpanID(spanID)
+	t.links[k] = i
 	return i
 }
 
@@ -269,6 +336,11 @@ func buildProfiles(snaps []snapshot, p profileParams) (pprofile.Profiles, int) {
 		}
 		rp := out.ResourceProfiles().AppendEmpty()
 		res := rp.Resource().Attributes()
+		// The span resource of the process (service.name, ...) first, so
+		// that what the kernel says of the process wins.
+		if s.resource != (pcommon.Resource{}) {
+			s.resource.Attributes().CopyTo(res)
+		}
 		res.PutInt("process.pid", int64(s.pid))
 		if s.exe != "" {
 			res.PutStr("process.executable.name", filepath.Base(s.exe))
@@ -302,19 +374,33 @@ func buildProfiles(snaps []snapshot, p profileParams) (pprofile.Profiles, int) {
 		type sampleKey struct {
 			stack    int32
 			tid, cpu uint32
+			link     int32
+			worker   int64
+			root     string
 		}
 		merged := map[sampleKey]pprofile.Sample{}
-		for _, r := range s.batch.samples {
-			k := sampleKey{r.stack, r.tid, r.cpu}
+		for i, r := range s.batch.samples {
+			j := s.joins[i]
+			k := sampleKey{stack: r.stack, tid: r.tid, cpu: r.cpu, worker: j.worker, root: j.root}
+			if j.linked {
+				k.link = t.link(j.traceID, j.spanID)
+			}
 			ps, ok := merged[k]
 			if !ok {
 				ps = prof.Samples().AppendEmpty()
 				ps.SetStackIndex(t.stack(s.batch.stacks[r.stack]))
+				ps.SetLinkIndex(k.link)
 				ps.AttributeIndices().Append(
 					t.attrInt("thread.id", int64(r.tid)),
 					t.attrStr("thread.name", s.batch.threads[r.tid]),
 					t.attrInt("cpu.logical_number", int64(r.cpu)),
 				)
+				if j.worker >= 0 {
+					ps.AttributeIndices().Append(t.attrInt("worker.id", j.worker))
+				}
+				if j.root != "" {
+					ps.AttributeIndices().Append(t.attrStr("span.root.name", j.root))
+				}
 				merged[k] = ps
 			}
 			ps.TimestampsUnixNano().Append(p.toUnix(r.time))

@@ -4,19 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/xconsumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/tidmap"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
 
@@ -26,6 +33,7 @@ type perfprofReceiver struct {
 	set        receiver.Settings
 	log        *zap.Logger
 	profiles   xconsumer.Profiles
+	traces     consumer.Traces
 	telemetry  *metadata.TelemetryBuilder
 	onShutdown func()
 
@@ -34,12 +42,26 @@ type perfprofReceiver struct {
 	kernel  *symbolize.Kernel
 	clock   *clock.Mapper
 
-	// mu guards procs and buffered; the read loop holds it per record,
-	// the report loop only to swap batches out.
-	mu       sync.Mutex
-	procs    map[int]*procState
-	buffered int
-	windowA  uint64
+	// mu guards procs, buffered, the span index and the resources; the
+	// read loop holds it per record, the OTLP handlers per request, the
+	// report loop to take samples out and join them.
+	mu          sync.Mutex
+	procs       map[int]*procState
+	buffered    int
+	windowA     uint64
+	spans       *tidmap.Map
+	watermark   uint64 // samples before it have been emitted
+	resources   []pcommon.Resource // span resources, by handle
+	resourceIdx map[string]int32
+
+	// flush asks the report loop for an early report when the buffer
+	// reaches its bound.
+	flush chan struct{}
+
+	grpcServer         *grpc.Server
+	httpServer         *http.Server
+	grpcAddr, httpAddr string // where they listen, once started
+	serveWG            sync.WaitGroup
 	// Counted under mu and added to the telemetry by countLosses, so that
 	// the per-sample path does not call into the metrics SDK.
 	newSamples, newOverflow int64
@@ -74,25 +96,32 @@ func newReceiver(cfg *Config, set receiver.Settings, onShutdown func()) (*perfpr
 		return nil, fmt.Errorf("create perfprof telemetry: %w", err)
 	}
 	return &perfprofReceiver{
-		cfg:        cfg,
-		set:        set,
-		log:        set.Logger,
-		telemetry:  tb,
-		onShutdown: onShutdown,
-		procs:      map[int]*procState{},
+		cfg:         cfg,
+		set:         set,
+		log:         set.Logger,
+		telemetry:   tb,
+		onShutdown:  onShutdown,
+		procs:       map[int]*procState{},
+		spans:       tidmap.New(tidmap.Options{MaxSpans: cfg.Correlation.MaxSpans}),
+		resourceIdx: map[string]int32{},
+		flush:       make(chan struct{}, 1),
+		clock:       clock.NewMapper(),
 	}, nil
 }
 
 // Start opens the perf session and attaches the targets that exist now. It
 // fails, and with it the collector, when perf events are denied or a
 // configured pid does not exist.
-func (r *perfprofReceiver) Start(_ context.Context, _ component.Host) error {
+func (r *perfprofReceiver) Start(ctx context.Context, host component.Host) error {
 	var err error
-	r.startOnce.Do(func() { err = r.start() })
+	r.startOnce.Do(func() { err = r.start(ctx, host) })
 	return err
 }
 
-func (r *perfprofReceiver) start() (err error) {
+// tracesConsumer is the traces pipeline the spans go on to, nil if none.
+func (r *perfprofReceiver) tracesConsumer() consumer.Traces { return r.traces }
+
+func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err error) {
 	scope := perf.ScopeProcess
 	if r.cfg.Scope == scopeSystem {
 		scope = perf.ScopeSystem
@@ -122,7 +151,7 @@ func (r *perfprofReceiver) start() (err error) {
 		}
 		r.kernel = k
 	}
-	r.clock = clock.NewMapper()
+	r.clock.Refresh()
 	r.windowA = clock.Monotonic()
 
 	for _, pid := range r.cfg.Targets.Pids {
@@ -149,8 +178,12 @@ func (r *perfprofReceiver) start() (err error) {
 		}
 	}
 
+	if err := r.startServers(ctx, host); err != nil {
+		r.stopServers(ctx)
+		return fmt.Errorf("perfprof: %w", err)
+	}
 	attached := len(r.procs)
-	ctx, cancel := context.WithCancel(context.Background())
+	loopCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.started = true
 	r.wg.Add(3)
@@ -162,11 +195,11 @@ func (r *perfprofReceiver) start() (err error) {
 	}()
 	go func() {
 		defer r.wg.Done()
-		r.every(ctx, r.cfg.DiscoveryInterval, r.discover)
+		r.every(loopCtx, r.cfg.DiscoveryInterval, nil, r.discover)
 	}()
 	go func() {
 		defer r.wg.Done()
-		r.every(ctx, r.cfg.ReportInterval, func() { r.report(ctx) })
+		r.every(loopCtx, r.cfg.ReportInterval, r.flush, func() { r.report(loopCtx, false) })
 	}()
 	r.log.Info("perfprof receiver started",
 		zap.String("scope", r.cfg.Scope), zap.Uint64("frequency_hz", r.cfg.Frequency),
@@ -174,7 +207,8 @@ func (r *perfprofReceiver) start() (err error) {
 	return nil
 }
 
-func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, fn func()) {
+// every runs fn every d, and also whenever kick delivers, until ctx ends.
+func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, kick <-chan struct{}, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -182,6 +216,8 @@ func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, fn func()
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			fn()
+		case <-kick:
 			fn()
 		}
 	}
@@ -281,8 +317,8 @@ func (r *perfprofReceiver) countLosses() {
 	}
 	if overflow > 0 {
 		r.telemetry.ReceiverPerfprofDroppedSamples.Add(ctx, overflow, metric.WithAttributes(attribute.String("reason", "buffer_full")))
-		r.log.Warn("Samples dropped: more than max_samples_per_report were buffered between two reports",
-			zap.Int64("dropped", overflow), zap.Int("max_samples_per_report", r.cfg.MaxSamplesPerReport))
+		r.log.Warn("Samples dropped: twice correlation.max_buffered_samples were waiting for their spans",
+			zap.Int64("dropped", overflow), zap.Int("max_buffered_samples", r.cfg.Correlation.MaxBufferedSamples))
 	}
 	if d := st.Lost - r.lastLost; d > 0 {
 		r.telemetry.ReceiverPerfprofLostRecords.Add(ctx, int64(d))
@@ -306,9 +342,18 @@ func (r *perfprofReceiver) handle(rec *perf.Record) {
 		if !ok || len(s.Callchain) == 0 {
 			return
 		}
-		if r.buffered >= r.cfg.MaxSamplesPerReport {
-			r.newOverflow++
-			return
+		if max := r.cfg.Correlation.MaxBufferedSamples; r.buffered >= max {
+			// Ask for an early report, which emits the oldest samples
+			// without waiting for their spans; drop only past twice the
+			// bound, when reports cannot keep up.
+			select {
+			case r.flush <- struct{}{}:
+			default:
+			}
+			if r.buffered >= 2*max {
+				r.newOverflow++
+				return
+			}
 		}
 		if _, ok := st.threads[s.Tid]; !ok {
 			st.threads[s.Tid] = perf.ThreadName(int(s.Pid), int(s.Tid))
@@ -384,32 +429,61 @@ func (st *procState) resolve(r *perfprofReceiver) func([]uint64) []*loc {
 	}
 }
 
-// report sends what was sampled since the last report.
-func (r *perfprofReceiver) report(ctx context.Context) {
+// report emits the samples that the correlation window has passed, joined
+// to the spans that covered them. Younger samples wait for the next report,
+// unless the buffer is over its bound: then the oldest go out early,
+// unjoined. final (at shutdown) emits everything with the spans at hand.
+func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 	now := clock.Monotonic()
 	r.clock.Refresh()
+	watermark := uint64(math.MaxUint64)
+	if !final {
+		watermark = 0
+		if w := uint64(r.cfg.Correlation.Window); now > w {
+			watermark = now - w
+		}
+	}
 	var snaps []snapshot
+	var jc joinCounts
 	r.mu.Lock()
+	cut := watermark
+	if max := r.cfg.Correlation.MaxBufferedSamples; !final && r.buffered > max {
+		cut = r.earlyCut(watermark, max/2)
+	}
+	windowB := min(cut, now)
+	remaining := 0
 	for key, st := range r.procs {
-		b := st.batch
-		if len(b.samples) > 0 {
-			b.threads = make(map[uint32]string, len(st.threads))
-			for _, s := range b.samples {
-				if _, ok := b.threads[s.tid]; !ok {
-					b.threads[s.tid] = st.threads[s.tid]
+		out, keep := st.batch.takeBefore(cut)
+		st.batch = keep
+		remaining += len(keep.samples)
+		if out != nil {
+			out.threads = make(map[uint32]string)
+			for _, s := range out.samples {
+				if _, ok := out.threads[s.tid]; !ok {
+					out.threads[s.tid] = st.threads[s.tid]
 				}
 			}
-			snaps = append(snaps, snapshot{pid: st.info.Pid, exe: st.info.Exe, comm: st.info.Comm, batch: b, windowA: r.windowA, windowB: now})
-			st.batch = newBatch()
+			snap := snapshot{pid: st.info.Pid, exe: st.info.Exe, comm: st.info.Comm, batch: out, windowA: r.windowA, windowB: windowB}
+			snap.joins, snap.resource = r.join(out, watermark, &jc)
+			snaps = append(snaps, snap)
 		}
-		if st.gone {
+		if st.gone && len(st.batch.samples) == 0 {
 			delete(r.procs, key)
 		}
 	}
-	r.buffered = 0
-	r.windowA = now
+	r.buffered = remaining
+	r.windowA = windowB
+	var forgotten, unmatched int
+	if !final {
+		forgotten, unmatched = r.spans.Forget(watermark)
+		r.watermark = watermark
+	}
 	r.mu.Unlock()
 	r.countLosses()
+	r.countJoins(jc, unmatched)
+	if forgotten > 0 {
+		r.log.Debug("Spans behind the watermark forgotten", zap.Int("spans", forgotten), zap.Int("without_samples", unmatched))
+	}
 	if len(snaps) == 0 || r.profiles == nil {
 		return
 	}
@@ -420,7 +494,94 @@ func (r *perfprofReceiver) report(ctx context.Context) {
 	}
 }
 
-// Shutdown stops sampling, sends what is buffered and releases everything.
+// earlyCut returns the time before which samples must go out now so that at
+// most keep samples younger than the watermark stay buffered. Must be
+// called with r.mu held.
+func (r *perfprofReceiver) earlyCut(watermark uint64, keep int) uint64 {
+	var times []uint64
+	for _, st := range r.procs {
+		for _, s := range st.batch.samples {
+			if s.time >= watermark {
+				times = append(times, s.time)
+			}
+		}
+	}
+	if len(times) <= keep {
+		return watermark
+	}
+	slices.Sort(times)
+	return times[len(times)-keep]
+}
+
+// joinCounts are the outcomes of one report's join.
+type joinCounts struct{ span, noSpan, early int64 }
+
+// join looks up, for every sample of b older than the watermark, the span
+// that ran on its thread at its time. It returns the join of each sample
+// and the span resource most of the joined samples share. Must be called
+// with r.mu held.
+func (r *perfprofReceiver) join(b *batch, watermark uint64, c *joinCounts) ([]joinInfo, pcommon.Resource) {
+	joins := make([]joinInfo, len(b.samples))
+	votes := map[int32]int{}
+	for i, s := range b.samples {
+		j := &joins[i]
+		j.worker = -1
+		if w, ok := r.spans.Worker(s.tid); ok {
+			j.worker = w
+		}
+		if s.time >= watermark {
+			c.early++
+			continue
+		}
+		sp := r.spans.Lookup(s.tid, s.time)
+		if sp == nil {
+			c.noSpan++
+			continue
+		}
+		c.span++
+		j.linked = true
+		j.traceID, j.spanID = sp.TraceID, sp.SpanID
+		if sp.WorkerID >= 0 {
+			j.worker = sp.WorkerID
+		}
+		j.root = r.spans.LocalRoot(sp).Name
+		if sp.Resource >= 0 {
+			votes[sp.Resource]++
+		}
+	}
+	best, bestN := int32(-1), 0
+	for h, n := range votes {
+		if n > bestN || (n == bestN && h < best) {
+			best, bestN = h, n
+		}
+	}
+	if best < 0 {
+		return joins, pcommon.Resource{}
+	}
+	return joins, r.resources[best]
+}
+
+func (r *perfprofReceiver) countJoins(c joinCounts, unmatched int) {
+	ctx := context.Background()
+	for _, o := range []struct {
+		n    int64
+		join string
+	}{{c.span, "span"}, {c.noSpan, "no_span"}, {c.early, "early"}} {
+		if o.n > 0 {
+			r.telemetry.ReceiverPerfprofEmittedSamples.Add(ctx, o.n, metric.WithAttributes(attribute.String("join", o.join)))
+		}
+	}
+	if unmatched > 0 {
+		r.telemetry.ReceiverPerfprofSpansUnmatched.Add(ctx, int64(unmatched))
+	}
+	if c.early > 0 {
+		r.log.Warn("Samples emitted before their spans could arrive: correlation.max_buffered_samples reached",
+			zap.Int64("samples", c.early), zap.Int("max_buffered_samples", r.cfg.Correlation.MaxBufferedSamples))
+	}
+}
+
+// Shutdown stops the OTLP servers and sampling, sends what is buffered
+// (joined with the spans at hand) and releases everything.
 func (r *perfprofReceiver) Shutdown(ctx context.Context) error {
 	r.stopOnce.Do(func() {
 		if r.onShutdown != nil {
@@ -433,6 +594,7 @@ func (r *perfprofReceiver) Shutdown(ctx context.Context) error {
 			r.telemetry.Shutdown()
 			return
 		}
+		r.stopServers(ctx)
 		r.cancel()
 		r.session.Close()
 		r.wg.Wait()
@@ -444,7 +606,7 @@ func (r *perfprofReceiver) Shutdown(ctx context.Context) error {
 			}
 		}
 		r.mu.Unlock()
-		r.report(ctx)
+		r.report(ctx, true)
 		_ = r.symbols.Close()
 		r.telemetry.Shutdown()
 	})

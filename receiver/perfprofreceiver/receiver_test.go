@@ -171,6 +171,7 @@ func TestReceiverFindsExecutablesStartedLater(t *testing.T) {
 	cfg.Frequency = 499
 	cfg.ReportInterval = 500 * time.Millisecond
 	cfg.DiscoveryInterval = 200 * time.Millisecond
+	cfg.Correlation.Window = 0 // no spans here: emit at once
 	sink := new(consumertest.ProfilesSink)
 	r := startReceiver(t, cfg, sink)
 	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()

@@ -27,9 +27,12 @@ type TelemetryBuilder struct {
 	mu                             sync.Mutex
 	registrations                  []metric.Registration
 	ReceiverPerfprofDroppedSamples metric.Int64Counter
+	ReceiverPerfprofEmittedSamples metric.Int64Counter
 	ReceiverPerfprofLostRecords    metric.Int64Counter
 	ReceiverPerfprofProcesses      metric.Int64UpDownCounter
 	ReceiverPerfprofSamples        metric.Int64Counter
+	ReceiverPerfprofSpans          metric.Int64Counter
+	ReceiverPerfprofSpansUnmatched metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -63,7 +66,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ReceiverPerfprofDroppedSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_dropped_samples",
-		metric.WithDescription("Samples read but not delivered, by reason (buffer_full, consumer_error, corrupt). [Development]"),
+		metric.WithDescription("Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt). [Development]"),
+		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofEmittedSamples, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_emitted_samples",
+		metric.WithDescription("Samples emitted in profiles, by join outcome (span joined to a span; no_span no span covered its thread and time; early emitted before the correlation window passed because the buffer was full). [Development]"),
 		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)
@@ -83,6 +92,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_samples",
 		metric.WithDescription("CPU samples read from the kernel for target processes. [Development]"),
 		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofSpans, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_spans",
+		metric.WithDescription("Spans received over OTLP, by outcome for the join (indexed; no_thread_id, without the thread id attribute; late, ended before samples already emitted, more than correlation.window late; over_limit, over correlation.max_spans; invalid). [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofSpansUnmatched, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_spans_unmatched",
+		metric.WithDescription("Indexed spans forgotten behind the correlation window without any sample in them (idle spans, or threads that are not sampled). [Development]"),
+		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

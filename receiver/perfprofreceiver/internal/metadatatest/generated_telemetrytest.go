@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) receiver.Settings {
 func AssertEqualReceiverPerfprofDroppedSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_dropped_samples",
-		Description: "Samples read but not delivered, by reason (buffer_full, consumer_error, corrupt). [Development]",
+		Description: "Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt). [Development]",
 		Unit:        "{sample}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -33,6 +33,22 @@ func AssertEqualReceiverPerfprofDroppedSamples(t *testing.T, tt *componenttest.T
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_perfprof_dropped_samples")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofEmittedSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_emitted_samples",
+		Description: "Samples emitted in profiles, by join outcome (span joined to a span; no_span no span covered its thread and time; early emitted before the correlation window passed because the buffer was full). [Development]",
+		Unit:        "{sample}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_emitted_samples")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
@@ -81,6 +97,38 @@ func AssertEqualReceiverPerfprofSamples(t *testing.T, tt *componenttest.Telemetr
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_perfprof_samples")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_spans",
+		Description: "Spans received over OTLP, by outcome for the join (indexed; no_thread_id, without the thread id attribute; late, ended before samples already emitted, more than correlation.window late; over_limit, over correlation.max_spans; invalid). [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_spans")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofSpansUnmatched(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_spans_unmatched",
+		Description: "Indexed spans forgotten behind the correlation window without any sample in them (idle spans, or threads that are not sampled). [Development]",
+		Unit:        "{span}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_spans_unmatched")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -20,10 +20,16 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1)
+	tb.ReceiverPerfprofEmittedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofLostRecords.Add(context.Background(), 1)
 	tb.ReceiverPerfprofProcesses.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSamples.Add(context.Background(), 1)
+	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
+	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofEmittedSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofLostRecords(t, testTel,
@@ -33,6 +39,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofSpans(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofSpansUnmatched(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

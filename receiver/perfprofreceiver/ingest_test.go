@@ -1,0 +1,261 @@
+package perfprofreceiver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadatatest"
+)
+
+// ingestReceiver starts only the OTLP servers of a receiver (no perf
+// session), on free loopback ports.
+func ingestReceiver(t *testing.T, next consumer.Traces, tt *componenttest.Telemetry) *perfprofReceiver {
+	t.Helper()
+	cfg := createDefaultConfig()
+	cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "127.0.0.1:0"
+	cfg.Protocols.HTTP.GetOrInsertDefault().ServerConfig.NetAddr.Endpoint = "127.0.0.1:0"
+	set := receivertest.NewNopSettings(metadata.Type)
+	if tt != nil {
+		set = metadatatest.NewSettings(tt)
+	}
+	r, err := newReceiver(cfg, set, nil)
+	require.NoError(t, err)
+	r.traces = next
+	require.NoError(t, r.startServers(context.Background(), nil))
+	t.Cleanup(func() { r.stopServers(context.Background()); r.telemetry.Shutdown() })
+	return r
+}
+
+// testTraces builds spans as an instrumented runtime sends them: two with
+// thread ids (a parent and its child), one without.
+func testTraces() ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "checkout")
+	rs.Resource().Attributes().PutInt("process.pid", 4242)
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	now := time.Now()
+	parent := spans.AppendEmpty()
+	parent.SetName("GET /cart")
+	parent.SetTraceID(pcommon.TraceID{1, 2, 3})
+	parent.SetSpanID(pcommon.SpanID{1})
+	parent.SetStartTimestamp(pcommon.NewTimestampFromTime(now))
+	parent.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(10 * time.Millisecond)))
+	parent.Attributes().PutInt("thread.id", 4243)
+	parent.Attributes().PutInt("worker.id", 1)
+	child := spans.AppendEmpty()
+	child.SetName("price")
+	child.SetTraceID(pcommon.TraceID{1, 2, 3})
+	child.SetSpanID(pcommon.SpanID{2})
+	child.SetParentSpanID(pcommon.SpanID{1})
+	child.SetStartTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Millisecond)))
+	child.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(5 * time.Millisecond)))
+	child.Attributes().PutStr("thread.id", "4243") // some SDKs send strings
+	other := spans.AppendEmpty()
+	other.SetName("no thread")
+	other.SetTraceID(pcommon.TraceID{9})
+	other.SetSpanID(pcommon.SpanID{9})
+	return td
+}
+
+func post(t *testing.T, url, contentType string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, contentType, bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+func TestIngestHTTPProtoAndJSON(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+	sink := new(consumertest.TracesSink)
+	r := ingestReceiver(t, sink, tt)
+	td := testTraces()
+	req := ptraceotlp.NewExportRequestFromTraces(td)
+	pb, err := req.MarshalProto()
+	require.NoError(t, err)
+	js, err := req.MarshalJSON()
+	require.NoError(t, err)
+
+	resp, body := post(t, "http://"+r.httpAddr+"/v1/traces", "application/x-protobuf", pb)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, "application/x-protobuf", resp.Header.Get("Content-Type"))
+	resp, body = post(t, "http://"+r.httpAddr+"/v1/traces", "application/json", js)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+
+	// Passed on untouched, both times.
+	require.Len(t, sink.AllTraces(), 2)
+	for _, got := range sink.AllTraces() {
+		require.Equal(t, td, got)
+	}
+	// The same two spans twice: retries must not double the index.
+	r.mu.Lock()
+	n := r.spans.Len()
+	sp := r.spans.Lookup(4243, r.clock.Mono(uint64(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).StartTimestamp()))+1000)
+	require.NotNil(t, sp)
+	require.Equal(t, "price", sp.Name, "the child is innermost")
+	require.Equal(t, "GET /cart", r.spans.LocalRoot(sp).Name)
+	w, ok := r.spans.Worker(4243)
+	r.mu.Unlock()
+	require.Equal(t, 2, n)
+	require.True(t, ok)
+	require.Equal(t, int64(1), w)
+
+	metadatatest.AssertEqualReceiverPerfprofSpans(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 4, Attributes: attrSet("outcome", "indexed")},
+		{Value: 2, Attributes: attrSet("outcome", "no_thread_id")},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
+func TestIngestHTTPRejectsBadRequests(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	r := ingestReceiver(t, sink, nil)
+	url := "http://" + r.httpAddr + "/v1/traces"
+
+	resp, body := post(t, url, "application/x-protobuf", []byte{0x0a, 0xff, 0xff, 0xff})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	var st spb.Status
+	require.NoError(t, proto.Unmarshal(body, &st))
+	require.Equal(t, int32(codes.InvalidArgument), st.Code)
+	require.Contains(t, st.Message, "decode OTLP traces request")
+
+	resp, body = post(t, url, "application/json", []byte(`{"resourceSpans": [`))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(body), "decode OTLP traces request")
+
+	resp, _ = post(t, url, "text/plain", []byte("hello"))
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+
+	get, err := http.Get(url)
+	require.NoError(t, err)
+	get.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, get.StatusCode)
+
+	require.Empty(t, sink.AllTraces(), "nothing passed on")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Zero(t, r.spans.Len(), "nothing indexed")
+}
+
+func TestIngestPipelineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		httpCode int
+		grpcCode codes.Code
+	}{
+		{"retryable", errors.New("queue full"), http.StatusServiceUnavailable, codes.Unavailable},
+		{"permanent", consumererror.NewPermanent(errors.New("bad data")), http.StatusInternalServerError, codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ingestReceiver(t, consumertest.NewErr(tc.err), nil)
+			req := ptraceotlp.NewExportRequestFromTraces(testTraces())
+			pb, err := req.MarshalProto()
+			require.NoError(t, err)
+			resp, _ := post(t, "http://"+r.httpAddr+"/v1/traces", "application/x-protobuf", pb)
+			require.Equal(t, tc.httpCode, resp.StatusCode)
+
+			conn, err := grpc.NewClient(r.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = ptraceotlp.NewGRPCClient(conn).Export(context.Background(), req)
+			require.Equal(t, tc.grpcCode, status.Code(err), "%v", err)
+		})
+	}
+}
+
+func TestIngestGRPC(t *testing.T) {
+	sink := new(consumertest.TracesSink)
+	r := ingestReceiver(t, sink, nil)
+	conn, err := grpc.NewClient(r.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	td := testTraces()
+	_, err = ptraceotlp.NewGRPCClient(conn).Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(td))
+	require.NoError(t, err)
+	require.Len(t, sink.AllTraces(), 1)
+	assert.Equal(t, td, sink.AllTraces()[0])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Equal(t, 2, r.spans.Len())
+}
+
+// FuzzIngestHTTP feeds arbitrary bodies to the OTLP/HTTP handler, as
+// protobuf and as JSON: it must answer 200 or 400, never panic, and keep
+// the index consistent.
+func FuzzIngestHTTP(f *testing.F) {
+	req := ptraceotlp.NewExportRequestFromTraces(testTraces())
+	pb, _ := req.MarshalProto()
+	js, _ := req.MarshalJSON()
+	f.Add(pb, false)
+	f.Add(js, true)
+	f.Add([]byte{}, false)
+	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"thread.id","value":{"intValue":"-1"}}]}]}]}]}`), true)
+	r, err := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	r.traces = consumertest.NewNop()
+	ts := &tracesServer{r: r, transport: "http", obs: mustObs(f, r)}
+	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
+		ct := "application/x-protobuf"
+		if asJSON {
+			ct = "application/json"
+		}
+		hr := httptest.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(body))
+		hr.Header.Set("Content-Type", ct)
+		w := httptest.NewRecorder()
+		ts.serveHTTP(w, hr)
+		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
+			t.Fatalf("status %d for %d bytes", w.Code, len(body))
+		}
+		r.mu.Lock()
+		if r.spans.Len() > r.cfg.Correlation.MaxSpans {
+			t.Fatalf("index over its bound")
+		}
+		r.spans.Forget(^uint64(0))
+		r.mu.Unlock()
+	})
+}
+
+func mustObs(f *testing.F, r *perfprofReceiver) *receiverhelper.ObsReport {
+	o, err := r.obsReport("http")
+	if err != nil {
+		f.Fatal(err)
+	}
+	return o
+}
+
+func attrSet(k, v string) attribute.Set { return attribute.NewSet(attribute.String(k, v)) }

@@ -50,7 +50,7 @@ type perfprofReceiver struct {
 	buffered    int
 	windowA     uint64
 	spans       *tidmap.Map
-	watermark   uint64 // samples before it have been emitted
+	watermark   uint64             // samples before it have been emitted
 	resources   []pcommon.Resource // span resources, by handle
 	resourceIdx map[string]int32
 

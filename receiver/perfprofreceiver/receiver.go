@@ -488,6 +488,9 @@ func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 		return
 	}
 	pd, n := buildProfiles(snaps, profileParams{frequency: r.cfg.Frequency, toUnix: r.clock.Unix})
+	r.log.Info("Emitting profiles",
+		zap.Int("processes", len(snaps)), zap.Int("samples", n),
+		zap.Int64("joined_to_spans", jc.span), zap.Int64("without_span", jc.noSpan), zap.Int64("emitted_early", jc.early))
 	if err := r.profiles.ConsumeProfiles(ctx, pd); err != nil {
 		r.telemetry.ReceiverPerfprofDroppedSamples.Add(context.Background(), int64(n), metric.WithAttributes(attribute.String("reason", "consumer_error")))
 		r.log.Error("Profiles pipeline refused a report; its samples are dropped", zap.Int("samples", n), zap.Error(err))

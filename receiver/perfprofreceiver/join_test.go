@@ -1,0 +1,216 @@
+package perfprofreceiver
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/collector/receiver/xreceiver"
+
+	"github.com/perfprof/perfprof/internal/testchild"
+)
+
+// truthSpan is a span as the app exported it (from the traces sink).
+type truthSpan struct {
+	name       string
+	tid        int64
+	start, end uint64 // Unix ns
+}
+
+// joinedSample is one perf sample of the profiles, with its link.
+type joinedSample struct {
+	time      uint64
+	tid       int64
+	functions []string
+	link      [24]byte // trace id, span id; zero when not linked
+	worker    int64
+	root      string
+}
+
+// spanFunction is the function each spanner span wraps (ground truth).
+var spanFunction = map[string]string{
+	"alpha": "main.spanAlpha",
+	"beta":  "main.spanBeta",
+	"gamma": "main.spanGamma",
+}
+
+// TestJoinGroundTruth runs the spanner workload against the receiver at
+// 999 Hz for 16 s, with its spans exported up to 2 s late, and measures the
+// join against the ground truth of the spans themselves: precision (a
+// linked sample's span covered its thread and time, and its stack holds
+// that span's function), recall (samples in a span's function carry that
+// span's link) and false links (samples in burnOutside, outside any span).
+func TestJoinGroundTruth(t *testing.T) {
+	requirePerf(t)
+	if testing.Short() {
+		t.Skip("16 s of sampling")
+	}
+	bin := testchild.Build(t, "spanner")
+	cfg := createDefaultConfig()
+	cfg.Targets.Executables = []string{filepath.Base(bin)}
+	cfg.Frequency = 999
+	cfg.ReportInterval = time.Second
+	cfg.DiscoveryInterval = 100 * time.Millisecond
+	cfg.Correlation.Window = 4 * time.Second
+	cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "127.0.0.1:0"
+	profiles := new(consumertest.ProfilesSink)
+	traces := new(consumertest.TracesSink)
+	f := NewFactory().(xreceiver.Factory)
+	set := receivertest.NewNopSettings(f.Type())
+	pr, err := f.CreateProfiles(context.Background(), set, cfg, profiles)
+	require.NoError(t, err)
+	tr, err := f.CreateTraces(context.Background(), set, cfg, traces)
+	require.NoError(t, err)
+	require.Same(t, pr, tr, "one receiver instance for both signals")
+	require.NoError(t, pr.Start(context.Background(), nil))
+	require.NoError(t, tr.Start(context.Background(), nil))
+	addr := pr.(*perfprofReceiver).grpcAddr
+
+	child := testchild.Start(t, bin, "-endpoint", addr, "-workers", "2", "-late", "2s", "-duration", "16s")
+	require.Eventually(t, func() bool { return pr.(*perfprofReceiver).session.Attached(child.Pid) }, 3*time.Second, 50*time.Millisecond)
+	require.NoError(t, child.Cmd.Wait(), "spanner failed")
+	time.Sleep(cfg.Correlation.Window + 2*cfg.ReportInterval) // the last spans, then their samples
+	require.NoError(t, pr.Shutdown(context.Background()))
+	require.NoError(t, tr.Shutdown(context.Background()))
+
+	// Ground truth from the spans the app sent.
+	truth := map[[24]byte]truthSpan{}
+	for _, td := range traces.AllTraces() {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				for k := 0; k < ss.At(j).Spans().Len(); k++ {
+					sp := ss.At(j).Spans().At(k)
+					tid, _ := sp.Attributes().Get("thread.id")
+					truth[linkKey(sp.TraceID(), sp.SpanID())] = truthSpan{sp.Name(), tid.Int(), uint64(sp.StartTimestamp()), uint64(sp.EndTimestamp())}
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, truth)
+
+	for _, pd := range profiles.AllProfiles() {
+		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+			attrs := pd.ResourceProfiles().At(i).Resource().Attributes()
+			if p, _ := attrs.Get("process.pid"); p.Int() != int64(child.Pid) {
+				continue
+			}
+			svc, ok := attrs.Get("service.name")
+			require.True(t, ok && svc.Str() == "spanner", "profile resource lacks the span resource: %v", attrs.AsRaw())
+		}
+	}
+	var inSpanFn, inSpanFnLinkedRight, linked, linkedRight, outside, outsideLinked, total int
+	var roots = map[string]int{}
+	for _, s := range joinedSamples(t, profiles, child.Pid) {
+		total++
+		fn := ""
+		for _, f := range s.functions {
+			switch f {
+			case "main.spanAlpha", "main.spanBeta", "main.spanGamma", "main.burnOutside":
+				if fn == "" {
+					fn = f
+				}
+			}
+		}
+		sp, isLinked := truth[s.link]
+		if s.link != ([24]byte{}) {
+			linked++
+			require.True(t, isLinked, "a link to a span the app never sent")
+			roots[s.root]++
+			covers := sp.tid == s.tid && sp.start <= s.time && s.time < sp.end
+			holds := fn != "" && spanFunction[sp.name] == fn || sp.name == "request" && fn == ""
+			if covers && holds {
+				linkedRight++
+			}
+		}
+		switch fn {
+		case "main.burnOutside":
+			outside++
+			if s.link != ([24]byte{}) {
+				outsideLinked++
+			}
+		case "main.spanAlpha", "main.spanBeta", "main.spanGamma":
+			inSpanFn++
+			if isLinked && spanFunction[sp.name] == fn && sp.tid == s.tid && sp.start <= s.time && s.time < sp.end {
+				inSpanFnLinkedRight++
+			}
+		}
+	}
+	precision := float64(linkedRight) / float64(linked)
+	recall := float64(inSpanFnLinkedRight) / float64(inSpanFn)
+	falseLinks := float64(outsideLinked) / float64(outside)
+	t.Logf("%d samples of spanner, %d spans; precision %.4f (%d/%d), recall %.4f (%d/%d), linked outside spans %.4f (%d/%d); root names %v",
+		total, len(truth), precision, linkedRight, linked, recall, inSpanFnLinkedRight, inSpanFn, falseLinks, outsideLinked, outside, roots)
+	require.Greater(t, total, 10000, "16 s at 999 Hz of ~1.7 busy threads")
+	require.GreaterOrEqual(t, precision, 0.995, "precision")
+	require.GreaterOrEqual(t, recall, 0.97, "recall")
+	require.LessOrEqual(t, falseLinks, 0.005, "samples outside any span that carry a link")
+	require.Equal(t, linked, roots["request"], "every joined sample names its local root span")
+}
+
+func linkKey(tr pcommon.TraceID, sp pcommon.SpanID) [24]byte {
+	var k [24]byte
+	copy(k[:], tr[:])
+	copy(k[16:], sp[:])
+	return k
+}
+
+// joinedSamples flattens the profiles of pid into one entry per timestamp.
+func joinedSamples(t *testing.T, sink *consumertest.ProfilesSink, pid int) []joinedSample {
+	var out []joinedSample
+	for _, pd := range sink.AllProfiles() {
+		dic := pd.Dictionary()
+		strs := dic.StringTable()
+		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+			rp := pd.ResourceProfiles().At(i)
+			p, _ := rp.Resource().Attributes().Get("process.pid")
+			if p.Int() != int64(pid) {
+				continue
+			}
+			for j := 0; j < rp.ScopeProfiles().Len(); j++ {
+				profs := rp.ScopeProfiles().At(j).Profiles()
+				for k := 0; k < profs.Len(); k++ {
+					smps := profs.At(k).Samples()
+					for x := 0; x < smps.Len(); x++ {
+						smp := smps.At(x)
+						base := joinedSample{worker: -1}
+						for _, ai := range smp.AttributeIndices().AsRaw() {
+							a := dic.AttributeTable().At(int(ai))
+							switch strs.At(int(a.KeyStrindex())) {
+							case "thread.id":
+								base.tid = a.Value().Int()
+							case "worker.id":
+								base.worker = a.Value().Int()
+							case "span.root.name":
+								base.root = a.Value().Str()
+							}
+						}
+						if li := smp.LinkIndex(); li > 0 {
+							l := dic.LinkTable().At(int(li))
+							base.link = linkKey(l.TraceID(), l.SpanID())
+						}
+						st := dic.StackTable().At(int(smp.StackIndex()))
+						for _, li := range st.LocationIndices().AsRaw() {
+							lines := dic.LocationTable().At(int(li)).Lines()
+							for y := 0; y < lines.Len(); y++ {
+								fn := dic.FunctionTable().At(int(lines.At(y).FunctionIndex()))
+								base.functions = append(base.functions, strs.At(int(fn.NameStrindex())))
+							}
+						}
+						for _, ts := range smp.TimestampsUnixNano().AsRaw() {
+							s := base
+							s.time = ts
+							out = append(out, s)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}

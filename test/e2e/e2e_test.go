@@ -69,11 +69,13 @@ type profileServer struct {
 	functions map[string]int // samples whose stack holds the function
 	pids      map[int64]int
 	stacks    []stackCount
+	roots     map[string]int // samples by span.root.name
 }
 
 type stackCount struct {
 	functions map[string]bool
 	count     int
+	linked    bool
 }
 
 func containsAny(set map[string]bool, names []string) bool {
@@ -116,7 +118,13 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 					for name := range seen {
 						s.functions[name] += n
 					}
-					s.stacks = append(s.stacks, stackCount{seen, n})
+					s.stacks = append(s.stacks, stackCount{seen, n, smp.LinkIndex() > 0})
+					for _, ai := range smp.AttributeIndices().AsRaw() {
+						a := dic.AttributeTable().At(int(ai))
+						if strs.At(int(a.KeyStrindex())) == "span.root.name" {
+							s.roots[a.Value().Str()] += n
+						}
+					}
 				}
 			}
 		}
@@ -139,7 +147,7 @@ func startServer(t *testing.T) (*profileServer, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &profileServer{functions: map[string]int{}, pids: map[int64]int{}}
+	srv := &profileServer{functions: map[string]int{}, pids: map[int64]int{}, roots: map[string]int{}}
 	g := grpc.NewServer()
 	pprofileotlp.RegisterGRPCServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
@@ -193,6 +201,27 @@ func runCollector(t *testing.T, config string, cred *syscall.Credential) (*exec.
 	return cmd, out
 }
 
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// waitFor waits until the collector's output holds want.
+func waitFor(t *testing.T, out *syncBuffer, want string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the collector did not log %q within %v", want, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -219,12 +248,7 @@ var _ io.Writer = (*syncBuffer)(nil)
 func TestCollectorProfilesDemo(t *testing.T) {
 	requirePerf(t)
 	srv, addr := startServer(t)
-	d := exec.Command(demo)
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Process.Kill(); _ = d.Wait() })
-
+	spansAddr := freeAddr(t)
 	cmd, out := runCollector(t, fmt.Sprintf(`
 receivers:
   perfprof:
@@ -232,17 +256,32 @@ receivers:
       executables: [perfprof-demo]
     frequency: 199
     report_interval: 1s
+    protocols:
+      grpc:
+        endpoint: %s
+    correlation:
+      window: 3s
 exporters:
   otlp_grpc:
     endpoint: %s
     tls:
       insecure: true
+  debug: {}
 service:
   pipelines:
     profiles:
       receivers: [perfprof]
       exporters: [otlp_grpc]
-`, addr), nil)
+    traces:
+      receivers: [perfprof]
+      exporters: [debug]
+`, spansAddr, addr), nil)
+	waitFor(t, out, "Receiving spans over OTLP/gRPC", 10*time.Second)
+	d := exec.Command(demo, "-endpoint", spansAddr)
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Process.Kill(); _ = d.Wait() })
 
 	// The demo gives each group of functions a share of its busy time. A
 	// sample counts for a group when its stack holds any of the group's
@@ -257,7 +296,10 @@ service:
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, fns := srv.snapshot()
-		if n >= 1000 && fns["main.parseRequests"] > 0 && fns["main.checksumBlocks"] > 0 && fns["main.sortBatches"] > 0 {
+		srv.mu.Lock()
+		roots := len(srv.roots)
+		srv.mu.Unlock()
+		if n >= 1000 && roots >= 3 && fns["main.parseRequests"] > 0 && fns["main.checksumBlocks"] > 0 && fns["main.sortBatches"] > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -299,6 +341,32 @@ service:
 	// The rest is the Go runtime (scheduler, GC, timers).
 	if sum < 0.8*float64(n) {
 		t.Errorf("only %.0f of %d samples are in the demo's functions", sum, n)
+	}
+	// The demo's work runs in spans: its samples come joined, under the
+	// root span of their request.
+	srv.mu.Lock()
+	var inGroups, linked int
+	for _, st := range srv.stacks {
+		for _, fns := range groups {
+			if containsAny(st.functions, fns) {
+				inGroups += st.count
+				if st.linked {
+					linked += st.count
+				}
+				break
+			}
+		}
+	}
+	roots := srv.roots
+	srv.mu.Unlock()
+	t.Logf("%d of %d samples in the demo's functions are linked to spans; by root span %v", linked, inGroups, roots)
+	if float64(linked) < 0.9*float64(inGroups) {
+		t.Errorf("only %d of %d samples of the demo's work are linked to spans", linked, inGroups)
+	}
+	for _, r := range []string{"GET /items", "POST /upload", "GET /report"} {
+		if roots[r] == 0 {
+			t.Errorf("no sample under root span %q", r)
+		}
 	}
 	if !strings.Contains(out.String(), "Shutdown complete") {
 		t.Errorf("no clean shutdown in the collector's log")

@@ -51,7 +51,8 @@ const (
 
 // Sample is a decoded PERF_RECORD_SAMPLE.
 type Sample struct {
-	ID     uint64 // PERF_SAMPLE_IDENTIFIER: id of the event (of its parent when inherited)
+	ID     uint64    // PERF_SAMPLE_IDENTIFIER: id of the event (of its parent when inherited)
+	Kind   EventKind // which event of the session took it, from ID
 	IP     uint64
 	Pid    uint32
 	Tid    uint32

@@ -42,7 +42,22 @@ type Options struct {
 	// RingPages is the number of data pages per CPU ring, a power of two.
 	// Zero means 64 (256 KiB with 4 KiB pages).
 	RingPages int
+	// Sched adds context-switch capture: PERF_RECORD_SWITCH records (in
+	// and out, with the preempt flag) and a sample with the callchain at
+	// every switch-out (the context-switches software event, period 1).
+	Sched bool
 }
+
+// EventKind says which event produced a sample.
+type EventKind uint8
+
+const (
+	// EventCPUClock samples are on-CPU samples (cpu-clock).
+	EventCPUClock EventKind = iota
+	// EventSwitch samples are taken as the thread leaves the CPU; their
+	// callchain is where it blocked or was preempted.
+	EventSwitch
+)
 
 // Stats are cumulative counters of a session.
 type Stats struct {
@@ -61,6 +76,7 @@ type Session struct {
 	opts   Options
 	format format
 	attr   unix.PerfEventAttr // the sampling event
+	swAttr unix.PerfEventAttr // the context-switch event (Options.Sched)
 	cpus   []int
 	rings  []*ring // indexed like cpus
 	epfd   int
@@ -72,6 +88,10 @@ type Session struct {
 
 	// targets is the set of attached pids, read by Read without locking.
 	targets atomic.Pointer[map[uint32]struct{}]
+	// kinds maps event ids (PERF_EVENT_IOC_ID) to what they sample; it is
+	// replaced, never changed, so Read looks it up without locking.
+	kinds   atomic.Pointer[map[uint64]EventKind]
+	kindsMu sync.Mutex
 
 	records, samples, lost, corrupt atomic.Uint64
 
@@ -117,6 +137,7 @@ func Open(opts Options) (_ *Session, err error) {
 		evfd:  -1,
 	}
 	s.targets.Store(&map[uint32]struct{}{})
+	s.kinds.Store(&map[uint64]EventKind{})
 	defer func() {
 		if err != nil {
 			s.release()
@@ -141,6 +162,19 @@ func Open(opts Options) (_ *Session, err error) {
 	}
 	if opts.Scope == ScopeProcess {
 		s.attr.Bits |= unix.PerfBitInherit
+	}
+	// The context-switch event: a sample at every switch-out of a target
+	// thread, and PERF_RECORD_SWITCH records both ways. Side-band records
+	// (mmap, comm, task) come from the sampling event only.
+	s.swAttr = unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_CONTEXT_SWITCHES,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample:      1,
+		Sample_type: sampleType,
+		Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitContextSwitch |
+			unix.PerfBitExcludeHv | s.attr.Bits&(unix.PerfBitInherit|unix.PerfBitExcludeCallchainKernel),
+		Clockid: unix.CLOCK_MONOTONIC,
 	}
 
 	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -183,14 +217,33 @@ func Open(opts Options) (_ *Session, err error) {
 	}
 	if opts.Scope == ScopeSystem {
 		for i, cpu := range cpus {
-			fd, err := s.openSampler(-1, cpu, i)
+			fds, err := s.openEvents(-1, cpu, i)
+			s.sysFDs = append(s.sysFDs, fds...)
 			if err != nil {
 				return nil, fmt.Errorf("open system-wide sampling: %w", err)
 			}
-			s.sysFDs = append(s.sysFDs, fd)
 		}
 	}
 	return s, nil
+}
+
+// openEvents opens the events of (pid, cpu): the sampler, and the
+// context-switch event when Options.Sched is set. On error it returns the
+// descriptors it did open, for the caller to close.
+func (s *Session) openEvents(pid, cpu, ci int) ([]int, error) {
+	fd, err := s.openSampler(pid, cpu, ci)
+	if err != nil {
+		return nil, err
+	}
+	fds := []int{fd}
+	if s.opts.Sched {
+		fd, err := s.openEvent(EventSwitch, &s.swAttr, pid, cpu, ci)
+		if err != nil {
+			return fds, err
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
 }
 
 // openSampler opens the sampling event for (pid, cpu) and sends its records
@@ -203,25 +256,61 @@ func (s *Session) openSampler(pid, cpu, ci int) (int, error) {
 	if pid == -1 {
 		what = fmt.Sprintf("open system-wide cpu-clock sampling on cpu %d", cpu)
 	}
-	attr := s.attr
-	fd, err := unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if errors.Is(err, unix.EINVAL) && attr.Bits&bitBuildID != 0 {
+	fd, err := s.openEvent(EventCPUClock, &s.attr, pid, cpu, ci)
+	if errors.Is(err, unix.EINVAL) && s.attr.Bits&bitBuildID != 0 {
 		s.attr.Bits &^= bitBuildID
-		attr = s.attr
-		fd, err = unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		fd, err = s.openEvent(EventCPUClock, &s.attr, pid, cpu, ci)
 	}
-	if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && attr.Bits&unix.PerfBitExcludeKernel == 0 && !s.opts.KernelStacks {
+	if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && s.attr.Bits&unix.PerfBitExcludeKernel == 0 && !s.opts.KernelStacks {
 		s.attr.Bits |= unix.PerfBitExcludeKernel
-		attr = s.attr
-		fd, err = unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		fd, err = s.openEvent(EventCPUClock, &s.attr, pid, cpu, ci)
 	}
 	if err != nil {
 		return -1, explainOpenError(what, err, s.opts.Frequency)
 	}
-	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, s.rings[ci].fd); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%s: redirect into ring: %w", what, err)
+	return fd, nil
+}
+
+// openEvent opens one event disabled, sends its records into the ring of
+// cpus[ci], notes its id as kind, and only then enables it, so that no
+// sample arrives with an id Read does not know. Errors are the raw errno
+// (wrapped), for the caller to explain.
+func (s *Session) openEvent(kind EventKind, tmpl *unix.PerfEventAttr, pid, cpu, ci int) (int, error) {
+	attr := *tmpl
+	attr.Bits |= unix.PerfBitDisabled
+	fd, err := unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		if kind == EventSwitch {
+			return -1, explainOpenError(fmt.Sprintf("open context-switch event for pid %d on cpu %d (sched capture)", pid, cpu), err, 0)
+		}
+		return -1, err
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			unix.Close(fd)
+		}
+	}()
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, s.rings[ci].fd); err != nil {
+		return -1, fmt.Errorf("redirect event of pid %d on cpu %d into its ring: %w", pid, cpu, err)
+	}
+	var id uint64
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_ID, uintptr(unsafe.Pointer(&id))); errno != 0 {
+		return -1, fmt.Errorf("read event id of pid %d on cpu %d: %w", pid, cpu, errno)
+	}
+	s.kindsMu.Lock()
+	old := *s.kinds.Load()
+	m := make(map[uint64]EventKind, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[id] = kind
+	s.kinds.Store(&m)
+	s.kindsMu.Unlock()
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+		return -1, fmt.Errorf("enable event of pid %d on cpu %d: %w", pid, cpu, err)
+	}
+	ok = true
 	return fd, nil
 }
 
@@ -269,9 +358,10 @@ func (s *Session) Attach(pid int) error {
 // openThread opens the sampling events of one thread on every CPU. It
 // reports false when the thread is already gone.
 func (s *Session) openThread(a *attachment, tid int) (bool, error) {
-	fds := make([]int, 0, len(s.cpus))
+	fds := make([]int, 0, 2*len(s.cpus))
 	for i, cpu := range s.cpus {
-		fd, err := s.openSampler(tid, cpu, i)
+		got, err := s.openEvents(tid, cpu, i)
+		fds = append(fds, got...)
 		if err != nil {
 			closeAll(fds)
 			if errors.Is(err, ErrNoProcess) {
@@ -279,7 +369,6 @@ func (s *Session) openThread(a *attachment, tid int) (bool, error) {
 			}
 			return false, fmt.Errorf("attach to pid %d: %w", a.pid, err)
 		}
-		fds = append(fds, fd)
 	}
 	a.fds = append(a.fds, fds...)
 	a.covered[uint32(tid)] = true
@@ -368,11 +457,13 @@ func (s *Session) Read(fn func(*Record)) error {
 	defer s.readMu.Unlock()
 	var rec Record
 	var targets map[uint32]struct{}
+	var kinds map[uint64]EventKind
 	deliver := func(r *Record) {
 		var pid uint32
 		switch r.Type {
 		case RecordSample:
 			pid = r.Sample.Pid
+			r.Sample.Kind = kinds[r.Sample.ID]
 		case RecordLost, RecordLostSamples:
 			s.lost.Add(r.Lost)
 			s.records.Add(1)
@@ -395,7 +486,7 @@ func (s *Session) Read(fn func(*Record)) error {
 		} else if r.Type == RecordExit && r.Task.Pid != r.Task.Tid {
 			s.noteThread(r.Task.Pid, r.Task.Tid, false)
 		}
-		if r.Type == RecordSample {
+		if r.Type == RecordSample && r.Sample.Kind == EventCPUClock {
 			s.samples.Add(1)
 		}
 		s.records.Add(1)
@@ -411,6 +502,7 @@ func (s *Session) Read(fn func(*Record)) error {
 		}
 		closed := s.closed.Load()
 		targets = *s.targets.Load()
+		kinds = *s.kinds.Load()
 		for _, r := range s.rings {
 			st := r.read(&s.format, &rec, deliver)
 			if st.corrupt > 0 {

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 var sink uint64
@@ -39,10 +41,38 @@ func burnBeta(d time.Duration) {
 	sink += x
 }
 
+// sleepGamma blocks its thread in nanosleep(2) directly, not through the Go
+// scheduler, so that the thread's stack at switch-out holds this function.
+//
+//go:noinline
+func sleepGamma(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+	}
+}
+
+//go:noinline
+func burnHog(d time.Duration) { burnAlpha(d) }
+
+// pinTo keeps the calling thread on one CPU.
+func pinTo(cpu int) {
+	if cpu < 0 {
+		return
+	}
+	var set [16]uint64
+	set[cpu/64] |= 1 << (cpu % 64)
+	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, uintptr(len(set)*8), uintptr(unsafe.Pointer(&set[0]))); e != 0 {
+		panic(e)
+	}
+}
+
+var pinCPU = -1
+
 // worker burns for duty×10 ms out of every 10 ms on its own OS thread.
 func worker(burn func(time.Duration), duty float64, tid chan<- int, wg *sync.WaitGroup, stop <-chan struct{}) {
 	defer wg.Done()
 	runtime.LockOSThread()
+	pinTo(pinCPU)
 	tid <- syscall.Gettid()
 	on := time.Duration(duty * float64(10*time.Millisecond))
 	for {
@@ -96,17 +126,50 @@ func main() {
 	kernel := flag.Bool("kernel", false, "the alpha thread reads /dev/zero instead (kernel time)")
 	spawn := flag.Int("spawn", 0, "on a line on stdin, start this many more burnBeta threads and print \"spawned TID...\"")
 	mmapPath := flag.String("mmap", "", "on a line on stdin, map this file executable and print \"mapped\"")
+	burnSleep := flag.String("burnsleep", "", "B,S: the alpha thread burns B in burnAlpha, then sleeps S in sleepGamma (nanosleep), in a loop")
+	hogs := flag.Int("hogs", 0, "extra threads burning all the time in burnHog")
+	flag.IntVar(&pinCPU, "pin", -1, "keep every worker thread on this CPU")
 	flag.Parse()
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	ta, tb := make(chan int, 1), make(chan int, 1)
-	wg.Add(2)
 	first := burnAlpha
 	if *kernel {
 		first = readZero
 	}
-	go worker(first, *alpha, ta, &wg, stop)
+	if *burnSleep != "" {
+		b, sl, ok := strings.Cut(*burnSleep, ",")
+		bd, err1 := time.ParseDuration(b)
+		sd, err2 := time.ParseDuration(sl)
+		if !ok || err1 != nil || err2 != nil {
+			panic("bad -burnsleep " + *burnSleep)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			pinTo(pinCPU)
+			ta <- syscall.Gettid()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				burnAlpha(bd)
+				sleepGamma(sd)
+			}
+		}()
+	} else {
+		wg.Add(1)
+		go worker(first, *alpha, ta, &wg, stop)
+	}
+	for i := 0; i < *hogs; i++ {
+		wg.Add(1)
+		go worker(burnHog, 1, make(chan int, 1), &wg, stop)
+	}
+	wg.Add(1)
 	go worker(burnBeta, *beta, tb, &wg, stop)
 	fmt.Printf("ready %d %d %d\n", os.Getpid(), <-ta, <-tb)
 	if *spawn > 0 || *mmapPath != "" {

@@ -38,6 +38,8 @@ type Config struct {
 	Protocols ProtocolsConfig `mapstructure:"protocols"`
 	// Correlation configures the join of samples to spans.
 	Correlation CorrelationConfig `mapstructure:"correlation"`
+	// Sched configures off-CPU profiling from context switches.
+	Sched SchedConfig `mapstructure:"sched"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -93,6 +95,19 @@ type CorrelationConfig struct {
 	_        struct{}
 }
 
+// SchedConfig configures context-switch capture: off-CPU time with the
+// stack where the thread blocked or was preempted, and the CPU time each
+// on-CPU sample stands for.
+type SchedConfig struct {
+	// Enabled turns capture on. It costs a sample with a stack at every
+	// context switch of a target thread.
+	Enabled bool `mapstructure:"enabled"`
+	// OffCPUInterval is the off-CPU sampling interval: off-CPU time is
+	// accumulated across sleeps and emitted in multiples of it.
+	OffCPUInterval time.Duration `mapstructure:"off_cpu_interval"`
+	_              struct{}
+}
+
 const (
 	scopeProcess = "process"
 	scopeSystem  = "system"
@@ -113,6 +128,10 @@ func createDefaultConfig() *Config {
 		Protocols: ProtocolsConfig{
 			GRPC: configoptional.Default(grpc),
 			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),
+		},
+		Sched: SchedConfig{
+			Enabled:        true,
+			OffCPUInterval: 10 * time.Millisecond,
 		},
 		Correlation: CorrelationConfig{
 			Window:             10 * time.Second,
@@ -155,6 +174,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RingPages < 1 || c.RingPages&(c.RingPages-1) != 0 || c.RingPages > 1<<16 {
 		errs = append(errs, fmt.Errorf("ring_pages: %d is not a power of two in 1..65536", c.RingPages))
+	}
+	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
 	}
 	cc := c.Correlation
 	if cc.Window < 0 || cc.Window > 10*time.Minute {

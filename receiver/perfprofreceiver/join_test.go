@@ -24,6 +24,9 @@ type truthSpan struct {
 
 // joinedSample is one perf sample of the profiles, with its link.
 type joinedSample struct {
+	offCPU    bool
+	value     int64
+	state     string
 	time      uint64
 	tid       int64
 	functions []string
@@ -71,7 +74,7 @@ func TestJoinGroundTruth(t *testing.T) {
 	require.NoError(t, tr.Start(context.Background(), nil))
 	addr := pr.(*perfprofReceiver).grpcAddr
 
-	child := testchild.Start(t, bin, "-endpoint", addr, "-workers", "2", "-late", "2s", "-duration", "16s")
+	child := testchild.Start(t, bin, "-endpoint", addr, "-workers", "2", "-late", "2s", "-duration", "16s", "-wait", "5ms")
 	require.Eventually(t, func() bool { return pr.(*perfprofReceiver).session.Attached(child.Pid) }, 3*time.Second, 50*time.Millisecond)
 	require.NoError(t, child.Cmd.Wait(), "spanner failed")
 	time.Sleep(cfg.Correlation.Window + 2*cfg.ReportInterval) // the last spans, then their samples
@@ -105,8 +108,23 @@ func TestJoinGroundTruth(t *testing.T) {
 		}
 	}
 	var inSpanFn, inSpanFnLinkedRight, linked, linkedRight, outside, outsideLinked, total int
+	var waits, waitsLinked int
 	var roots = map[string]int{}
 	for _, s := range joinedSamples(t, profiles, child.Pid) {
+		if s.offCPU {
+			// Off-CPU time in the wait span's sleep must be linked to it.
+			for _, f := range s.functions {
+				if f == "main.waitSleep" {
+					waits++
+					sp, ok := truth[s.link]
+					if ok && sp.name == "wait" && sp.tid == s.tid && sp.start <= s.time && s.time < sp.end {
+						waitsLinked++
+					}
+					break
+				}
+			}
+			continue
+		}
 		total++
 		fn := ""
 		for _, f := range s.functions {
@@ -123,7 +141,7 @@ func TestJoinGroundTruth(t *testing.T) {
 			require.True(t, isLinked, "a link to a span the app never sent")
 			roots[s.root]++
 			covers := sp.tid == s.tid && sp.start <= s.time && s.time < sp.end
-			holds := fn != "" && spanFunction[sp.name] == fn || sp.name == "request" && fn == ""
+			holds := fn != "" && spanFunction[sp.name] == fn || (sp.name == "request" || sp.name == "wait") && fn == ""
 			if covers && holds {
 				linkedRight++
 			}
@@ -151,6 +169,9 @@ func TestJoinGroundTruth(t *testing.T) {
 	require.GreaterOrEqual(t, recall, 0.97, "recall")
 	require.LessOrEqual(t, falseLinks, 0.005, "samples outside any span that carry a link")
 	require.Equal(t, linked, roots["request"], "every joined sample names its local root span")
+	t.Logf("off-CPU samples in main.waitSleep: %d, linked to their wait span: %d", waits, waitsLinked)
+	require.Greater(t, waits, 100, "off-CPU samples of the wait span's sleep")
+	require.GreaterOrEqual(t, float64(waitsLinked)/float64(waits), 0.95, "off-CPU samples linked to the span that slept")
 }
 
 func linkKey(tr pcommon.TraceID, sp pcommon.SpanID) [24]byte {
@@ -175,10 +196,11 @@ func joinedSamples(t *testing.T, sink *consumertest.ProfilesSink, pid int) []joi
 			for j := 0; j < rp.ScopeProfiles().Len(); j++ {
 				profs := rp.ScopeProfiles().At(j).Profiles()
 				for k := 0; k < profs.Len(); k++ {
+					off := strs.At(int(profs.At(k).SampleType().TypeStrindex())) == "off_cpu"
 					smps := profs.At(k).Samples()
 					for x := 0; x < smps.Len(); x++ {
 						smp := smps.At(x)
-						base := joinedSample{worker: -1}
+						base := joinedSample{worker: -1, offCPU: off}
 						for _, ai := range smp.AttributeIndices().AsRaw() {
 							a := dic.AttributeTable().At(int(ai))
 							switch strs.At(int(a.KeyStrindex())) {
@@ -188,6 +210,8 @@ func joinedSamples(t *testing.T, sink *consumertest.ProfilesSink, pid int) []joi
 								base.worker = a.Value().Int()
 							case "span.root.name":
 								base.root = a.Value().Str()
+							case "thread.state":
+								base.state = a.Value().Str()
 							}
 						}
 						if li := smp.LinkIndex(); li > 0 {
@@ -202,9 +226,10 @@ func joinedSamples(t *testing.T, sink *consumertest.ProfilesSink, pid int) []joi
 								base.functions = append(base.functions, strs.At(int(fn.NameStrindex())))
 							}
 						}
-						for _, ts := range smp.TimestampsUnixNano().AsRaw() {
+						for x, ts := range smp.TimestampsUnixNano().AsRaw() {
 							s := base
 							s.time = ts
+							s.value = smp.Values().At(x)
 							out = append(out, s)
 						}
 					}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
+	"github.com/perfprof/perfprof/internal/sched"
 	"github.com/perfprof/perfprof/internal/symbolize"
 )
 
@@ -22,12 +23,18 @@ type loc struct {
 	frames  []symbolize.Frame  // innermost first; empty when unresolved
 }
 
-// rawSample is one perf sample waiting for the next report.
+// rawSample is one sample waiting for its report: an on-CPU perf sample,
+// or (state != 0) a group of off-CPU time.
 type rawSample struct {
-	time  uint64 // CLOCK_MONOTONIC ns
-	tid   uint32
-	cpu   uint32
-	stack int32 // index into batch.stacks
+	time uint64 // CLOCK_MONOTONIC ns
+	// weight is, on-CPU, the thread's CPU time since its previous sample
+	// (0: unknown, without sched capture) and, off-CPU, the time the
+	// group stands for; both ns.
+	weight uint64
+	tid    uint32
+	cpu    uint32
+	stack  int32 // index into batch.stacks; -1: unknown (off-CPU only)
+	state  uint8 // 0: on-CPU; else a sched.State
 }
 
 // batch holds what one process produced during one report interval.
@@ -59,8 +66,10 @@ func (b *batch) internStack(chain []uint64, resolve func([]uint64) []*loc) int32
 
 // takeBefore splits off the samples older than cut: out holds them (nil if
 // none) and shares b's stack tables; keep holds the rest, re-interned into
-// tables of its own so that out's can be dropped after the report.
-func (b *batch) takeBefore(cut uint64) (out, keep *batch) {
+// tables of its own so that out's can be dropped after the report. When
+// the samples were split, moved maps the index of each kept sample in b to
+// its index in keep.
+func (b *batch) takeBefore(cut uint64) (out, keep *batch, moved map[int32]int32) {
 	n := 0
 	for _, s := range b.samples {
 		if s.time < cut {
@@ -69,31 +78,46 @@ func (b *batch) takeBefore(cut uint64) (out, keep *batch) {
 	}
 	switch n {
 	case 0:
-		return nil, b
+		return nil, b, nil
 	case len(b.samples):
-		return b, newBatch()
+		return b, newBatch(), nil
 	}
 	out = &batch{samples: make([]rawSample, 0, n), stacks: b.stacks, raw: b.raw}
 	keep = newBatch()
-	moved := map[int32]int32{}
-	for _, s := range b.samples {
+	moved = make(map[int32]int32, len(b.samples)-n)
+	stacks := map[int32]int32{}
+	for i, s := range b.samples {
 		if s.time < cut {
 			out.samples = append(out.samples, s)
 			continue
 		}
-		i, ok := moved[s.stack]
-		if !ok {
-			i = int32(len(keep.stacks))
-			keep.stacks = append(keep.stacks, b.stacks[s.stack])
-			keep.raw = append(keep.raw, b.raw[s.stack])
-			h := hashChain(b.raw[s.stack])
-			keep.byHash[h] = append(keep.byHash[h], i)
-			moved[s.stack] = i
+		if s.stack >= 0 {
+			j, ok := stacks[s.stack]
+			if !ok {
+				j = keep.internLocs(b.raw[s.stack], b.stacks[s.stack])
+				stacks[s.stack] = j
+			}
+			s.stack = j
 		}
-		s.stack = i
+		moved[int32(i)] = int32(len(keep.samples))
 		keep.samples = append(keep.samples, s)
 	}
-	return out, keep
+	return out, keep, moved
+}
+
+// internLocs interns a stack already resolved in another batch.
+func (b *batch) internLocs(chain []uint64, locs []*loc) int32 {
+	h := hashChain(chain)
+	for _, i := range b.byHash[h] {
+		if equalChain(b.raw[i], chain) {
+			return i
+		}
+	}
+	i := int32(len(b.stacks))
+	b.stacks = append(b.stacks, locs)
+	b.raw = append(b.raw, chain)
+	b.byHash[h] = append(b.byHash[h], i)
+	return i
 }
 
 // hashChain is FNV-1a over the addresses; collisions are settled by
@@ -142,8 +166,9 @@ type snapshot struct {
 
 // profileParams are the fixed parts of every profile.
 type profileParams struct {
-	frequency uint64
-	toUnix    func(mono uint64) uint64
+	frequency      uint64
+	offCPUInterval uint64
+	toUnix         func(mono uint64) uint64
 }
 
 // dict interns the entries of a ProfilesDictionary with maps. Index 0 of
@@ -211,8 +236,10 @@ func (t *dict) attrStr(key, val string) int32 {
 	return i
 }
 
-func (t *dict) attrInt(key string, val int64) int32 {
-	k := attrKey{key: key, num: val, kind: 'i'}
+func (t *dict) attrInt(key string, val int64) int32 { return t.attrIntUnit(key, val, "") }
+
+func (t *dict) attrIntUnit(key string, val int64, unit string) int32 {
+	k := attrKey{key: key, num: val, kind: 'i', str: unit}
 	if i, ok := t.attrs[k]; ok {
 		return i
 	}
@@ -220,6 +247,9 @@ func (t *dict) attrInt(key string, val int64) int32 {
 	a := t.d.AttributeTable().AppendEmpty()
 	a.SetKeyStrindex(t.str(key))
 	a.Value().SetInt(val)
+	if unit != "" {
+		a.SetUnitStrindex(t.str(unit))
+	}
 	t.attrs[k] = i
 	return i
 }
@@ -350,63 +380,112 @@ func buildProfiles(snaps []snapshot, p profileParams) (pprofile.Profiles, int) {
 		}
 		sp := rp.ScopeProfiles().AppendEmpty()
 		sp.Scope().SetName("github.com/perfprof/perfprof/receiver/perfprofreceiver")
-		prof := sp.Profiles().AppendEmpty()
-		var id pprofile.ProfileID
-		_, _ = rand.Read(id[:])
-		prof.SetProfileID(id)
+		total += addProfile(sp, t, s, p, false)
+		total += addProfile(sp, t, s, p, true)
+	}
+	return out, total
+}
+
+// cpuDeltaQuantum rounds the CPU delta of on-CPU samples, so that samples
+// of a busy thread, whose deltas differ by microseconds, still merge.
+const cpuDeltaQuantum = 10_000 // ns
+
+// addProfile adds to sp the on-CPU or the off-CPU profile of a snapshot
+// and returns its number of samples (none: no profile is added).
+//
+// On-CPU: sample type samples/count, period cpu/nanoseconds; a sample
+// merges the perf samples of one stack, thread, CPU, span and CPU delta.
+// Off-CPU: sample type off_cpu/nanoseconds, each value the off-CPU time of
+// one group, with thread.state blocked or runnable.
+func addProfile(sp pprofile.ScopeProfiles, t *dict, s snapshot, p profileParams, off bool) int {
+	lo, hi, n := s.windowA, s.windowB, 0
+	for _, r := range s.batch.samples {
+		if (r.state != 0) == off {
+			n++
+			// The profile spans the report window, widened to hold every
+			// sample (records read late may predate the window).
+			lo = min(lo, r.time)
+			hi = max(hi, r.time+1)
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	prof := sp.Profiles().AppendEmpty()
+	var id pprofile.ProfileID
+	_, _ = rand.Read(id[:])
+	prof.SetProfileID(id)
+	if off {
+		prof.SampleType().SetTypeStrindex(t.str("off_cpu"))
+		prof.SampleType().SetUnitStrindex(t.str("nanoseconds"))
+		prof.PeriodType().SetTypeStrindex(t.str("off_cpu"))
+		prof.PeriodType().SetUnitStrindex(t.str("nanoseconds"))
+		prof.SetPeriod(int64(p.offCPUInterval))
+	} else {
 		prof.SampleType().SetTypeStrindex(t.str("samples"))
 		prof.SampleType().SetUnitStrindex(t.str("count"))
 		prof.PeriodType().SetTypeStrindex(t.str("cpu"))
 		prof.PeriodType().SetUnitStrindex(t.str("nanoseconds"))
 		prof.SetPeriod(int64(1_000_000_000 / p.frequency))
+	}
+	prof.SetTime(pcommon.Timestamp(p.toUnix(lo)))
+	prof.SetDurationNano(hi - lo)
 
-		// The profile spans the report window, widened to hold every
-		// sample (records read late may predate the window).
-		lo, hi := s.windowA, s.windowB
-		for _, r := range s.batch.samples {
-			lo = min(lo, r.time)
-			hi = max(hi, r.time+1)
+	type sampleKey struct {
+		stack    int32
+		tid, cpu uint32
+		state    uint8
+		delta    uint64
+		link     int32
+		worker   int64
+		root     string
+	}
+	merged := map[sampleKey]pprofile.Sample{}
+	for i, r := range s.batch.samples {
+		if (r.state != 0) != off {
+			continue
 		}
-		start := p.toUnix(lo)
-		prof.SetTime(pcommon.Timestamp(start))
-		prof.SetDurationNano(hi - lo)
-
-		type sampleKey struct {
-			stack    int32
-			tid, cpu uint32
-			link     int32
-			worker   int64
-			root     string
+		j := s.joins[i]
+		k := sampleKey{stack: r.stack, tid: r.tid, cpu: r.cpu, state: r.state, worker: j.worker, root: j.root}
+		if !off {
+			k.delta = (r.weight + cpuDeltaQuantum/2) / cpuDeltaQuantum * cpuDeltaQuantum
 		}
-		merged := map[sampleKey]pprofile.Sample{}
-		for i, r := range s.batch.samples {
-			j := s.joins[i]
-			k := sampleKey{stack: r.stack, tid: r.tid, cpu: r.cpu, worker: j.worker, root: j.root}
-			if j.linked {
-				k.link = t.link(j.traceID, j.spanID)
-			}
-			ps, ok := merged[k]
-			if !ok {
-				ps = prof.Samples().AppendEmpty()
+		if j.linked {
+			k.link = t.link(j.traceID, j.spanID)
+		}
+		ps, ok := merged[k]
+		if !ok {
+			ps = prof.Samples().AppendEmpty()
+			if r.stack >= 0 {
 				ps.SetStackIndex(t.stack(s.batch.stacks[r.stack]))
-				ps.SetLinkIndex(k.link)
-				ps.AttributeIndices().Append(
-					t.attrInt("thread.id", int64(r.tid)),
-					t.attrStr("thread.name", s.batch.threads[r.tid]),
-					t.attrInt("cpu.logical_number", int64(r.cpu)),
-				)
-				if j.worker >= 0 {
-					ps.AttributeIndices().Append(t.attrInt("worker.id", j.worker))
-				}
-				if j.root != "" {
-					ps.AttributeIndices().Append(t.attrStr("span.root.name", j.root))
-				}
-				merged[k] = ps
 			}
-			ps.TimestampsUnixNano().Append(p.toUnix(r.time))
+			ps.SetLinkIndex(k.link)
+			ps.AttributeIndices().Append(
+				t.attrInt("thread.id", int64(r.tid)),
+				t.attrStr("thread.name", s.batch.threads[r.tid]),
+			)
+			if off {
+				ps.AttributeIndices().Append(t.attrStr("thread.state", sched.State(r.state).String()))
+			} else {
+				ps.AttributeIndices().Append(t.attrInt("cpu.logical_number", int64(r.cpu)))
+				if k.delta > 0 {
+					ps.AttributeIndices().Append(t.attrIntUnit("thread.cpu.time_delta", int64(k.delta), "ns"))
+				}
+			}
+			if j.worker >= 0 {
+				ps.AttributeIndices().Append(t.attrInt("worker.id", j.worker))
+			}
+			if j.root != "" {
+				ps.AttributeIndices().Append(t.attrStr("span.root.name", j.root))
+			}
+			merged[k] = ps
+		}
+		ps.TimestampsUnixNano().Append(p.toUnix(r.time))
+		if off {
+			ps.Values().Append(int64(r.weight))
+		} else {
 			ps.Values().Append(1)
-			total++
 		}
 	}
-	return out, total
+	return n
 }

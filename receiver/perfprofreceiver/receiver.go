@@ -57,6 +57,8 @@ type perfprofReceiver struct {
 	// flush asks the report loop for an early report when the buffer
 	// reaches its bound.
 	flush chan struct{}
+	// sched is the context-switch accounting, nil without sched capture.
+	sched *schedState
 
 	grpcServer         *grpc.Server
 	httpServer         *http.Server
@@ -131,6 +133,7 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err 
 		Frequency:    r.cfg.Frequency,
 		KernelStacks: r.cfg.KernelStacks,
 		RingPages:    r.cfg.RingPages,
+		Sched:        r.cfg.Sched.Enabled,
 	})
 	if err != nil {
 		return fmt.Errorf("perfprof: %w", err)
@@ -141,6 +144,9 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err 
 			r.session = nil
 		}
 	}()
+	if r.cfg.Sched.Enabled {
+		r.sched = newSchedState(uint64(r.cfg.Sched.OffCPUInterval))
+	}
 	r.symbols = symbolize.NewCache(symbolize.Options{})
 	if r.cfg.KernelStacks {
 		k, kerr := symbolize.LoadKernel()
@@ -342,6 +348,12 @@ func (r *perfprofReceiver) handle(rec *perf.Record) {
 		if !ok || len(s.Callchain) == 0 {
 			return
 		}
+		if s.Kind == perf.EventSwitch {
+			if r.sched != nil {
+				r.handleSched(rec, st)
+			}
+			return
+		}
 		if max := r.cfg.Correlation.MaxBufferedSamples; r.buffered >= max {
 			// Ask for an early report, which emits the oldest samples
 			// without waiting for their spans; drop only past twice the
@@ -362,6 +374,17 @@ func (r *perfprofReceiver) handle(rec *perf.Record) {
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		r.buffered++
 		r.newSamples++
+		if r.sched != nil {
+			r.handleSched(rec, st)
+		}
+	case perf.RecordSwitch, perf.RecordSwitchCPU:
+		if st, ok := r.procs[int(rec.ID.Pid)]; ok && r.sched != nil {
+			r.handleSched(rec, st)
+		}
+	case perf.RecordExit:
+		if st, ok := r.procs[int(rec.Task.Pid)]; ok && r.sched != nil {
+			r.handleSched(rec, st)
+		}
 	case perf.RecordComm:
 		if st, ok := r.procs[int(rec.Comm.Pid)]; ok {
 			st.threads[rec.Comm.Tid] = string(rec.Comm.Comm)
@@ -452,9 +475,19 @@ func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 	}
 	windowB := min(cut, now)
 	remaining := 0
+	if r.sched != nil {
+		r.drainSched(now - min(now, reorderDelay))
+		if final {
+			r.drainSched(math.MaxUint64)
+		}
+	}
 	for key, st := range r.procs {
-		out, keep := st.batch.takeBefore(cut)
+		old := st.batch
+		out, keep, moved := old.takeBefore(cut)
 		st.batch = keep
+		if r.sched != nil && moved != nil {
+			r.sched.rebase(old, keep, moved)
+		}
 		remaining += len(keep.samples)
 		if out != nil {
 			out.threads = make(map[uint32]string)
@@ -487,7 +520,7 @@ func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 	if len(snaps) == 0 || r.profiles == nil {
 		return
 	}
-	pd, n := buildProfiles(snaps, profileParams{frequency: r.cfg.Frequency, toUnix: r.clock.Unix})
+	pd, n := buildProfiles(snaps, profileParams{frequency: r.cfg.Frequency, offCPUInterval: uint64(r.cfg.Sched.OffCPUInterval), toUnix: r.clock.Unix})
 	r.log.Info("Emitting profiles",
 		zap.Int("processes", len(snaps)), zap.Int("samples", n),
 		zap.Int64("joined_to_spans", jc.span), zap.Int64("without_span", jc.noSpan), zap.Int64("emitted_early", jc.early))

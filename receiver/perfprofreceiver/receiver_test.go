@@ -60,6 +60,9 @@ func flatten(t *testing.T, all []pprofile.Profiles) []flatSample {
 				for k := 0; k < sp.Profiles().Len(); k++ {
 					prof := sp.Profiles().At(k)
 					require.NoError(t, pprofiletest.ValidateProfile(dic, prof))
+					if strs.At(int(prof.SampleType().TypeStrindex())) != "samples" {
+						continue // the off-CPU profile
+					}
 					for s := 0; s < prof.Samples().Len(); s++ {
 						smp := prof.Samples().At(s)
 						fs := flatSample{pid: pid.Int()}

@@ -47,6 +47,9 @@
 //   - request holds no other work of its own than span bookkeeping, and
 //     spans of one worker never overlap except by nesting.
 //
+// With -wait D, request has a third child, wait, after beta: the thread
+// sleeps D in nanosleep(2) inside main.waitSleep, off CPU, in that span.
+//
 // Durations: alpha ≈ 2–8 ms, gamma ≈ 1–3 ms, beta ≈ 2–8 ms (spanBeta 1–5 ms
 // plus gamma), request ≈ alpha + beta ≈ 4–16 ms. On-CPU, a worker spends on
 // average about 40% of its time in spanAlpha, 24% in spanBeta, 16% in
@@ -149,6 +152,19 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 var spans atomic.Int64
 
+// waitSleep blocks its thread in nanosleep(2) itself, not through the Go
+// scheduler, so that the thread's stack at switch-out holds this function.
+//
+//go:noinline
+func waitSleep(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+	}
+}
+
+// waitFor is -wait: the length of the wait span's sleep, 0 for none.
+var waitFor time.Duration
+
 func worker(tr trace.Tracer, index int, seed uint64, tids chan<- [2]int, stop *atomic.Bool, wg *sync.WaitGroup) {
 	defer wg.Done()
 	runtime.LockOSThread()
@@ -181,6 +197,13 @@ func worker(tr trace.Tracer, index int, seed uint64, tids chan<- [2]int, stop *a
 		gamma.End()
 		spanBeta(dBeta - dBeta/2)
 		beta.End()
+
+		if waitFor > 0 {
+			_, wait := tr.Start(ctx, "wait", attrs)
+			waitSleep(waitFor)
+			wait.End()
+			spans.Add(1)
+		}
 
 		req.End()
 		spans.Add(4)
@@ -216,6 +239,7 @@ func main() {
 	late := flag.Duration("late", 2*time.Second, "batch span processor schedule delay")
 	service := flag.String("service", "spanner", "resource service.name")
 	seed := flag.Uint64("seed", 1, "seed of the random burn lengths")
+	flag.DurationVar(&waitFor, "wait", 0, "after beta, a third child span of request, wait, sleeping this long in waitSleep (nanosleep)")
 	flag.Parse()
 	if *workers < 1 || *late <= 0 {
 		fmt.Fprintln(os.Stderr, "spanner: -workers must be ≥ 1 and -late > 0")

@@ -1,0 +1,204 @@
+package perfprofreceiver
+
+import (
+	"container/heap"
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/sched"
+)
+
+// reorderDelay is how long context-switch records wait before they are
+// accounted. Rings are read one CPU at a time, so the records of a thread
+// that moved between CPUs arrive out of time order; the read loop drains
+// every ring at least every 100 ms, so records older than this are complete.
+const reorderDelay = 500_000_000 // ns
+
+// Kinds of schedEvent.
+const (
+	evSample = iota // an on-CPU sample: accounts on-CPU time, gets its CPU delta
+	evStack         // the switch-out sample: where the thread left the CPU
+	evOut           // a switch-out record
+	evIn            // a switch-in record
+	evExit          // the thread exited
+)
+
+// schedEvent is one record of the context-switch stream, in the reorder
+// queue.
+type schedEvent struct {
+	time    uint64
+	pid     int
+	tid     uint32
+	kind    uint8
+	preempt bool
+	b       *batch // evSample: batch holding the sample; evStack: batch holding the stack
+	idx     int32  // evSample: index into b.samples; evStack: index into b.stacks
+}
+
+// schedQueue is a min-heap of events by time.
+type schedQueue []schedEvent
+
+func (q schedQueue) Len() int           { return len(q) }
+func (q schedQueue) Less(i, j int) bool { return q[i].time < q[j].time }
+func (q schedQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *schedQueue) Push(x any)        { *q = append(*q, x.(schedEvent)) }
+func (q *schedQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// offState is what the receiver remembers of a thread's last switch-out:
+// the record's time, and the switch-out sample's stack and time. The two
+// belong together when their times are close; their order varies.
+type offState struct {
+	time      uint64
+	stackTime uint64
+	b         *batch
+	idx       int32
+}
+
+// pairSlack is how far apart a switch-out record and its sample may be.
+const pairSlack = 1_000_000 // ns
+
+func (o offState) stack() (*batch, int32, bool) {
+	if o.b == nil || o.time == 0 {
+		return nil, 0, false
+	}
+	d := o.time - o.stackTime
+	if o.stackTime > o.time {
+		d = o.stackTime - o.time
+	}
+	return o.b, o.idx, d <= pairSlack
+}
+
+// schedState is the receiver's context-switch accounting. All of it is
+// guarded by the receiver's mu.
+type schedState struct {
+	tracker *sched.Tracker
+	queue   schedQueue
+	latest  uint64 // latest record time seen
+	lastOut map[uint32]offState
+}
+
+func newSchedState(interval uint64) *schedState {
+	return &schedState{tracker: sched.New(interval), lastOut: map[uint32]offState{}}
+}
+
+// queueSched adds an event and accounts every event older than the
+// reorder delay. Must be called with r.mu held.
+func (r *perfprofReceiver) queueSched(e schedEvent) {
+	ss := r.sched
+	heap.Push(&ss.queue, e)
+	if e.time > ss.latest {
+		ss.latest = e.time
+	}
+	if ss.latest > reorderDelay {
+		r.drainSched(ss.latest - reorderDelay)
+	}
+}
+
+// drainSched accounts the queued events older than before, in time order.
+// Must be called with r.mu held.
+func (r *perfprofReceiver) drainSched(before uint64) {
+	ss := r.sched
+	for ss.queue.Len() > 0 && ss.queue[0].time < before {
+		e := heap.Pop(&ss.queue).(schedEvent)
+		st := r.procs[e.pid]
+		switch e.kind {
+		case evSample:
+			g, ok := ss.tracker.OnCPUSample(e.tid, e.time)
+			if ok && st != nil {
+				r.emitOffCPU(st, e.tid, g)
+			}
+			delta := ss.tracker.TakeCPUDelta(e.tid)
+			if st != nil && e.b == st.batch && int(e.idx) < len(st.batch.samples) {
+				st.batch.samples[e.idx].weight = delta
+			}
+		case evStack:
+			o := ss.lastOut[e.tid]
+			o.b, o.idx, o.stackTime = e.b, e.idx, e.time
+			ss.lastOut[e.tid] = o
+		case evOut:
+			ss.tracker.SwitchOut(e.tid, e.time, e.preempt)
+			o := ss.lastOut[e.tid]
+			o.time = e.time
+			ss.lastOut[e.tid] = o
+		case evIn:
+			if g, ok := ss.tracker.SwitchIn(e.tid, e.time); ok && st != nil {
+				r.emitOffCPU(st, e.tid, g)
+			}
+		case evExit:
+			ss.tracker.Exit(e.tid)
+			delete(ss.lastOut, e.tid)
+		}
+	}
+}
+
+// emitOffCPU buffers an off-CPU sample for a group of off-CPU time, with
+// the stack of the thread's last switch-out. Its time is that switch-out,
+// the start of the off period that completed the group: the moment the
+// join looks up the span that blocked. Must be called with r.mu held.
+func (r *perfprofReceiver) emitOffCPU(st *procState, tid uint32, g sched.Group) {
+	o := r.sched.lastOut[tid]
+	t := g.Begin
+	if o.time != 0 && o.time <= g.End {
+		t = o.time
+	}
+	stack := int32(-1)
+	if b, idx, ok := o.stack(); ok {
+		if b == st.batch {
+			stack = idx
+		} else {
+			// The batch was reported since: copy the stack over.
+			stack = st.batch.internLocs(b.raw[idx], b.stacks[idx])
+			o.b, o.idx = st.batch, stack
+			r.sched.lastOut[tid] = o
+		}
+	}
+	st.batch.samples = append(st.batch.samples, rawSample{
+		time:   t,
+		weight: g.Duration(r.sched.tracker.Interval()),
+		tid:    tid,
+		stack:  stack,
+		state:  uint8(g.State),
+	})
+	r.buffered++
+}
+
+// handleSched queues the context-switch side of a record. Must be called
+// with r.mu held, after handle has buffered the record's sample, if any.
+func (r *perfprofReceiver) handleSched(rec *perf.Record, st *procState) {
+	switch rec.Type {
+	case perf.RecordSample:
+		s := &rec.Sample
+		if s.Kind == perf.EventSwitch {
+			idx := st.batch.internStack(s.Callchain, st.resolve(r))
+			r.queueSched(schedEvent{time: s.Time, pid: int(s.Pid), tid: s.Tid, kind: evStack, b: st.batch, idx: idx})
+			return
+		}
+		r.queueSched(schedEvent{time: s.Time, pid: int(s.Pid), tid: s.Tid, kind: evSample, b: st.batch, idx: int32(len(st.batch.samples) - 1)})
+	case perf.RecordSwitch, perf.RecordSwitchCPU:
+		e := schedEvent{time: rec.ID.Time, pid: int(rec.ID.Pid), tid: rec.ID.Tid, kind: evIn}
+		if rec.Misc&perf.MiscSwitchOut != 0 {
+			e.kind = evOut
+			e.preempt = rec.Misc&perf.MiscSwitchOutPreempt != 0
+		}
+		r.queueSched(e)
+	case perf.RecordExit:
+		r.queueSched(schedEvent{time: rec.Task.Time, pid: int(rec.Task.Pid), tid: rec.Task.Tid, kind: evExit})
+	}
+}
+
+// rebase points the queued on-CPU sample events of a batch that a report
+// split at the kept samples' new places.
+func (ss *schedState) rebase(old, keep *batch, moved map[int32]int32) {
+	for i := range ss.queue {
+		e := &ss.queue[i]
+		if e.kind == evSample && e.b == old {
+			if j, ok := moved[e.idx]; ok {
+				e.b, e.idx = keep, j
+			}
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package perfprofreceiver
 
 import (
-	"container/heap"
-
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/sched"
 )
@@ -34,17 +32,44 @@ type schedEvent struct {
 	idx     int32  // evSample: index into b.samples; evStack: index into b.stacks
 }
 
-// schedQueue is a min-heap of events by time.
+// schedQueue is a min-heap of events by time. It is typed rather than a
+// container/heap, whose interface boxing would allocate per record.
 type schedQueue []schedEvent
 
-func (q schedQueue) Len() int           { return len(q) }
-func (q schedQueue) Less(i, j int) bool { return q[i].time < q[j].time }
-func (q schedQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *schedQueue) Push(x any)        { *q = append(*q, x.(schedEvent)) }
-func (q *schedQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
+func (q *schedQueue) push(e schedEvent) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p].time <= h[i].time {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (q *schedQueue) pop() schedEvent {
+	h := *q
+	e := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h[l].time < h[m].time {
+			m = l
+		}
+		if l+1 < n && h[l+1].time < h[m].time {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
 	return e
 }
 
@@ -89,7 +114,7 @@ func newSchedState(interval uint64) *schedState {
 // reorder delay. Must be called with r.mu held.
 func (r *perfprofReceiver) queueSched(e schedEvent) {
 	ss := r.sched
-	heap.Push(&ss.queue, e)
+	ss.queue.push(e)
 	if e.time > ss.latest {
 		ss.latest = e.time
 	}
@@ -102,8 +127,8 @@ func (r *perfprofReceiver) queueSched(e schedEvent) {
 // Must be called with r.mu held.
 func (r *perfprofReceiver) drainSched(before uint64) {
 	ss := r.sched
-	for ss.queue.Len() > 0 && ss.queue[0].time < before {
-		e := heap.Pop(&ss.queue).(schedEvent)
+	for len(ss.queue) > 0 && ss.queue[0].time < before {
+		e := ss.queue.pop()
 		st := r.procs[e.pid]
 		switch e.kind {
 		case evSample:

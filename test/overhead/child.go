@@ -19,13 +19,26 @@ type child struct {
 	pid   int
 	stdin io.WriteCloser
 	lines chan string // its stdout, closed at EOF
+	start time.Time   // when the go line was sent
+}
+
+// childArgs are the spin child's arguments for h.child and h.work.
+func (h *harness) childArgs() []string {
+	if h.child == childPingpong {
+		args := []string{"-pingpong", strconv.Itoa(h.work)}
+		if h.hop >= 0 {
+			args = append(args, "-hop", strconv.Itoa(h.hop))
+		}
+		return args
+	}
+	return []string{"-work", strconv.Itoa(h.work)}
 }
 
 // startChild starts the spin child and waits for its "ready PID" line, so
-// that the Go runtime has started all its threads before a profiler
-// attaches.
-func startChild(ctx context.Context, bin string, work int) (*child, error) {
-	cmd := exec.CommandContext(ctx, bin, "-work", strconv.Itoa(work))
+// that the Go runtime has started all its threads (and the pingpong child
+// its two) before a profiler attaches.
+func startChild(ctx context.Context, bin string, args []string) (*child, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -60,13 +73,14 @@ func startChild(ctx context.Context, bin string, work int) (*child, error) {
 	return c, nil
 }
 
-// run lets the child work, waits for it to exit and returns its CPU time
-// (user+system) from its rusage. The sum is exact (the kernel scales its
-// tick-sampled user/system split to the precise runtime); the split is not,
-// so it is not reported.
-func (c *child) run() (time.Duration, error) {
+// run lets the child work, waits for it to exit and fills in its CPU time
+// (user+system) and context switches from its rusage, and its wall time.
+// The CPU sum is exact (the kernel scales its tick-sampled user/system
+// split to the precise runtime); the split is not, so it is not reported.
+func (c *child) run(res *result) error {
+	c.start = time.Now()
 	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
-		return 0, fmt.Errorf("send the go line: %w", err)
+		return fmt.Errorf("send the go line: %w", err)
 	}
 	c.stdin.Close()
 	var out []string
@@ -74,16 +88,19 @@ func (c *child) run() (time.Duration, error) {
 		out = append(out, line)
 	}
 	if err := c.cmd.Wait(); err != nil {
-		return 0, fmt.Errorf("spin child: %w (output %q)", err, out)
+		return fmt.Errorf("spin child: %w (output %q)", err, out)
 	}
+	res.childWall = time.Since(c.start)
 	if len(out) != 1 || !strings.HasPrefix(out[0], "done ") {
-		return 0, fmt.Errorf("spin child: want a done line, got %q", out)
+		return fmt.Errorf("spin child: want a done line, got %q", out)
 	}
 	ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		return 0, fmt.Errorf("spin child: no rusage")
+		return fmt.Errorf("spin child: no rusage")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	res.childCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	res.switches = uint64(ru.Nvcsw + ru.Nivcsw)
+	return nil
 }
 
 // kill ends the child if it still runs (on an error path).

@@ -22,13 +22,15 @@ const reportInterval = 2 * time.Second
 
 // collectorConfig profiles one pid and drops the profiles into the debug
 // exporter. Metrics are on (level basic) only so that the sample counter can
-// be scraped at the end of a run.
+// be scraped at the end of a run. Argument 5 is sched.enabled, 6 more
+// receiver lines (ring_pages), each starting with a newline.
 const collectorConfig = `receivers:
   perfprof:
     targets: {pids: [%[1]v]}
     scope: process
     frequency: %[2]v
     report_interval: %[3]s
+    sched: {enabled: %[5]v}%[6]s
 exporters:
   debug: {verbosity: basic}
 service:
@@ -55,16 +57,25 @@ type collectorRun struct {
 	baseCPU time.Duration
 }
 
+// collectorYAML is the collector's configuration for mode m.
+func collectorYAML(pid, hz, port any, m mode) string {
+	var extra string
+	if m.ringPages > 0 {
+		extra = fmt.Sprintf("\n    ring_pages: %d", m.ringPages)
+	}
+	return fmt.Sprintf(collectorConfig, pid, hz, reportInterval, port, !m.noSched, extra)
+}
+
 // startCollector starts the collector on pid and returns once it logged
 // "Sampling process" for it; its CPU time is read then, so that start-up
 // does not count.
-func (h *harness) startCollector(ctx context.Context, pid, hz int) (*collectorRun, error) {
+func (h *harness) startCollector(ctx context.Context, pid int, m mode) (*collectorRun, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	config := filepath.Join(h.tmp, fmt.Sprintf("perfprof-%d.yaml", hz))
-	if err := os.WriteFile(config, fmt.Appendf(nil, collectorConfig, pid, hz, reportInterval, port), 0o644); err != nil {
+	config := filepath.Join(h.tmp, m.name+".yaml")
+	if err := os.WriteFile(config, []byte(collectorYAML(pid, m.hz, port, m)), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, h.collector, collectorArgs(config)...)

@@ -1,17 +1,40 @@
 // Command overhead measures how much sampling slows down a CPU-bound
 // process, and what the sampler itself costs.
 //
-//	go run ./test/overhead [-rounds 5] [-work 1000000] [-modes none,perfprof-99,perfprof-999,perf-record-999]
+//	go run ./test/overhead [-rounds 5] [-child spin|pingpong] [-work N] [-modes none,perfprof-99,perfprof-999,perf-record-999]
 //
-// The workload is internal/testchild/spin: a single-threaded Go program that
-// does a fixed amount of integer hashing (-work rounds, about 2 s of CPU by
-// default) at a stack depth of about ten frames, after waiting on stdin until
-// the profiler has attached. Each run starts a fresh child under one mode:
+// The workload is internal/testchild/spin, which does a fixed amount of work
+// at a stack depth of about ten frames, after waiting on stdin until the
+// profiler has attached. -child selects the work:
+//
+//	spin       (the default) a single-threaded Go program doing integer
+//	           hashing: -work rounds, 1000000 by default, about 2 s of CPU;
+//	pingpong   context switches: two threads, pinned to one CPU, hand a
+//	           token back and forth -work round trips (default 50000, about
+//	           2 s) through a pair of pipes with blocking read(2)/write(2),
+//	           hashing a little between hand-offs (-hop passes, default
+//	           360; -hop 0 is the bare hand-off): about 50 000 context
+//	           switches per second on a 2-CPU VM, half of them voluntary (in
+//	           pipe_read), half the woken thread preempting the writer. It
+//	           is the load on which sched capture (a sample with a stack at
+//	           every switch) costs the most.
+//
+// Each run starts a fresh child under one mode:
 //
 //	none             the child alone (the baseline);
 //	perfprof-HZ      the real collector (-collector, built by `make build`)
-//	                 samples the child's pid at HZ, process scope, and drops
-//	                 the profiles into the debug exporter;
+//	                 samples the child's pid at HZ, process scope, with
+//	                 sched capture on as by default (sched: {enabled: true}:
+//	                 off-CPU profiling from context switches), and drops the
+//	                 profiles into the debug exporter;
+//	perfprof-nosched-HZ
+//	                 the same with sched: {enabled: false}, on-CPU samples
+//	                 only; perfprof-HZ against it is the cost of sched
+//	                 capture;
+//	perfprof-ringN-HZ, perfprof-nosched-ringN-HZ
+//	                 the same with ring_pages: N (a power of two; without
+//	                 it the receiver's default, 64 pages, 256 KiB per CPU),
+//	                 for when records are lost;
 //	perf-record-HZ   `perf record -e cpu-clock -F HZ -g -p PID` writes the
 //	                 samples to a temporary file, for comparison (it also
 //	                 takes kernel callchains; the collector, by default,
@@ -55,14 +78,33 @@
 //     fixed costs for those seconds (process discovery every second, the
 //     report ticker), which weigh more at 99 Hz than at 999 Hz; the
 //     "marginal" line below the table removes them by comparing two
-//     perfprof frequencies. For perf record it is perf's rusage minus the
-//     schedstat value after it enabled its events, so it includes perf
-//     finishing its file (without build-id collection, --no-buildid).
+//     perfprof frequencies with the same options. For perf record it is
+//     perf's rusage minus the schedstat value after it enabled its events,
+//     so it includes perf finishing its file (without build-id collection,
+//     --no-buildid).
 //   - "peak RSS" is the collector's VmHWM from /proc/PID/status before it is
 //     stopped, or perf's rusage maxrss.
 //
-// Lost records (perf rings overflowing) are reported when there are any;
-// they mean the samples column undercounts.
+// A second table is about context switches, the load of sched capture.
+// "child wall s" is the child's run time, from its go line to its exit;
+// "switches/s" is its context switches (voluntary and involuntary, all
+// threads, from its rusage) over that. "profiler CPU ms" is the profiler
+// CPU time above, per run and "per child s" of wall time (this is the
+// collector's share of a CPU while profiling that load; the ratio is a
+// little high, as the CPU time also covers the second or two the harness
+// waits after the child's exit, idle but for tickers) and "per 1k
+// switches" of the child. "lost" is the records the kernel dropped (its
+// PERF_RECORD_LOST counts, receiver_perfprof_lost_records), summed over
+// the runs of the mode. Each column is the median of the per-run values.
+//
+// For each perfprof-HZ mode run with its perfprof-nosched-HZ twin (same
+// frequency and ring size), a "sched capture" line compares the two: the
+// child's CPU time (medians, and the median of the per-round ratios) and
+// the collector's CPU time, in all and per 1000 child context switches.
+//
+// Lost records (perf rings overflowing) are also reported below the tables
+// when there are any; they mean the samples column undercounts (and, with
+// sched capture, that off-CPU time is missing).
 //
 // The collector's internal metrics are enabled at level basic (one counter
 // increment per sample) so that its sample count can be read; logs stay at
@@ -105,6 +147,27 @@ type mode struct {
 	name string
 	kind modeKind
 	hz   int
+
+	// perfprof modes only.
+	noSched   bool // sched: {enabled: false}
+	ringPages int  // ring_pages, 0 for the receiver's default
+}
+
+// twin is the name of the perfprof mode that differs from m only in sched
+// capture.
+func (m mode) twin() string {
+	return perfprofName(!m.noSched, m.ringPages, m.hz)
+}
+
+func perfprofName(noSched bool, ringPages, hz int) string {
+	name := "perfprof-"
+	if noSched {
+		name += "nosched-"
+	}
+	if ringPages > 0 {
+		name += fmt.Sprintf("ring%d-", ringPages)
+	}
+	return name + strconv.Itoa(hz)
 }
 
 func parseMode(s string) (mode, error) {
@@ -113,20 +176,52 @@ func parseMode(s string) (mode, error) {
 		return mode{name: s, kind: kindNone}, nil
 	}
 	for prefix, kind := range map[string]modeKind{"perfprof-": kindPerfprof, "perf-record-": kindPerfRecord} {
-		if rest, ok := strings.CutPrefix(s, prefix); ok {
-			hz, err := strconv.Atoi(rest)
-			if err != nil || hz < 1 || hz > 10000 {
-				return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000", s, rest)
-			}
-			return mode{name: s, kind: kind, hz: hz}, nil
+		rest, ok := strings.CutPrefix(s, prefix)
+		if !ok {
+			continue
 		}
+		m := mode{name: s, kind: kind}
+		if kind == kindPerfprof {
+			// Options before the frequency, in this order.
+			if r, ok := strings.CutPrefix(rest, "nosched-"); ok {
+				m.noSched, rest = true, r
+			}
+			if r, ok := strings.CutPrefix(rest, "ring"); ok {
+				n, r, _ := strings.Cut(r, "-")
+				pages, err := strconv.Atoi(n)
+				if err != nil || pages < 1 || pages&(pages-1) != 0 {
+					return mode{}, fmt.Errorf("mode %q: ring pages %q is not a power of two", s, n)
+				}
+				m.ringPages, rest = pages, r
+			}
+		}
+		hz, err := strconv.Atoi(rest)
+		if err != nil || hz < 1 || hz > 10000 {
+			return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000 (perfprof options go before it: perfprof[-nosched][-ringN]-HZ)", s, rest)
+		}
+		m.hz = hz
+		if kind == kindPerfprof && perfprofName(m.noSched, m.ringPages, hz) != s {
+			return mode{}, fmt.Errorf("mode %q: want perfprof[-nosched][-ringN]-HZ", s)
+		}
+		return m, nil
 	}
-	return mode{}, fmt.Errorf("mode %q: want none, perfprof-HZ or perf-record-HZ", s)
+	return mode{}, fmt.Errorf("mode %q: want none, perfprof-HZ, perfprof-nosched-HZ, perfprof-[nosched-]ringN-HZ or perf-record-HZ", s)
 }
+
+// Workloads of the child (-child).
+const (
+	childSpin     = "spin"
+	childPingpong = "pingpong"
+)
+
+// defaultWork is the default -work of each child: about 2 s here.
+var defaultWork = map[string]int{childSpin: 1000000, childPingpong: 50000}
 
 // result is one run of the child under one mode.
 type result struct {
-	childCPU time.Duration // user+system
+	childCPU  time.Duration // user+system
+	childWall time.Duration // from the go line to the exit
+	switches  uint64        // the child's context switches, voluntary and involuntary
 
 	// Profiler modes only.
 	samples uint64
@@ -136,7 +231,9 @@ type result struct {
 }
 
 type harness struct {
+	child     string // childSpin or childPingpong
 	work      int
+	hop       int // pingpong's -hop, -1 for its default
 	collector string
 	perfPath  string
 	spin      string // the built child
@@ -154,17 +251,28 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 5, "rounds; each runs every mode once")
-	work := flag.Int("work", 1000000, "work rounds of the spin child (1000000 ≈ 2 s of CPU here)")
+	child := flag.String("child", childSpin, "workload: spin (CPU-bound) or pingpong (about 50 000 context switches/s)")
+	work := flag.Int("work", 0, "work of the child: hash rounds of spin (default 1000000 ≈ 2 s of CPU here), round trips of pingpong (default 50000 ≈ 2 s)")
+	hop := flag.Int("hop", -1, "pingpong only: the child's -hop, hash passes between hand-offs (default the child's, 360; 0 for the highest switch rate)")
 	collector := flag.String("collector", "", "collector binary (default <module root>/_build/otelcol-perfprof)")
-	modes := flag.String("modes", defaultModes, "comma-separated modes to run: none, perfprof-HZ, perf-record-HZ")
+	modes := flag.String("modes", defaultModes, "comma-separated modes to run: none, perfprof-HZ, perfprof-nosched-HZ, perfprof-[nosched-]ringN-HZ, perf-record-HZ")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
+	if _, ok := defaultWork[*child]; !ok {
+		return fmt.Errorf("-child %q: want spin or pingpong", *child)
+	}
+	if *work == 0 {
+		*work = defaultWork[*child]
+	}
 	if *rounds < 1 || *work < 1 {
 		return errors.New("-rounds and -work must be at least 1")
 	}
-	h := &harness{work: *work, rounds: *rounds}
+	if *hop >= 0 && *child != childPingpong {
+		return errors.New("-hop is for -child pingpong")
+	}
+	h := &harness{child: *child, work: *work, hop: *hop, rounds: *rounds}
 	seen := map[string]bool{}
 	for _, s := range strings.Split(*modes, ",") {
 		m, err := parseMode(s)
@@ -279,7 +387,7 @@ func moduleRoot() (string, error) {
 
 // runOnce runs one child under mode m.
 func (h *harness) runOnce(ctx context.Context, m mode) (result, error) {
-	c, err := startChild(ctx, h.spin, h.work)
+	c, err := startChild(ctx, h.spin, h.childArgs())
 	if err != nil {
 		return result{}, err
 	}
@@ -288,7 +396,7 @@ func (h *harness) runOnce(ctx context.Context, m mode) (result, error) {
 	var p profiler
 	switch m.kind {
 	case kindPerfprof:
-		p, err = h.startCollector(ctx, c.pid, m.hz)
+		p, err = h.startCollector(ctx, c.pid, m)
 	case kindPerfRecord:
 		p, err = h.startPerfRecord(ctx, c.pid, m.hz)
 	}
@@ -300,7 +408,7 @@ func (h *harness) runOnce(ctx context.Context, m mode) (result, error) {
 	}
 
 	var res result
-	if res.childCPU, err = c.run(); err != nil {
+	if err = c.run(&res); err != nil {
 		return result{}, err
 	}
 	if p != nil {
@@ -332,7 +440,16 @@ func logRun(round, rounds int, m mode, r result) {
 			msg += fmt.Sprintf(", LOST %d", r.lost)
 		}
 	}
+	msg += fmt.Sprintf(", child wall %.3fs, %.0f switches/s", r.childWall.Seconds(), r.switchRate())
 	fmt.Fprintln(os.Stderr, msg)
+}
+
+// switchRate is the child's context switches per second of its run.
+func (r result) switchRate() float64 {
+	if r.childWall <= 0 {
+		return 0
+	}
+	return float64(r.switches) / r.childWall.Seconds()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

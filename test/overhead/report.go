@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,13 +21,21 @@ func (h *harness) printHeader() {
 	for i, m := range h.modes {
 		names[i] = m.name
 	}
-	fmt.Printf("flags:   -rounds %d -work %d -modes %s", h.rounds, h.work, strings.Join(names, ","))
+	fmt.Printf("flags:   -rounds %d -child %s -work %d", h.rounds, h.child, h.work)
+	if h.hop >= 0 {
+		fmt.Printf(" -hop %d", h.hop)
+	}
+	fmt.Printf(" -modes %s", strings.Join(names, ","))
 	if h.collector != "" {
 		fmt.Printf(" -collector %s", h.collector)
 	}
 	fmt.Println()
 	fmt.Printf("machine: %s, %d CPUs, %s, load average %s\n", kernel(), runtime.NumCPU(), runtime.Version(), loadAvg())
-	fmt.Printf("child:   spin -work %d   (internal/testchild/spin, built with go build)\n", h.work)
+	fmt.Printf("child:   spin %s   (internal/testchild/spin, built with go build", strings.Join(h.childArgs(), " "))
+	if h.child == childPingpong {
+		fmt.Print("; two threads on one CPU handing a token through pipes")
+	}
+	fmt.Println(")")
 	printed := map[modeKind]bool{}
 	for _, m := range h.modes {
 		if printed[m.kind] {
@@ -36,14 +45,43 @@ func (h *harness) printHeader() {
 		switch m.kind {
 		case kindPerfprof:
 			fmt.Printf("%s: %s %s   with CONFIG:\n", "perfprof", h.collector, strings.Join(collectorArgs("CONFIG"), " "))
-			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT")
+			sched, ring, notes := h.configPlaceholders()
+			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT", sched, ring)
 			fmt.Print("\t" + strings.ReplaceAll(strings.TrimSuffix(cfg, "\n"), "\n", "\n\t") + "\n")
+			for _, n := range notes {
+				fmt.Printf("\t(%s)\n", n)
+			}
 		case kindPerfRecord:
 			args := perfRecordArgs("PID", "HZ", "TMP/perf.data", "TMP/perf-ctl", "TMP/perf-ack")
 			fmt.Printf("perf:    %s %s   (%s)\n", h.perfPath, strings.Join(args, " "), perfVersion(h.perfPath))
 		}
 	}
 	fmt.Println()
+}
+
+// configPlaceholders returns what the header's collector configuration
+// shows for sched.enabled and ring_pages across the perfprof modes, and
+// notes explaining the placeholders.
+func (h *harness) configPlaceholders() (sched any, ring string, notes []string) {
+	on, off, rings := false, false, false
+	for _, m := range h.modes {
+		if m.kind != kindPerfprof {
+			continue
+		}
+		on = on || !m.noSched
+		off = off || m.noSched
+		rings = rings || m.ringPages > 0
+	}
+	sched = on
+	if on && off {
+		sched = "SCHED"
+		notes = append(notes, "SCHED: false in the perfprof-nosched-* modes, true in the others")
+	}
+	if rings {
+		ring = "\n    ring_pages: PAGES"
+		notes = append(notes, "ring_pages: PAGES only in the perfprof-*ringPAGES-* modes; the others have the receiver's default")
+	}
+	return sched, ring, notes
 }
 
 // printTable prints one line per mode.
@@ -94,14 +132,26 @@ func (h *harness) printTable(results map[string][]result) {
 
 	// The collector's fixed costs (discovery, tickers) over a run are about
 	// the same at any frequency, so the difference between two frequencies
-	// is the cost of the samples alone.
-	var pp []mode
+	// (with the same options) is the cost of the samples alone.
+	groups := map[[2]int][]mode{} // by noSched, ringPages
+	var order [][2]int
 	for _, m := range h.modes {
 		if m.kind == kindPerfprof {
-			pp = append(pp, m)
+			k := [2]int{0, m.ringPages}
+			if m.noSched {
+				k[0] = 1
+			}
+			if groups[k] == nil {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], m)
 		}
 	}
-	if len(pp) >= 2 {
+	for _, k := range order {
+		pp := groups[k]
+		if len(pp) < 2 {
+			continue
+		}
 		slices.SortFunc(pp, func(a, b mode) int { return a.hz - b.hz })
 		lo, hi := results[pp[0].name], results[pp[len(pp)-1].name]
 		cpuLo := median(lo, func(r result) time.Duration { return r.profCPU })
@@ -113,8 +163,71 @@ func (h *harness) printTable(results map[string][]result) {
 				pp[len(pp)-1].name, pp[0].name, ms(cpuHi-cpuLo)/(float64(nHi-nLo)/1000), ms(cpuHi), ms(cpuLo), nHi, nLo)
 		}
 	}
+
+	h.printSwitchTable(results)
+	h.printSchedCost(results)
+
 	if len(lost) > 0 {
 		fmt.Printf("\nLOST RECORDS (sample counts are low): %s\n", strings.Join(lost, "; "))
+	}
+}
+
+// printSwitchTable prints the context-switch view of the runs: the child's
+// switch rate and the profiler's CPU time per second of the child's run and
+// per 1000 of its switches.
+func (h *harness) printSwitchTable(results map[string][]result) {
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tchild wall s\tswitches/s\tprofiler CPU ms\tprofiler CPU ms\tprofiler CPU ms\tlost\t")
+	fmt.Fprintln(tw, "\t(median)\t(median)\tper run (median)\tper child s (median)\tper 1k switches (median)\t(sum)\t")
+	for _, m := range h.modes {
+		rs := results[m.name]
+		wall := median(rs, func(r result) time.Duration { return r.childWall })
+		rate := medianF(rs, result.switchRate)
+		cpu, perS, perK, lost := "-", "-", "-", "-"
+		if m.kind != kindNone {
+			cpu = fmt.Sprintf("%.1f", ms(median(rs, func(r result) time.Duration { return r.profCPU })))
+			perS = fmt.Sprintf("%.2f", medianF(rs, func(r result) float64 { return ms(r.profCPU) / r.childWall.Seconds() }))
+			perK = fmt.Sprintf("%.3f", medianF(rs, func(r result) float64 { return ms(r.profCPU) / (float64(max(r.switches, 1)) / 1000) }))
+			var n uint64
+			for _, r := range rs {
+				n += r.lost
+			}
+			lost = strconv.FormatUint(n, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.0f\t%s\t%s\t%s\t%s\t\n", m.name, wall.Seconds(), rate, cpu, perS, perK, lost)
+	}
+	tw.Flush()
+}
+
+// printSchedCost compares every perfprof mode with sched capture with its
+// twin without, when both ran.
+func (h *harness) printSchedCost(results map[string][]result) {
+	first := true
+	for _, m := range h.modes {
+		if m.kind != kindPerfprof || m.noSched {
+			continue
+		}
+		on, off := results[m.name], results[m.twin()]
+		if len(off) == 0 || len(off) != len(on) {
+			continue
+		}
+		if first {
+			fmt.Println()
+			first = false
+		}
+		childOn := median(on, func(r result) time.Duration { return r.childCPU })
+		childOff := median(off, func(r result) time.Duration { return r.childCPU })
+		ratios := make([]float64, len(on))
+		for r := range on {
+			ratios[r] = on[r].childCPU.Seconds()/off[r].childCPU.Seconds() - 1
+		}
+		cpuOn := median(on, func(r result) time.Duration { return r.profCPU })
+		cpuOff := median(off, func(r result) time.Duration { return r.profCPU })
+		sw := medianU(on, func(r result) uint64 { return r.switches })
+		fmt.Printf("sched capture, %s vs %s (medians): child CPU %+.2f%% (paired %+.2f%%); collector CPU %.1f ms vs %.1f ms per run, %+.1f ms = %.3f ms per 1000 child context switches (%d per run)\n",
+			m.name, m.twin(), (childOn.Seconds()/childOff.Seconds()-1)*100, medianOf(ratios)*100,
+			ms(cpuOn), ms(cpuOff), ms(cpuOn-cpuOff), ms(cpuOn-cpuOff)/(float64(max(sw, 1))/1000), sw)
 	}
 }
 
@@ -168,7 +281,8 @@ func perfVersion(perf string) string {
 // commandLine is the harness's command line; a binary built by go run is
 // shown as the go run command.
 func commandLine() string {
-	if strings.Contains(os.Args[0], "go-build") && strings.HasPrefix(os.Args[0], os.TempDir()) {
+	// go run builds in the build cache or the temporary directory.
+	if strings.Contains(os.Args[0], string(filepath.Separator)+"go-build") {
 		return strings.TrimSpace("go run ./test/overhead " + shellQuote(os.Args[1:]))
 	}
 	return shellQuote(os.Args)

@@ -99,8 +99,9 @@ type CorrelationConfig struct {
 // stack where the thread blocked or was preempted, and the CPU time each
 // on-CPU sample stands for.
 type SchedConfig struct {
-	// Enabled turns capture on. It costs a sample with a stack at every
-	// context switch of a target thread.
+	// Enabled turns capture on. Off by default: it costs a sample with a
+	// stack at every context switch of a target thread, about 5 µs of the
+	// thread's CPU and 2 µs of the collector's per switch.
 	Enabled bool `mapstructure:"enabled"`
 	// OffCPUInterval is the off-CPU sampling interval: off-CPU time is
 	// accumulated across sleeps and emitted in multiples of it.
@@ -130,7 +131,7 @@ func createDefaultConfig() *Config {
 			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),
 		},
 		Sched: SchedConfig{
-			Enabled:        true,
+			Enabled:        false,
 			OffCPUInterval: 10 * time.Millisecond,
 		},
 		Correlation: CorrelationConfig{

@@ -46,7 +46,7 @@ func TestLoadConfig(t *testing.T) {
 				c.RingPages = 128
 				c.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "0.0.0.0:14317"
 				c.Protocols.HTTP.GetOrInsertDefault().TracesURLPath = "/traces"
-				c.Sched = SchedConfig{Enabled: false, OffCPUInterval: 5 * time.Millisecond}
+				c.Sched = SchedConfig{Enabled: true, OffCPUInterval: 5 * time.Millisecond}
 				c.Correlation.Window = 5 * time.Second
 				c.Correlation.ThreadIDAttribute = "os.tid"
 				c.Correlation.WorkerIDAttribute = "tokio.worker"

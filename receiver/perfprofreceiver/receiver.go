@@ -136,7 +136,7 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err 
 		Sched:        r.cfg.Sched.Enabled,
 	})
 	if err != nil {
-		return fmt.Errorf("perfprof: %w", err)
+		return fmt.Errorf("perfprof: %w%s", err, r.schedHint(err))
 	}
 	defer func() {
 		if err != nil {
@@ -213,6 +213,17 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err 
 	return nil
 }
 
+// schedHint adds, to a permission error while sched capture is on, that
+// capture is what needs the privilege: the context-switch event samples in
+// the kernel, which kernel.perf_event_paranoid=2 forbids without
+// CAP_PERFMON, where on-CPU sampling of one's own processes is allowed.
+func (r *perfprofReceiver) schedHint(err error) string {
+	if !r.cfg.Sched.Enabled || !errors.Is(err, perf.ErrPermission) {
+		return ""
+	}
+	return "; context-switch capture (sched.enabled) needs CAP_PERFMON or kernel.perf_event_paranoid <= 1: grant it, or set sched.enabled: false to profile on-CPU only"
+}
+
 // every runs fn every d, and also whenever kick delivers, until ctx ends.
 func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, kick <-chan struct{}, fn func()) {
 	t := time.NewTicker(d)
@@ -255,7 +266,7 @@ func (r *perfprofReceiver) attach(p perf.Process) error {
 		r.mu.Lock()
 		delete(r.procs, p.Pid)
 		r.mu.Unlock()
-		return fmt.Errorf("attach to pid %d (%s): %w", p.Pid, p.Comm, err)
+		return fmt.Errorf("attach to pid %d (%s): %w%s", p.Pid, p.Comm, err, r.schedHint(err))
 	}
 	r.telemetry.ReceiverPerfprofProcesses.Add(context.Background(), 1)
 	r.log.Info("Sampling process", zap.Int("pid", p.Pid), zap.String("executable", p.Exe), zap.String("comm", p.Comm))

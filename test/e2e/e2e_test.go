@@ -70,6 +70,7 @@ type profileServer struct {
 	pids      map[int64]int
 	stacks    []stackCount
 	roots     map[string]int // samples by span.root.name
+	offCPU    int            // off-CPU samples seen (not counted above)
 }
 
 type stackCount struct {
@@ -100,6 +101,10 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 		for j := 0; j < rp.ScopeProfiles().Len(); j++ {
 			profs := rp.ScopeProfiles().At(j).Profiles()
 			for k := 0; k < profs.Len(); k++ {
+				if strs.At(int(profs.At(k).SampleType().TypeStrindex())) != "samples" {
+					s.offCPU += profs.At(k).Samples().Len()
+					continue
+				}
 				samples := profs.At(k).Samples()
 				for x := 0; x < samples.Len(); x++ {
 					smp := samples.At(x)
@@ -281,7 +286,12 @@ service:
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = d.Process.Kill(); _ = d.Wait() })
+	t.Cleanup(func() {
+		if d.ProcessState == nil {
+			_ = d.Process.Kill()
+			_ = d.Wait()
+		}
+	})
 
 	// The demo gives each group of functions a share of its busy time. A
 	// sample counts for a group when its stack holds any of the group's
@@ -307,6 +317,15 @@ service:
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Stop the demo first: it flushes its last spans on the way out, so
+	// that the collector's final report can join its last samples.
+	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatalf("demo did not exit cleanly: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -386,9 +405,23 @@ service:
       receivers: [perfprof]
       exporters: [debug]
 `
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	// A process of the unprivileged user, which that user may profile on
+	// CPU (paranoid 2) but not in kernel mode, as context-switch capture does.
+	var ownPid int
+	if os.Getuid() == 0 {
+		own := exec.Command("sleep", "120")
+		own.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+		if err := own.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = own.Process.Kill(); _ = own.Wait() })
+		ownPid = own.Process.Pid
+	}
 	cases := []struct {
 		name, receiver, want string
 		cred                 *syscall.Credential
+		starts               bool
 	}{
 		{
 			name:     "missing pid",
@@ -411,7 +444,22 @@ service:
 			name:     "permission denied",
 			receiver: "receivers:\n  perfprof:\n    targets: {executables: [x]}\n    scope: system\n",
 			want:     "perf_event_open denied",
-			cred:     &syscall.Credential{Uid: 65534, Gid: 65534},
+			cred:     nobody,
+		},
+		{
+			name:     "sched denied",
+			receiver: fmt.Sprintf("receivers:\n  perfprof:\n    targets: {pids: [%d]}\n    sched: {enabled: true}\n", ownPid),
+			want:     "set sched.enabled: false to profile on-CPU only",
+			cred:     nobody,
+		},
+		{
+			// ... and without sched capture the same user may profile its
+			// own process.
+			name:     "on-CPU only allowed",
+			receiver: fmt.Sprintf("receivers:\n  perfprof:\n    targets: {pids: [%d]}\n", ownPid),
+			want:     "Everything is ready",
+			cred:     nobody,
+			starts:   true,
 		},
 	}
 	for _, tc := range cases {
@@ -425,6 +473,14 @@ service:
 				}
 			}
 			cmd, out := runCollector(t, tc.receiver+pipeline, tc.cred)
+			if tc.starts {
+				waitFor(t, out, tc.want, 20*time.Second)
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				if err := cmd.Wait(); err != nil {
+					t.Fatalf("collector did not stop cleanly: %v\n%s", err, out.String())
+				}
+				return
+			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			select {
@@ -438,7 +494,7 @@ service:
 			if !strings.Contains(out.String(), tc.want) {
 				t.Fatalf("output lacks %q:\n%s", tc.want, out.String())
 			}
-			if tc.cred != nil {
+			if tc.cred != nil && !tc.starts {
 				for _, w := range []string{"kernel.perf_event_paranoid is", "CAP_PERFMON", "fix:"} {
 					if !strings.Contains(out.String(), w) {
 						t.Errorf("permission error lacks %q", w)

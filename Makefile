@@ -37,10 +37,12 @@ $(DEMO): examples/demo/main.go
 run: build
 	COLLECTOR=$(COLLECTOR) DEMO=$(DEMO) CONFIG=$(CONFIG) DURATION=$(DURATION) ./scripts/run-demo.sh
 
-## test: every test, including the end-to-end test that builds the collector with ocb
+## test: every test, including the end-to-end test that builds the collector with ocb.
+## One package at a time (-p 1): tests that measure CPU shares of real processes must
+## not share the 2 CPUs with each other or with the e2e test's collector build.
 test: $(OCB)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
 
 ## e2e: only the end-to-end test
 e2e: $(OCB)

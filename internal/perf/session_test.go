@@ -81,8 +81,8 @@ func TestProcessScopeSamplesChildThreads(t *testing.T) {
 
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			if c.samples < 1000 {
-				t.Fatalf("only %d samples in 2 s at 999 Hz of ~1.5 CPUs", c.samples)
+			if c.samples < 300 {
+				t.Fatalf("only %d samples in 2 s at 999 Hz of a busy child", c.samples)
 			}
 			for pid, n := range c.pids {
 				if int(pid) != child.Pid {

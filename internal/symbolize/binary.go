@@ -44,7 +44,13 @@ type objfile struct {
 	parseErr error
 	syms     *symtab    // ELF symbols, nil if none
 	lines    *lineTable // DWARF lines, nil if none
+	funcs    *funcTable // DWARF functions and inlined calls, nil if none
 	gotab    *goTable   // Go pcln tables, nil if not Go
+
+	// Where the binary was last seen mapped, to find its separate debug
+	// file when it is parsed: a process (0 if none) and the path it maps.
+	pid  int
+	path string
 
 	frames map[uint64][]Frame // ELF vaddr → frames; nil entries for misses
 }
@@ -68,6 +74,11 @@ func openELF(name string, r io.ReaderAt) (b *objfile, err error) {
 		}
 	}
 	return b, nil
+}
+
+// seenAt records that process pid maps b at path.
+func (b *objfile) seenAt(pid int, path string) {
+	b.pid, b.path = pid, path
 }
 
 // release drops the file and tables; a binary is released when evicted.
@@ -146,7 +157,21 @@ func (b *objfile) parse(c *Cache) {
 		return
 	}
 
+	// A stripped binary may have its symbols and DWARF in a separate debug
+	// file. It has the same virtual addresses: only the tables come from it,
+	// the segments (b.loads) stay those of the binary.
+	var dbg *elf.File
+	if !isGo(ef) && needsDebugFile(ef) {
+		if df, f := openDebugFile(ef, b.buildID, b.pid, b.path); df != nil {
+			defer f.Close() // read-only file: nothing to report
+			dbg = df
+		}
+	}
+
 	elfSyms, err := ef.Symbols()
+	if (err != nil || len(elfSyms) == 0) && dbg != nil {
+		elfSyms, err = dbg.Symbols()
+	}
 	if err != nil || len(elfSyms) == 0 {
 		elfSyms, _ = ef.DynamicSymbols()
 	}
@@ -156,11 +181,17 @@ func (b *objfile) parse(c *Cache) {
 		// A broken pcln table leaves the ELF symbols to answer.
 		b.gotab, _ = newGoTable(ef, elfSyms)
 	}
-	if b.gotab == nil && hasDWARFLines(ef) {
-		// Best effort: without lines, functions still resolve.
-		b.lines, _ = newLineTable(ef, b.loads)
+	dwarfFile := ef
+	if dbg != nil && !hasDWARF(ef) && hasDWARF(dbg) {
+		dwarfFile = dbg
 	}
-	if b.syms == nil && b.gotab == nil {
+	if b.gotab == nil && hasDWARFLines(dwarfFile) {
+		// Best effort: without lines, functions still resolve.
+		if d, err := dwarfFile.DWARF(); err == nil {
+			b.lines, b.funcs, _ = newDWARFTables(d, b.loads)
+		}
+	}
+	if b.syms == nil && b.gotab == nil && b.funcs == nil {
 		b.parseErr = fmt.Errorf("parse %s: no symbols", b.name)
 	}
 }
@@ -173,23 +204,29 @@ func (b *objfile) resolve(vaddr uint64) (frames []Frame) {
 		}
 	}()
 	if b.gotab != nil {
-		if f, ok := b.gotab.lookup(vaddr); ok {
-			return []Frame{f}
+		if fr := b.gotab.lookup(vaddr); fr != nil {
+			return fr
 		}
 	}
-	if b.syms == nil {
-		return nil
+	var sym *symbol
+	if b.syms != nil {
+		if s, ok := b.syms.lookup(vaddr); ok {
+			sym = &s
+		}
 	}
-	s, ok := b.syms.lookup(vaddr)
-	if !ok {
-		return nil
-	}
-	f := Frame{Function: s.name, SystemName: s.name}
+	file, line := "", 0
 	if b.lines != nil {
-		f.File, f.Line = b.lines.lookup(vaddr)
-		f.StartLine = b.lines.startLine(s.start)
+		file, line = b.lines.lookup(vaddr)
 	}
-	return []Frame{f}
+	if b.funcs != nil {
+		if chain := b.funcs.lookup(vaddr); chain != nil {
+			return b.funcs.frames(chain, file, line, sym)
+		}
+	}
+	if sym == nil {
+		return nil
+	}
+	return []Frame{{Function: demangleName(sym.name), SystemName: sym.name, File: file, Line: line}}
 }
 
 // buildID returns the hex GNU build id of ef, else its Go build id, else "".

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"syscall"
 )
@@ -29,6 +30,15 @@ type Stats struct {
 	BinariesEvicted int // binaries dropped to stay within Options.MaxBinaries
 	LookupsCached   int // addresses answered from a per-binary cache
 	LookupsResolved int // addresses resolved from the tables
+
+	// BytesHeld estimates the memory held by the binaries in the cache: for
+	// each parsed binary, what its symbol, line and Go tables reach (slice
+	// backing arrays by capacity, each counted once, strings by length,
+	// maps by entries times key and value size plus a bucket overhead),
+	// measured once after the parse, plus 64 bytes per entry of its address
+	// cache and the frames stored there. Unparsed binaries count 0: they
+	// hold an open file and ELF headers only.
+	BytesHeld int64
 }
 
 // Cache holds parsed binaries shared across processes, keyed by build id,
@@ -44,6 +54,7 @@ type Cache struct {
 	lru       list.List // of *objfile, most recently used first
 	stats     Stats
 	closed    bool
+	tableSize map[*objfile]int64 // bytes held by a parsed binary's tables, see Stats.BytesHeld
 }
 
 // NewCache returns an empty cache.
@@ -55,6 +66,7 @@ func NewCache(opts Options) *Cache {
 		max:       opts.MaxBinaries,
 		byBuildID: make(map[string]*objfile),
 		byFile:    make(map[fileKey]*objfile),
+		tableSize: make(map[*objfile]int64),
 	}
 }
 
@@ -62,6 +74,9 @@ func NewCache(opts Options) *Cache {
 func (c *Cache) Stats() Stats {
 	s := c.stats
 	s.Binaries = c.lru.Len()
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		s.BytesHeld += c.bytesHeld(e.Value.(*objfile))
+	}
 	return s
 }
 
@@ -81,6 +96,7 @@ func (c *Cache) Close() error {
 	c.lru.Init()
 	clear(c.byBuildID)
 	clear(c.byFile)
+	clear(c.tableSize)
 	return errors.Join(errs...)
 }
 
@@ -127,9 +143,13 @@ func (c *Cache) acquireFile(name, path string) (*objfile, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
-	key := fileKey{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	// (dev, inode, size, mtime) names a file whatever path reaches it; the
+	// path only stands in when stat has no inode.
+	key := fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		key.dev, key.inode = st.Dev, st.Ino
+	} else {
+		key.path = path
 	}
 	if b := c.byFile[key]; b != nil {
 		c.touch(b)
@@ -223,6 +243,7 @@ func (c *Cache) evict(b *objfile) {
 		}
 	}
 	c.lru.Remove(b.elem)
+	delete(c.tableSize, b)
 	b.release() // read-only file: nothing to report
 	c.stats.BinariesEvicted++
 }
@@ -230,5 +251,130 @@ func (c *Cache) evict(b *objfile) {
 func (c *Cache) touch(b *objfile) {
 	if b.elem != nil && c.lru.Front() != b.elem {
 		c.lru.MoveToFront(b.elem)
+	}
+}
+
+// bytesHeld estimates the memory b holds (see Stats.BytesHeld).
+func (c *Cache) bytesHeld(b *objfile) int64 {
+	if !b.parsed || b.parseErr != nil {
+		return 0
+	}
+	n, ok := c.tableSize[b]
+	if !ok {
+		var sz sizer
+		sz.add(reflect.ValueOf(b.syms))
+		sz.add(reflect.ValueOf(b.lines))
+		sz.add(reflect.ValueOf(b.gotab))
+		n = sz.total()
+		c.tableSize[b] = n
+	}
+	const perEntry = 64 // key, slice header, map overhead
+	frameSize := int64(reflect.TypeFor[Frame]().Size())
+	for _, fr := range b.frames {
+		n += perEntry + int64(cap(fr))*frameSize
+	}
+	return n
+}
+
+// sizer estimates the memory reachable from values: it walks them with
+// reflect, through unexported fields too. Backing arrays are keyed by their
+// end address, so that subslices of one array (the pcln table and its parts)
+// count once, by the largest of them.
+type sizer struct {
+	arrays map[uintptr]int64 // end address → bytes
+	seen   map[uintptr]bool  // pointers followed
+	n      int64
+}
+
+func (s *sizer) total() int64 {
+	n := s.n
+	for _, b := range s.arrays {
+		n += b
+	}
+	return n
+}
+
+func (s *sizer) add(v reflect.Value) {
+	if s.arrays == nil {
+		s.arrays, s.seen = make(map[uintptr]int64), make(map[uintptr]bool)
+	}
+	s.walk(v)
+}
+
+// hasRefs reports whether values of t can reach other memory.
+func hasRefs(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.String, reflect.Map, reflect.Interface:
+		return true
+	case reflect.Array:
+		return hasRefs(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasRefs(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// walk adds what v refers to, not v itself (its holder counted it).
+func (s *sizer) walk(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || s.seen[v.Pointer()] {
+			return
+		}
+		s.seen[v.Pointer()] = true
+		s.n += int64(v.Type().Elem().Size())
+		s.walk(v.Elem())
+	case reflect.Interface:
+		if !v.IsNil() {
+			s.walk(v.Elem())
+		}
+	case reflect.String:
+		s.n += int64(v.Len())
+	case reflect.Slice:
+		if v.Cap() == 0 {
+			return
+		}
+		size := int64(v.Cap()) * int64(v.Type().Elem().Size())
+		end := v.Pointer() + uintptr(size)
+		if size <= s.arrays[end] {
+			return // this array was counted, from a larger slice of it
+		}
+		s.arrays[end] = size
+		if hasRefs(v.Type().Elem()) {
+			for i := range v.Len() {
+				s.walk(v.Index(i))
+			}
+		}
+	case reflect.Array:
+		if hasRefs(v.Type().Elem()) {
+			for i := range v.Len() {
+				s.walk(v.Index(i))
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if hasRefs(v.Type().Field(i).Type) {
+				s.walk(v.Field(i))
+			}
+		}
+	case reflect.Map:
+		if v.IsNil() || s.seen[v.Pointer()] {
+			return
+		}
+		s.seen[v.Pointer()] = true
+		const bucketOverhead = 2 // Go maps hold about twice their entries' size
+		kt, et := v.Type().Key(), v.Type().Elem()
+		s.n += bucketOverhead * int64(v.Len()) * int64(kt.Size()+et.Size())
+		if hasRefs(kt) || hasRefs(et) {
+			it := v.MapRange()
+			for it.Next() {
+				s.walk(it.Key())
+				s.walk(it.Value())
+			}
+		}
 	}
 }

@@ -11,13 +11,41 @@
 // work), and resolves it:
 //
 //   - Go binaries (a .gopclntab or .go.buildinfo section): function, file and
-//     line from the pcln tables with debug/gosym. This works for binaries
-//     stripped with -ldflags='-s -w' and for PIE binaries. Addresses outside
-//     the Go function table (cgo code) fall back to the ELF symbols.
-//   - Other ELF files: the function from .symtab, else .dynsym (STT_FUNC and
-//     STT_GNU_IFUNC symbols only, sizes honoured), and file and line from
-//     .debug_line when the binary has DWARF.
+//     line from the pcln tables with debug/gosym. Inlined calls are expanded
+//     from the inline trees of the func table (FUNCDATA_InlTree,
+//     PCDATA_InlTreeIndex; Go 1.20+ layout): one Frame per level, innermost
+//     first, each caller at the line of its call site, ending with the
+//     function of the machine code, as runtime.CallersFrames reports them.
+//     The base of the funcdata offsets (go:func.*) comes from its symbol, or
+//     in stripped binaries from runtime.firstmoduledata, found by its first
+//     words. This works for binaries stripped with -ldflags='-s -w' and for
+//     PIE binaries. Addresses outside the Go function table (cgo code) fall
+//     back to the ELF symbols.
+//   - Other ELF files: with DWARF, the functions of .debug_info and the calls
+//     inlined into them: one Frame per inline level, innermost first (the
+//     innermost function at the line of the address, then each caller at its
+//     DW_AT_call_file:DW_AT_call_line), ending with the concrete function;
+//     file and line from .debug_line. Without DWARF (or outside its
+//     functions), the function from .symtab, else .dynsym (STT_FUNC and
+//     STT_GNU_IFUNC symbols only, sizes honoured).
+//   - A binary without .symtab or DWARF is completed from its separate debug
+//     file: /usr/lib/debug/.build-id/xx/yyyy.debug (build id checked), else
+//     the .gnu_debuglink name next to the binary, in its .debug/ directory
+//     or under /usr/lib/debug/DIR (CRC32 checked); each under
+//     /proc/PID/root first, then on the host. The binary's own segments
+//     still map addresses.
+//   - C++ (_Z) and Rust (legacy _ZN…E, v0 _R) names are demangled into
+//     Function (with parameters, as addr2line -C and perf print them; Rust
+//     legacy names without their ::h<hash>); SystemName keeps the mangled
+//     linkage name.
 //   - The vDSO: its dynamic symbols, read from the process's memory.
+//   - Anonymous executable memory (and addresses in no mapping): the
+//     process's perf map, /tmp/perf-PID.map ("START SIZE name" in hex, as
+//     Node's --perf-basic-prof and JVM agents write it), looked for under
+//     /proc/PID/root first (with the pid the process has in its own pid
+//     namespace, then with ours), then on the host. It is read
+//     incrementally when it grew, checked at most once a second; where
+//     entries overlap, the one written last wins.
 //
 // [LoadKernel] resolves kernel addresses from /proc/kallsyms.
 //
@@ -27,16 +55,17 @@
 // a Process first sees a mapping of it and kept open until it is parsed, so
 // that addresses of a process that has exited in between still resolve.
 //
-// This package is not for unwinding stacks, for reading separate debug files
-// (/usr/lib/debug), or for symbolizing JIT code (perf-PID.map); nor does it
-// know anything about the collector or OTLP.
+// Binaries are cached by GNU build id, else Go build id; before a file is
+// opened, by (dev, inode, size, mtime). Options.MaxBinaries bounds their
+// number; Stats.BytesHeld estimates the memory they hold.
+//
+// This package is not for unwinding stacks; nor does it know anything about
+// the collector or OTLP.
 //
 // Limitations of this first cut:
 //
-//   - One frame per address: inlined calls are not expanded. For Go, an
-//     address inside an inlined body reports the outer function with the file
-//     and line of the inlined code, as the pcln tables record them.
-//   - No demangling: for C++ and Rust symbols SystemName == Function.
+//   - Split DWARF (.dwo, .dwp) and compressed .gnu_debugdata (MiniDebugInfo)
+//     are not read.
 //   - For stripped Go binaries that were linked externally (cgo), the start of
 //     the Go text is taken from the .text section, which may be off.
 //   - Binaries with the same build id are assumed identical: the first one

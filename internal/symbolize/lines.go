@@ -22,26 +22,18 @@ type lineRow struct {
 const endOfSequence = ^uint32(0)
 
 // lineTable is the DWARF line tables of all compilation units of a binary,
-// merged and sorted by address, plus the declaration lines of functions.
-//
-// Inlined calls live in .debug_info (DW_TAG_inlined_subroutine), not here; a
-// later cut can add a range tree for them next to this table and return more
-// frames from binary.resolve.
+// merged and sorted by address. Functions and inlined calls live in
+// .debug_info: see funcTable.
 type lineTable struct {
-	rows      []lineRow
-	files     []string
-	declLines map[uint64]int // function entry (DW_AT_low_pc) → DW_AT_decl_line
+	rows  []lineRow
+	files []string
 }
 
-// newLineTable reads .debug_line of every compilation unit of ef, and the
-// declaration lines of functions from .debug_info. Sequences that start
-// outside the executable PT_LOAD segments (functions dropped by the linker,
-// left at address 0) are skipped.
-func newLineTable(ef *elf.File, loads []elf.ProgHeader) (*lineTable, error) {
-	d, err := ef.DWARF()
-	if err != nil {
-		return nil, fmt.Errorf("read DWARF: %w", err)
-	}
+// newDWARFTables reads .debug_line and .debug_info of every compilation unit
+// of d: the line table, and the functions with the calls inlined into them.
+// Code outside the executable PT_LOAD segments (functions dropped by the
+// linker, left at address 0) is skipped. Either table may be nil.
+func newDWARFTables(d *dwarf.Data, loads []elf.ProgHeader) (*lineTable, *funcTable, error) {
 	inText := func(addr uint64) bool {
 		for _, p := range loads {
 			if p.Flags&elf.PF_X != 0 && p.Vaddr <= addr && addr < p.Vaddr+p.Memsz {
@@ -51,7 +43,7 @@ func newLineTable(ef *elf.File, loads []elf.ProgHeader) (*lineTable, error) {
 		return false
 	}
 
-	t := &lineTable{declLines: make(map[uint64]int)}
+	t := &lineTable{}
 	fileIndex := make(map[string]uint32)
 	intern := func(f *dwarf.LineFile) uint32 {
 		name := ""
@@ -66,6 +58,7 @@ func newLineTable(ef *elf.File, loads []elf.ProgHeader) (*lineTable, error) {
 		}
 		return i
 	}
+	fb := newFuncBuilder(d, inText)
 
 	r := d.Reader()
 	var errs []error
@@ -78,22 +71,23 @@ func newLineTable(ef *elf.File, loads []elf.ProgHeader) (*lineTable, error) {
 		if e == nil {
 			break
 		}
-		switch e.Tag {
-		case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
-			if err := t.addUnit(d, e, intern, inText); err != nil {
-				errs = append(errs, err)
-			}
-		case dwarf.TagSubprogram:
-			t.addDeclLine(d, e)
-			// Locals and lexical blocks are of no use here; nested functions
-			// are rare enough to give up.
+		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
 			r.SkipChildren()
-		case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagModule:
-			// Descend: C++ and Rust define functions inside these.
-		default:
-			if e.Children {
-				r.SkipChildren()
-			}
+			continue
+		}
+		files, err := t.addUnit(d, e, intern, inText)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !e.Children {
+			continue
+		}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		if err := fb.unit(r, files, intern(&dwarf.LineFile{Name: name})); err != nil {
+			errs = append(errs, fmt.Errorf("functions of unit at offset %#x: %w", e.Offset, err))
+			r.Seek(e.Offset) // and on to the next unit
+			r.Next()
+			r.SkipChildren()
 		}
 	}
 
@@ -112,20 +106,28 @@ func newLineTable(ef *elf.File, loads []elf.ProgHeader) (*lineTable, error) {
 		}
 		return 0
 	})
-	if len(t.rows) == 0 {
-		return nil, errors.Join(append(errs, errors.New("no line rows"))...)
+	ft := fb.finish()
+	if ft != nil {
+		ft.files = t.files
 	}
-	return t, nil
+	if len(t.rows) == 0 {
+		t = nil
+	}
+	if t == nil && ft == nil {
+		return nil, nil, errors.Join(append(errs, errors.New("no line rows and no functions"))...)
+	}
+	return t, ft, nil
 }
 
-// addUnit appends the rows of the line table of compilation unit cu.
-func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.LineFile) uint32, inText func(uint64) bool) error {
+// addUnit appends the rows of the line table of compilation unit cu, and
+// returns the unit's file table as indexes in t.files.
+func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.LineFile) uint32, inText func(uint64) bool) ([]uint32, error) {
 	lr, err := d.LineReader(cu)
 	if err != nil {
-		return fmt.Errorf("line table of unit at offset %#x: %w", cu.Offset, err)
+		return nil, fmt.Errorf("line table of unit at offset %#x: %w", cu.Offset, err)
 	}
 	if lr == nil {
-		return nil
+		return nil, nil
 	}
 	var (
 		e        dwarf.LineEntry
@@ -136,10 +138,22 @@ func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.L
 	)
 	for {
 		if err := lr.Next(&e); err != nil {
-			if err == io.EOF {
-				return nil
+			if err != io.EOF {
+				err = fmt.Errorf("line table of unit at offset %#x: %w", cu.Offset, err)
+			} else {
+				err = nil
 			}
-			return fmt.Errorf("line table of unit at offset %#x: %w", cu.Offset, err)
+			// The file table is complete only at the end (DWARF < 5 can
+			// define files in the line program).
+			fs := lr.Files()
+			files := make([]uint32, len(fs))
+			for i, f := range fs {
+				files[i] = noFile
+				if f != nil {
+					files[i] = intern(f)
+				}
+			}
+			return files, err
 		}
 		if !inSeq {
 			inSeq = true
@@ -162,35 +176,6 @@ func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.L
 	}
 }
 
-// addDeclLine records the declaration line of subprogram e, following
-// DW_AT_specification or DW_AT_abstract_origin once when e has none itself.
-func (t *lineTable) addDeclLine(d *dwarf.Data, e *dwarf.Entry) {
-	low, ok := e.Val(dwarf.AttrLowpc).(uint64)
-	if !ok {
-		return
-	}
-	line, ok := e.Val(dwarf.AttrDeclLine).(int64)
-	if !ok {
-		for _, a := range []dwarf.Attr{dwarf.AttrSpecification, dwarf.AttrAbstractOrigin} {
-			off, isOff := e.Val(a).(dwarf.Offset)
-			if !isOff {
-				continue
-			}
-			r := d.Reader()
-			r.Seek(off)
-			if o, err := r.Next(); err == nil && o != nil {
-				line, ok = o.Val(dwarf.AttrDeclLine).(int64)
-			}
-			if ok {
-				break
-			}
-		}
-	}
-	if ok && line > 0 {
-		t.declLines[low] = int(line)
-	}
-}
-
 // lookup returns the file and line of addr, or "", 0.
 func (t *lineTable) lookup(addr uint64) (string, int) {
 	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].addr > addr }) - 1
@@ -202,10 +187,4 @@ func (t *lineTable) lookup(addr uint64) (string, int) {
 		return "", 0
 	}
 	return t.files[r.file], int(r.line)
-}
-
-// startLine returns the declaration line of the function that starts at
-// entry, or 0.
-func (t *lineTable) startLine(entry uint64) int {
-	return t.declLines[entry]
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Frame is one source-level frame at an address. Inlined frames come
-// innermost first; this first cut returns at most one.
+// innermost first, the function they were inlined into last.
 type Frame struct {
 	Function   string // display name (demangled where applicable; Go full name like main.burnA)
 	SystemName string // linkage/mangled name as in the symbol table (same as Function when not mangled)
@@ -41,6 +41,7 @@ type Process struct {
 	pid         int
 	maps        []*mapState // sorted by Start
 	lastRefresh time.Time
+	jit         *jitMap // perf-PID.map, read on the first address in anonymous memory
 }
 
 // mapState is a mapping and the binary it maps.
@@ -122,6 +123,7 @@ func (p *Process) bind(ms *mapState) {
 		return
 	}
 	ms.bin = b
+	b.seenAt(p.pid, ms.m.Path)
 	ms.m.BuildID = b.buildID
 	ms.delta, ms.ok = b.bias(ms.m)
 }
@@ -145,9 +147,12 @@ func (p *Process) Lookup(pc uint64) Location {
 		ms = p.find(pc)
 	}
 	if ms == nil {
-		return Location{Address: pc}
+		return p.lookupJIT(Location{Address: pc})
 	}
 	loc := Location{Mapping: ms.m, Address: pc}
+	if ms.bin == nil && isAnonymous(ms.m) {
+		return p.lookupJIT(loc)
+	}
 	if ms.bin != nil && ms.bin.evicted {
 		p.bind(ms) // dropped from the cache since: open it again
 	}
@@ -156,6 +161,18 @@ func (p *Process) Lookup(pc uint64) Location {
 	}
 	p.c.touch(ms.bin)
 	loc.Frames = ms.bin.lookup(pc+ms.delta, p.c)
+	return loc
+}
+
+// lookupJIT resolves loc.Address, in no file mapping, from the process's
+// perf map (JIT code).
+func (p *Process) lookupJIT(loc Location) Location {
+	if p.jit == nil {
+		p.jit = newJITMap(p.pid)
+	}
+	if f, ok := p.jit.lookup(loc.Address); ok {
+		loc.Frames = []Frame{f}
+	}
 	return loc
 }
 

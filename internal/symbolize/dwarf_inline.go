@@ -1,0 +1,357 @@
+package symbolize
+
+import (
+	"debug/dwarf"
+	"slices"
+	"sort"
+)
+
+// funcInfo is a function as DWARF names it, shared by its concrete instance
+// and all the places it was inlined into.
+type funcInfo struct {
+	name     string // DW_AT_name
+	linkage  string // DW_AT_linkage_name (mangled), "" if none
+	declLine int    // DW_AT_decl_line, 0 if none
+
+	display string // demangled, filled on first use
+	shown   bool
+}
+
+// systemName is the linkage name, else the plain name.
+func (f *funcInfo) systemName() string {
+	if f.linkage != "" {
+		return f.linkage
+	}
+	return f.name
+}
+
+// displayName is the demangled linkage name, else the plain name: addr2line
+// prefers the linkage name too, and it is the qualified one for C++ and Rust.
+func (f *funcInfo) displayName() string {
+	if !f.shown {
+		f.shown = true
+		f.display = f.name
+		if f.linkage != "" {
+			f.display = demangleName(f.linkage)
+		}
+	}
+	return f.display
+}
+
+// scope is one instance of a function in the code: a concrete subprogram
+// (parent -1), or an inlined call (DW_TAG_inlined_subroutine) with the scope
+// it was inlined into as parent.
+type scope struct {
+	fn       int32 // in funcTable.funcs
+	parent   int32
+	depth    int32  // 0 for a concrete subprogram
+	callFile uint32 // inlined scopes: the call site, in lineTable.files
+	callLine uint32
+	// Concrete scopes: the ranges of the calls inlined into them are
+	// funcTable.inl[inlFirst:inlEnd].
+	inlFirst, inlEnd int32
+	unit             uint32 // concrete scopes: DW_AT_name of the unit, in lineTable.files
+}
+
+// scopeRange is one address range [lo, hi) of a scope.
+type scopeRange struct {
+	lo, hi uint64
+	scope  int32
+}
+
+// funcTable is the functions of the DWARF .debug_info of a binary: the
+// ranges of the concrete subprograms, and inside each the tree of calls
+// inlined into it.
+type funcTable struct {
+	funcs  []funcInfo
+	scopes []scope
+	top    []scopeRange // ranges of concrete subprograms, sorted by lo
+	maxHi  []uint64     // maxHi[i] is the largest hi of top[:i+1]
+	inl    []scopeRange
+	files  []string // lineTable.files: call files index it
+}
+
+// lookup returns the scopes that hold addr, innermost first, ending with the
+// concrete subprogram; nil when no subprogram holds addr.
+func (t *funcTable) lookup(addr uint64) []int32 {
+	i := sort.Search(len(t.top), func(i int) bool { return t.top[i].lo > addr }) - 1
+	// Subprograms rarely overlap (GNU C nested functions): walk back only
+	// while an earlier range may still reach addr, and take the smallest.
+	best, bestSize := int32(-1), uint64(0)
+	for ; i >= 0 && t.maxHi[i] > addr; i-- {
+		r := t.top[i]
+		if addr < r.hi && (best < 0 || r.hi-r.lo < bestSize) {
+			best, bestSize = r.scope, r.hi-r.lo
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	// The deepest inlined call that holds addr; inlined ranges nest, so its
+	// parents hold addr too.
+	inner, depth := best, int32(0)
+	c := &t.scopes[best]
+	for _, r := range t.inl[c.inlFirst:c.inlEnd] {
+		if r.lo <= addr && addr < r.hi && t.scopes[r.scope].depth > depth {
+			inner, depth = r.scope, t.scopes[r.scope].depth
+		}
+	}
+	chain := make([]int32, 0, depth+1)
+	for s := inner; s >= 0; s = t.scopes[s].parent {
+		chain = append(chain, s)
+	}
+	return chain
+}
+
+// funcBuilder collects a funcTable while lineTable reads the units.
+type funcBuilder struct {
+	d        *dwarf.Data
+	t        *funcTable
+	unitName uint32 // of the unit being read
+	inText   func(uint64) bool
+	ref      *dwarf.Reader              // for DW_AT_abstract_origin and DW_AT_specification
+	attrs    map[dwarf.Offset]funcAttrs // of referenced entries
+	index    map[funcAttrs]int32
+}
+
+// funcAttrs is what names a function, merged along its origins.
+type funcAttrs struct {
+	name, linkage string
+	declLine      int
+}
+
+func newFuncBuilder(d *dwarf.Data, inText func(uint64) bool) *funcBuilder {
+	return &funcBuilder{
+		d:      d,
+		t:      &funcTable{},
+		inText: inText,
+		ref:    d.Reader(),
+		attrs:  make(map[dwarf.Offset]funcAttrs),
+		index:  make(map[funcAttrs]int32),
+	}
+}
+
+// unit reads the children of a compilation unit; files maps the unit's file
+// indexes (DW_AT_call_file) to lineTable.files.
+func (b *funcBuilder) unit(r *dwarf.Reader, files []uint32, unitName uint32) error {
+	b.unitName = unitName
+	return b.walk(r, files, -1, nil)
+}
+
+// walk reads entries up to the end of the current list of children. cur is
+// the scope they belong to (-1 outside functions); inl collects the inlined
+// ranges of the enclosing concrete subprogram.
+func (b *funcBuilder) walk(r *dwarf.Reader, files []uint32, cur int32, inl *[]scopeRange) error {
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil || e.Tag == 0 {
+			return nil
+		}
+		switch e.Tag {
+		case dwarf.TagSubprogram:
+			if err := b.subprogram(r, e, files); err != nil {
+				return err
+			}
+		case dwarf.TagInlinedSubroutine:
+			if cur < 0 {
+				r.SkipChildren()
+				continue
+			}
+			s := b.newScope(e, cur)
+			sc := &b.t.scopes[s]
+			if f, ok := e.Val(dwarf.AttrCallFile).(int64); ok && f >= 0 && int(f) < len(files) {
+				sc.callFile = files[f]
+			} else {
+				sc.callFile = noFile
+			}
+			if l, ok := e.Val(dwarf.AttrCallLine).(int64); ok && l > 0 {
+				sc.callLine = uint32(l)
+			}
+			if rs, err := b.d.Ranges(e); err == nil {
+				for _, rg := range rs {
+					if rg[0] < rg[1] && b.inText(rg[0]) {
+						*inl = append(*inl, scopeRange{lo: rg[0], hi: rg[1], scope: s})
+					}
+				}
+			}
+			if e.Children {
+				if err := b.walk(r, files, s, inl); err != nil {
+					return err
+				}
+			}
+		case dwarf.TagLexDwarfBlock, dwarf.TagTryDwarfBlock, dwarf.TagCatchDwarfBlock,
+			dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagModule:
+			// Inlined calls sit in lexical blocks; C++ and Rust define
+			// functions inside namespaces and types.
+			if e.Children {
+				if err := b.walk(r, files, cur, inl); err != nil {
+					return err
+				}
+			}
+		default:
+			if e.Children {
+				r.SkipChildren()
+			}
+		}
+	}
+}
+
+// subprogram adds e if it has code (declarations and abstract instances of
+// inline functions have none: they are only referenced).
+func (b *funcBuilder) subprogram(r *dwarf.Reader, e *dwarf.Entry, files []uint32) error {
+	rs, err := b.d.Ranges(e)
+	var ranges [][2]uint64
+	if err == nil {
+		for _, rg := range rs {
+			if rg[0] < rg[1] && b.inText(rg[0]) {
+				ranges = append(ranges, rg)
+			}
+		}
+	}
+	if len(ranges) == 0 {
+		if e.Children {
+			// A nested function may still have code.
+			return b.walk(r, files, -1, nil)
+		}
+		return nil
+	}
+	s := b.newScope(e, -1)
+	b.t.scopes[s].unit = b.unitName
+	for _, rg := range ranges {
+		b.t.top = append(b.t.top, scopeRange{lo: rg[0], hi: rg[1], scope: s})
+	}
+	var inl []scopeRange
+	if e.Children {
+		if err := b.walk(r, files, s, &inl); err != nil {
+			return err
+		}
+	}
+	b.t.scopes[s].inlFirst = int32(len(b.t.inl))
+	b.t.inl = append(b.t.inl, inl...)
+	b.t.scopes[s].inlEnd = int32(len(b.t.inl))
+	return nil
+}
+
+// noFile marks an unknown call file.
+const noFile = ^uint32(0)
+
+func (b *funcBuilder) newScope(e *dwarf.Entry, parent int32) int32 {
+	a := b.attrsOf(e, 0)
+	fn, ok := b.index[a]
+	if !ok {
+		fn = int32(len(b.t.funcs))
+		b.t.funcs = append(b.t.funcs, funcInfo{name: a.name, linkage: a.linkage, declLine: a.declLine})
+		b.index[a] = fn
+	}
+	sc := scope{fn: fn, parent: parent, callFile: noFile}
+	if parent >= 0 {
+		sc.depth = b.t.scopes[parent].depth + 1
+	}
+	b.t.scopes = append(b.t.scopes, sc)
+	return int32(len(b.t.scopes) - 1)
+}
+
+// attrsOf returns the name attributes of e, completed from the entries its
+// DW_AT_abstract_origin or DW_AT_specification refers to.
+func (b *funcBuilder) attrsOf(e *dwarf.Entry, depth int) funcAttrs {
+	var a funcAttrs
+	a.name, _ = e.Val(dwarf.AttrName).(string)
+	a.linkage, _ = e.Val(dwarf.AttrLinkageName).(string)
+	if a.linkage == "" {
+		a.linkage, _ = e.Val(attrMIPSLinkageName).(string)
+	}
+	if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok && l > 0 {
+		a.declLine = int(l)
+	}
+	if (a.name != "" && a.linkage != "" && a.declLine != 0) || depth >= 4 {
+		return a
+	}
+	for _, at := range []dwarf.Attr{dwarf.AttrAbstractOrigin, dwarf.AttrSpecification} {
+		off, ok := e.Val(at).(dwarf.Offset)
+		if !ok {
+			continue
+		}
+		o, ok := b.attrs[off]
+		if !ok {
+			b.ref.Seek(off)
+			oe, err := b.ref.Next()
+			if err != nil || oe == nil {
+				continue
+			}
+			o = b.attrsOf(oe, depth+1)
+			b.attrs[off] = o
+		}
+		if a.name == "" {
+			a.name = o.name
+		}
+		if a.linkage == "" {
+			a.linkage = o.linkage
+		}
+		if a.declLine == 0 {
+			a.declLine = o.declLine
+		}
+		break
+	}
+	return a
+}
+
+// finish sorts the ranges of concrete subprograms.
+func (b *funcBuilder) finish() *funcTable {
+	t := b.t
+	if len(t.top) == 0 {
+		return nil
+	}
+	slices.SortFunc(t.top, func(x, y scopeRange) int {
+		switch {
+		case x.lo < y.lo:
+			return -1
+		case x.lo > y.lo:
+			return 1
+		}
+		return 0
+	})
+	t.maxHi = make([]uint64, len(t.top))
+	var m uint64
+	for i, r := range t.top {
+		m = max(m, r.hi)
+		t.maxHi[i] = m
+	}
+	return t
+}
+
+// attrMIPSLinkageName is DW_AT_MIPS_linkage_name, which older compilers
+// emit for DW_AT_linkage_name.
+const attrMIPSLinkageName dwarf.Attr = 0x2007
+
+// frames returns the frames of chain (from lookup), innermost first: the
+// innermost function at file:line, then each caller at the line it calls
+// from. sym, the ELF symbol at the address (nil if none), names a concrete
+// subprogram DWARF leaves unnamed.
+func (t *funcTable) frames(chain []int32, file string, line int, sym *symbol) []Frame {
+	frames := make([]Frame, len(chain))
+	for i, s := range chain {
+		sc := &t.scopes[s]
+		fn := &t.funcs[sc.fn]
+		f := Frame{Function: fn.displayName(), SystemName: fn.systemName(), File: file, Line: line, StartLine: fn.declLine}
+		if f.SystemName == "" && sym != nil {
+			f.Function, f.SystemName = demangleName(sym.name), sym.name
+		}
+		if f.File == "" && f.Line == 0 && i == 0 {
+			// No line row: like addr2line, name the unit at least.
+			u := &t.scopes[chain[len(chain)-1]]
+			if int(u.unit) < len(t.files) {
+				f.File = t.files[u.unit]
+			}
+		}
+		frames[i] = f
+		// The caller is at this call site.
+		file, line = "", int(sc.callLine)
+		if sc.callFile != noFile && int(sc.callFile) < len(t.files) {
+			file = t.files[sc.callFile]
+		}
+	}
+	return frames
+}

@@ -41,6 +41,8 @@ run: build
 ## One package at a time (-p 1): tests that measure CPU shares of real processes must
 ## not share the 2 CPUs with each other or with the e2e test's collector build.
 test: $(OCB)
+	@# eu-addr2line is the symbolizer tests' second oracle (binutils' addr2line errs on some libc lines)
+	@command -v eu-addr2line >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq elfutils >/dev/null)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
 

@@ -378,6 +378,14 @@ func (f *format) decodeSample(b []byte, s *Sample) error {
 		off = (off + 7) &^ 7
 	}
 	s.RegsABI, s.RegsUser = 0, nil
+	s.StackUser = nil
+	// Registers and stack are the last fields and each takes at least 8
+	// bytes when present. Only some events of a session (cpu-clock, with
+	// Options.StackUser) ask for them: a sample that ends here comes from
+	// one that does not.
+	if off == len(b) {
+		return nil
+	}
 	if st&sampleRegsUser != 0 {
 		if !need(8) {
 			return shortRecord(RecordSample, len(b))
@@ -392,7 +400,6 @@ func (f *format) decodeSample(b []byte, s *Sample) error {
 			off += 8 * f.nRegs
 		}
 	}
-	s.StackUser = nil
 	if st&sampleStackUser != 0 {
 		if !need(8) {
 			return shortRecord(RecordSample, len(b))

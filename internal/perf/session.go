@@ -46,6 +46,12 @@ type Options struct {
 	// and out, with the preempt flag) and a sample with the callchain at
 	// every switch-out (the context-switches software event, period 1).
 	Sched bool
+	// StackUser is the number of bytes of user stack (from SP up) to copy
+	// with each cpu-clock sample, with the user registers IP, SP and BP
+	// (see [Sample.UserSP]); 0 copies nothing. It is rounded up to 8 bytes.
+	// 512 is enough to find the return address of a leaf function that
+	// has not pushed a frame ([InsertLeafCaller]).
+	StackUser uint32
 }
 
 // EventKind says which event produced a sample.
@@ -145,13 +151,22 @@ func Open(opts Options) (_ *Session, err error) {
 	}()
 
 	const sampleType = sampleIdentifier | sampleIP | sampleTID | sampleTime | sampleCPU | samplePeriod | sampleCallchain
-	s.format = newFormat(sampleType, 0)
+	// Only the cpu-clock event copies registers and stack: the switch
+	// event keeps sampleType, and its samples end after the callchain
+	// (see format.decodeSample).
+	cpuSampleType := uint64(sampleType)
+	if opts.StackUser > 0 {
+		cpuSampleType |= sampleRegsUser | sampleStackUser
+		opts.StackUser = (opts.StackUser + 7) &^ 7
+		s.opts.StackUser = opts.StackUser
+	}
+	s.format = newFormat(cpuSampleType, regsMask)
 	s.attr = unix.PerfEventAttr{
 		Type:        unix.PERF_TYPE_SOFTWARE,
 		Config:      unix.PERF_COUNT_SW_CPU_CLOCK,
 		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Sample:      opts.Frequency,
-		Sample_type: sampleType,
+		Sample_type: cpuSampleType,
 		Bits: unix.PerfBitFreq | unix.PerfBitSampleIDAll | unix.PerfBitUseClockID |
 			unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec |
 			unix.PerfBitTask | unix.PerfBitExcludeHv | bitBuildID,
@@ -159,6 +174,10 @@ func Open(opts Options) (_ *Session, err error) {
 	}
 	if !opts.KernelStacks {
 		s.attr.Bits |= unix.PerfBitExcludeCallchainKernel
+	}
+	if opts.StackUser > 0 {
+		s.attr.Sample_regs_user = regsMask
+		s.attr.Sample_stack_user = opts.StackUser
 	}
 	if opts.Scope == ScopeProcess {
 		s.attr.Bits |= unix.PerfBitInherit

@@ -20,6 +20,10 @@ type Options struct {
 	// recently used one is dropped (and parsed again if needed again). 0 means
 	// DefaultMaxBinaries.
 	MaxBinaries int
+	// UnwindTables reads, with each binary's symbols, what
+	// Process.ReturnAddressAtSP needs: the CFA rules of .eh_frame (Go
+	// binaries answer from their pcln tables without it).
+	UnwindTables bool
 }
 
 // Stats counts the work of a Cache.
@@ -49,6 +53,7 @@ type Stats struct {
 // A Cache and its Processes must be used by one goroutine at a time.
 type Cache struct {
 	max       int
+	unwind    bool // Options.UnwindTables
 	byBuildID map[string]*objfile
 	byFile    map[fileKey]*objfile
 	lru       list.List // of *objfile, most recently used first
@@ -64,6 +69,7 @@ func NewCache(opts Options) *Cache {
 	}
 	return &Cache{
 		max:       opts.MaxBinaries,
+		unwind:    opts.UnwindTables,
 		byBuildID: make(map[string]*objfile),
 		byFile:    make(map[fileKey]*objfile),
 		tableSize: make(map[*objfile]int64),
@@ -265,6 +271,7 @@ func (c *Cache) bytesHeld(b *objfile) int64 {
 		sz.add(reflect.ValueOf(b.syms))
 		sz.add(reflect.ValueOf(b.lines))
 		sz.add(reflect.ValueOf(b.gotab))
+		sz.add(reflect.ValueOf(b.cfa))
 		n = sz.total()
 		c.tableSize[b] = n
 	}

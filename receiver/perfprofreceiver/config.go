@@ -40,6 +40,13 @@ type Config struct {
 	Correlation CorrelationConfig `mapstructure:"correlation"`
 	// Sched configures off-CPU profiling from context switches.
 	Sched SchedConfig `mapstructure:"sched"`
+	// RecoverLeafCaller restores the caller of a function sampled before
+	// it pushed a frame (frameless leaves, first instructions), which
+	// frame-pointer stacks skip: each on-CPU sample copies 512 bytes of
+	// user stack and the user registers, and the return address at SP is
+	// inserted when the function's unwind tables (.eh_frame, Go pcln) say
+	// it is there. On by default.
+	RecoverLeafCaller bool `mapstructure:"recover_leaf_caller"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -126,6 +133,7 @@ func createDefaultConfig() *Config {
 		ReportInterval:    10 * time.Second,
 		DiscoveryInterval: time.Second,
 		RingPages:         64,
+		RecoverLeafCaller: true,
 		Protocols: ProtocolsConfig{
 			GRPC: configoptional.Default(grpc),
 			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),

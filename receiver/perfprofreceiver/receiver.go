@@ -74,6 +74,10 @@ type perfprofReceiver struct {
 	wg        sync.WaitGroup
 	started   bool
 
+	// chainBuf holds a callchain with a recovered leaf caller, reused
+	// from sample to sample (guarded by mu).
+	chainBuf []uint64
+
 	lossMu                sync.Mutex // countLosses runs from the discovery and report loops
 	lastLost, lastCorrupt uint64
 }
@@ -134,6 +138,7 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err 
 		KernelStacks: r.cfg.KernelStacks,
 		RingPages:    r.cfg.RingPages,
 		Sched:        r.cfg.Sched.Enabled,
+		StackUser:    r.stackUser(),
 	})
 	if err != nil {
 		return fmt.Errorf("perfprof: %w%s", err, r.schedHint(err))
@@ -147,7 +152,7 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) (err 
 	if r.cfg.Sched.Enabled {
 		r.sched = newSchedState(uint64(r.cfg.Sched.OffCPUInterval))
 	}
-	r.symbols = symbolize.NewCache(symbolize.Options{})
+	r.symbols = symbolize.NewCache(symbolize.Options{UnwindTables: r.cfg.RecoverLeafCaller})
 	if r.cfg.KernelStacks {
 		k, kerr := symbolize.LoadKernel()
 		if errors.Is(kerr, symbolize.ErrKernelAddressesHidden) {
@@ -381,7 +386,11 @@ func (r *perfprofReceiver) handle(rec *perf.Record) {
 		if _, ok := st.threads[s.Tid]; !ok {
 			st.threads[s.Tid] = perf.ThreadName(int(s.Pid), int(s.Tid))
 		}
-		idx := st.batch.internStack(s.Callchain, st.resolve(r))
+		chain := s.Callchain
+		if r.cfg.RecoverLeafCaller {
+			chain = r.recoverLeafCaller(s, st)
+		}
+		idx := st.batch.internStack(chain, st.resolve(r))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		r.buffered++
 		r.newSamples++

@@ -1,0 +1,568 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// cfaTable says, for the code an .eh_frame section describes, where the
+// return address is at the first instructions of a frame: it keeps, from
+// the CFA rules of every FDE, only the address ranges covered (known) and
+// those where CFA = rsp+8, i.e. the return address is at [rsp] (atSP). Both
+// are sorted, as offsets from base to keep them small (8 bytes a range).
+type cfaTable struct {
+	base  uint64
+	known []pcSpan
+	atSP  []pcSpan
+}
+
+// pcSpan is [base+off, base+off+n).
+type pcSpan struct{ off, n uint32 }
+
+// DWARF register numbers of x86-64 (System V psABI, figure 3.36).
+const (
+	dwarfRSP = 7
+)
+
+// Call frame instructions (DWARF 5 section 6.4.2; GNU extensions).
+const (
+	cfaAdvanceLoc        = 0x40 // high 2 bits; delta in the low 6
+	cfaOffset            = 0x80
+	cfaRestore           = 0xc0
+	cfaNop               = 0x00
+	cfaSetLoc            = 0x01
+	cfaAdvanceLoc1       = 0x02
+	cfaAdvanceLoc2       = 0x03
+	cfaAdvanceLoc4       = 0x04
+	cfaOffsetExtended    = 0x05
+	cfaRestoreExtended   = 0x06
+	cfaUndefined         = 0x07
+	cfaSameValue         = 0x08
+	cfaRegister          = 0x09
+	cfaRememberState     = 0x0a
+	cfaRestoreState      = 0x0b
+	cfaDefCFA            = 0x0c
+	cfaDefCFARegister    = 0x0d
+	cfaDefCFAOffset      = 0x0e
+	cfaDefCFAExpression  = 0x0f
+	cfaExpression        = 0x10
+	cfaOffsetExtendedSF  = 0x11
+	cfaDefCFASF          = 0x12
+	cfaDefCFAOffsetSF    = 0x13
+	cfaValOffset         = 0x14
+	cfaValOffsetSF       = 0x15
+	cfaValExpression     = 0x16
+	cfaGNUArgsSize       = 0x2e
+	cfaGNUNegOffsetExtSF = 0x2f
+)
+
+// Pointer encodings (DW_EH_PE_*, LSB 5.0 section 10.5.1).
+const (
+	pePtr     = 0x00 // absptr
+	peULEB    = 0x01
+	peUdata2  = 0x02
+	peUdata4  = 0x03
+	peUdata8  = 0x04
+	peSLEB    = 0x09
+	peSdata2  = 0x0a
+	peSdata4  = 0x0b
+	peSdata8  = 0x0c
+	pePCRel   = 0x10
+	peDataRel = 0x30
+	peOmit    = 0xff
+)
+
+// maxRememberDepth bounds DW_CFA_remember_state nesting.
+const maxRememberDepth = 16
+
+// cfaRule is the CFA rule of one row: register + offset, or not that
+// (an expression, or nothing yet).
+type cfaRule struct {
+	reg    uint64
+	off    int64
+	simple bool
+}
+
+func (r cfaRule) atSP() bool { return r.simple && r.reg == dwarfRSP && r.off == 8 }
+
+// cie is what an FDE needs from its CIE.
+type cie struct {
+	codeAlign uint64
+	dataAlign int64
+	fdeEnc    byte
+	hasAug    bool // 'z': FDEs carry augmentation data to skip
+	initial   []byte
+}
+
+// ehReader reads the fields of .eh_frame; on a short read it sets err.
+type ehReader struct {
+	b    []byte
+	off  int
+	addr uint64 // section address, for pcrel pointers
+	bo   binary.ByteOrder
+	err  error
+}
+
+func (r *ehReader) fail() {
+	if r.err == nil {
+		r.err = fmt.Errorf("offset %#x: truncated", r.off)
+	}
+	r.off = len(r.b)
+}
+
+func (r *ehReader) bytes(n int) []byte {
+	if n < 0 || r.off+n > len(r.b) {
+		r.fail()
+		return nil
+	}
+	v := r.b[r.off : r.off+n]
+	r.off += n
+	return v
+}
+
+func (r *ehReader) u8() byte {
+	if b := r.bytes(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *ehReader) u16() uint64 {
+	if b := r.bytes(2); b != nil {
+		return uint64(r.bo.Uint16(b))
+	}
+	return 0
+}
+
+func (r *ehReader) u32() uint64 {
+	if b := r.bytes(4); b != nil {
+		return uint64(r.bo.Uint32(b))
+	}
+	return 0
+}
+
+func (r *ehReader) u64() uint64 {
+	if b := r.bytes(8); b != nil {
+		return r.bo.Uint64(b)
+	}
+	return 0
+}
+
+func (r *ehReader) uleb() uint64 {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		if r.off >= len(r.b) {
+			r.fail()
+			return 0
+		}
+		c := r.b[r.off]
+		r.off++
+		if shift < 64 {
+			v |= uint64(c&0x7f) << shift
+		}
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+}
+
+func (r *ehReader) sleb() int64 {
+	var v int64
+	shift := uint(0)
+	for {
+		if r.off >= len(r.b) {
+			r.fail()
+			return 0
+		}
+		c := r.b[r.off]
+		r.off++
+		if shift < 64 {
+			v |= int64(c&0x7f) << shift
+		}
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+}
+
+func (r *ehReader) cstring() []byte {
+	for i := r.off; i < len(r.b); i++ {
+		if r.b[i] == 0 {
+			s := r.b[r.off:i]
+			r.off = i + 1
+			return s
+		}
+	}
+	r.fail()
+	return nil
+}
+
+// pointer reads a pointer in encoding enc. Only the value formats and the
+// pcrel application are supported (what gcc and clang emit for .eh_frame);
+// others set err.
+func (r *ehReader) pointer(enc byte) uint64 {
+	if enc == peOmit {
+		return 0
+	}
+	at := r.addr + uint64(r.off)
+	var v uint64
+	switch enc & 0x0f {
+	case pePtr, peUdata8, peSdata8:
+		v = r.u64()
+	case peULEB:
+		v = r.uleb()
+	case peSLEB:
+		v = uint64(r.sleb())
+	case peUdata2:
+		v = r.u16()
+	case peSdata2:
+		v = uint64(int64(int16(r.u16())))
+	case peUdata4:
+		v = r.u32()
+	case peSdata4:
+		v = uint64(int64(int32(r.u32())))
+	default:
+		r.err = fmt.Errorf("offset %#x: pointer encoding %#x not supported", r.off, enc)
+		r.off = len(r.b)
+		return 0
+	}
+	switch enc & 0x70 {
+	case 0:
+	case pePCRel:
+		v += at
+	default:
+		r.err = fmt.Errorf("offset %#x: pointer application %#x not supported", r.off, enc&0x70)
+		r.off = len(r.b)
+	}
+	return v
+}
+
+// newCFATable reads the .eh_frame section of ef, or returns nil when it has
+// none.
+func newCFATable(ef *elf.File) (*cfaTable, error) {
+	if ef.Machine != elf.EM_X86_64 {
+		return nil, nil
+	}
+	sec := ef.Section(".eh_frame")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil, fmt.Errorf("read .eh_frame: %w", err)
+	}
+	return parseEHFrame(data, sec.Addr, ef.ByteOrder)
+}
+
+// parseEHFrame reads an .eh_frame section (LSB 5.0 section 10.6: a sequence
+// of CIEs and FDEs, ended by a zero length or the end of the section)
+// loaded at addr, and runs the CFA program of every FDE. An FDE that does
+// not decode is skipped (its code stays unknown); a malformed section
+// returns what was read before the damage, with an error.
+func parseEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*cfaTable, error) {
+	type span struct {
+		lo, hi uint64
+		atSP   bool
+	}
+	var spans []span
+	cies := map[int]*cie{}
+	var firstErr error
+	r := &ehReader{b: data, addr: addr, bo: bo}
+	for r.off+4 <= len(data) {
+		start := r.off
+		length := r.u32()
+		if length == 0 {
+			break // terminator
+		}
+		if length == 0xffffffff {
+			length = r.u64()
+		}
+		bodyStart := r.off
+		if r.err != nil || length > uint64(len(data)-bodyStart) {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("entry at %#x: length %d overruns the section", start, length)
+			}
+			break
+		}
+		end := bodyStart + int(length)
+		er := &ehReader{b: data[:end], off: bodyStart, addr: addr, bo: bo}
+		idPos := er.off
+		id := er.u32()
+		if id == 0 {
+			c, err := parseCIE(er)
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("CIE at %#x: %w", start, err)
+			}
+			if err == nil {
+				cies[start] = c
+			}
+		} else {
+			cieAt := idPos - int(id)
+			c := cies[cieAt]
+			if c == nil && cieAt >= 0 && cieAt < len(data) {
+				// A CIE after its FDE is legal, if unusual.
+				cr := &ehReader{b: data, off: cieAt, addr: addr, bo: bo}
+				if l := cr.u32(); l != 0 && l != 0xffffffff && cr.err == nil && cr.off+int(l) <= len(data) {
+					cr.b = data[:cr.off+int(l)]
+					if cr.u32() == 0 {
+						c, _ = parseCIE(cr)
+						cies[cieAt] = c
+					}
+				}
+			}
+			if c != nil {
+				lo, n, err := runFDE(er, c, func(lo, hi uint64, atSP bool) {
+					if k := len(spans); k > 0 && spans[k-1].hi == lo && spans[k-1].atSP == atSP {
+						spans[k-1].hi = hi
+						return
+					}
+					spans = append(spans, span{lo, hi, atSP})
+				})
+				_, _ = lo, n
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("FDE at %#x: %w", start, err)
+				}
+			}
+		}
+		r.off = end
+	}
+	if len(spans) == 0 {
+		return nil, firstErr
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	t := &cfaTable{base: spans[0].lo}
+	for _, s := range spans {
+		if s.hi-t.base > 1<<32-1 || s.hi <= s.lo {
+			continue // not representable; stays unknown
+		}
+		ps := pcSpan{uint32(s.lo - t.base), uint32(s.hi - s.lo)}
+		if k := len(t.known); k > 0 && t.known[k-1].off+t.known[k-1].n == ps.off {
+			t.known[k-1].n += ps.n
+		} else {
+			t.known = append(t.known, ps)
+		}
+		if s.atSP {
+			if k := len(t.atSP); k > 0 && t.atSP[k-1].off+t.atSP[k-1].n == ps.off {
+				t.atSP[k-1].n += ps.n
+			} else {
+				t.atSP = append(t.atSP, ps)
+			}
+		}
+	}
+	t.known = t.known[:len(t.known):len(t.known)]
+	t.atSP = append([]pcSpan(nil), t.atSP...)
+	return t, firstErr
+}
+
+// parseCIE reads a CIE after its id field.
+func parseCIE(r *ehReader) (*cie, error) {
+	c := &cie{fdeEnc: pePtr}
+	version := r.u8()
+	if version != 1 && version != 3 && version != 4 {
+		return nil, fmt.Errorf("version %d not supported", version)
+	}
+	aug := r.cstring()
+	if len(aug) > 0 && aug[0] == 'e' && len(aug) > 1 && aug[1] == 'h' {
+		r.u64() // old GCC "eh" data pointer
+	}
+	if version == 4 {
+		r.u8() // address_size
+		r.u8() // segment_selector_size
+	}
+	c.codeAlign = r.uleb()
+	c.dataAlign = r.sleb()
+	if version == 1 {
+		r.u8() // return_address_register
+	} else {
+		r.uleb()
+	}
+	if len(aug) > 0 && aug[0] == 'z' {
+		c.hasAug = true
+		n := r.uleb()
+		augEnd := r.off + int(n)
+		if n > uint64(len(r.b)-r.off) {
+			return nil, errors.New("augmentation data overruns the CIE")
+		}
+		for _, ch := range aug[1:] {
+			switch ch {
+			case 'R':
+				c.fdeEnc = r.u8()
+			case 'P':
+				enc := r.u8()
+				r.pointer(enc &^ 0x80) // personality routine; indirect does not change the size
+			case 'L':
+				r.u8() // LSDA encoding
+			case 'S', 'B', 'G':
+				// signal frame, AArch64 BTI and MTE: no data
+			default:
+				// Unknown letters: their data is skipped with augEnd.
+			}
+		}
+		r.off = augEnd
+	} else if len(aug) > 0 && !(aug[0] == 'e' && string(aug) == "eh") {
+		return nil, fmt.Errorf("augmentation %q not supported", aug)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	c.initial = r.b[r.off:]
+	return c, nil
+}
+
+// runFDE reads an FDE after its CIE pointer and runs the CIE's initial
+// instructions and then its own, calling emit for each address range with
+// its rule.
+func runFDE(r *ehReader, c *cie, emit func(lo, hi uint64, atSP bool)) (uint64, uint64, error) {
+	lo := r.pointer(c.fdeEnc)
+	n := r.pointer(c.fdeEnc & 0x0f) // pc_range: the value format only
+	if c.hasAug {
+		k := r.uleb()
+		r.bytes(int(min(k, uint64(len(r.b)))))
+	}
+	if r.err != nil {
+		return 0, 0, r.err
+	}
+	if n == 0 || lo+n < lo {
+		return lo, n, nil
+	}
+	hi := lo + n
+	var rule cfaRule
+	var stack []cfaRule
+	loc := lo
+	// The CIE's instructions set the initial row; they must not advance.
+	ir := &ehReader{b: c.initial, bo: r.bo, addr: 0}
+	if err := runCFA(ir, c, &rule, &stack, &loc, r.bo, nil); err != nil {
+		return lo, n, fmt.Errorf("initial instructions: %w", err)
+	}
+	loc = lo
+	err := runCFA(r, c, &rule, &stack, &loc, r.bo, func(next uint64) {
+		if next > hi {
+			next = hi
+		}
+		if next > loc {
+			emit(loc, next, rule.atSP())
+		}
+	})
+	if err != nil {
+		// Keep what was decoded before the bad instruction; the rest of
+		// the function stays unknown.
+		return lo, n, err
+	}
+	if loc < hi {
+		emit(loc, hi, rule.atSP())
+	}
+	return lo, n, nil
+}
+
+// runCFA interprets call frame instructions, tracking the CFA rule only.
+// advance is called with the new location before loc moves (nil: the
+// instructions may not advance).
+func runCFA(r *ehReader, c *cie, rule *cfaRule, stack *[]cfaRule, loc *uint64, bo binary.ByteOrder, advance func(next uint64)) error {
+	move := func(delta uint64) error {
+		if advance == nil {
+			return errors.New("advance in initial instructions")
+		}
+		next := *loc + delta*c.codeAlign
+		advance(next)
+		*loc = next
+		return nil
+	}
+	for r.off < len(r.b) && r.err == nil {
+		op := r.u8()
+		var err error
+		switch op & 0xc0 {
+		case cfaAdvanceLoc:
+			err = move(uint64(op & 0x3f))
+		case cfaOffset:
+			r.uleb()
+		case cfaRestore:
+		default:
+			switch op {
+			case cfaNop:
+			case cfaSetLoc:
+				if advance == nil {
+					return errors.New("set_loc in initial instructions")
+				}
+				next := r.pointer(c.fdeEnc)
+				if next < *loc {
+					return fmt.Errorf("set_loc backwards to %#x", next)
+				}
+				advance(next)
+				*loc = next
+			case cfaAdvanceLoc1:
+				err = move(uint64(r.u8()))
+			case cfaAdvanceLoc2:
+				err = move(r.u16())
+			case cfaAdvanceLoc4:
+				err = move(r.u32())
+			case cfaOffsetExtended, cfaRegister, cfaValOffset:
+				r.uleb()
+				r.uleb()
+			case cfaRestoreExtended, cfaUndefined, cfaSameValue, cfaGNUArgsSize:
+				r.uleb()
+			case cfaRememberState:
+				if len(*stack) >= maxRememberDepth {
+					return errors.New("remember_state nested too deep")
+				}
+				*stack = append(*stack, *rule)
+			case cfaRestoreState:
+				if len(*stack) == 0 {
+					return errors.New("restore_state without remember_state")
+				}
+				*rule = (*stack)[len(*stack)-1]
+				*stack = (*stack)[:len(*stack)-1]
+			case cfaDefCFA:
+				reg := r.uleb()
+				*rule = cfaRule{reg: reg, off: int64(r.uleb()), simple: true}
+			case cfaDefCFASF:
+				reg := r.uleb()
+				*rule = cfaRule{reg: reg, off: r.sleb() * c.dataAlign, simple: true}
+			case cfaDefCFARegister:
+				rule.reg = r.uleb()
+			case cfaDefCFAOffset:
+				rule.off = int64(r.uleb())
+			case cfaDefCFAOffsetSF:
+				rule.off = r.sleb() * c.dataAlign
+			case cfaDefCFAExpression:
+				r.bytes(int(min(r.uleb(), uint64(len(r.b)))))
+				*rule = cfaRule{}
+			case cfaExpression, cfaValExpression:
+				r.uleb()
+				r.bytes(int(min(r.uleb(), uint64(len(r.b)))))
+			case cfaOffsetExtendedSF, cfaValOffsetSF, cfaGNUNegOffsetExtSF:
+				r.uleb()
+				r.sleb()
+			default:
+				return fmt.Errorf("call frame instruction %#x not supported", op)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return r.err
+}
+
+// lookup reports whether the return address is at [rsp] at vaddr, and
+// whether vaddr is in code the table describes.
+func (t *cfaTable) lookup(vaddr uint64) (atSP, known bool) {
+	if t == nil || vaddr < t.base || vaddr-t.base > 1<<32-1 {
+		return false, false
+	}
+	off := uint32(vaddr - t.base)
+	in := func(s []pcSpan) bool {
+		i := sort.Search(len(s), func(i int) bool { return s[i].off > off }) - 1
+		return i >= 0 && off-s[i].off < s[i].n
+	}
+	if !in(t.known) {
+		return false, false
+	}
+	return in(t.atSP), true
+}

@@ -1,0 +1,102 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+const ehframeC = `volatile unsigned long sink;
+__attribute__((noinline)) unsigned long leaf(unsigned long x) {
+	for (unsigned long i = 0; i < 1000; i++) x = x * 3 + 1;
+	return x;
+}
+__attribute__((noinline)) unsigned long mid(unsigned long n) {
+	unsigned long s = leaf(n);
+	sink += s;
+	return s + 1;
+}
+int main(void) { sink = mid(sink); return 0; }
+`
+
+// TestEHFrameCFA checks the CFA rows read from gcc's .eh_frame: a leaf
+// without a frame has its return address at [rsp] throughout; a function
+// with a frame only at its first instruction.
+func TestEHFrameCFA(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc")
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "x.c"), filepath.Join(dir, "x")
+	if err := os.WriteFile(src, []byte(ehframeC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	tab, err := newCFATable(ef)
+	if err != nil || tab == nil {
+		t.Fatalf("read .eh_frame: %v", err)
+	}
+	syms, _ := ef.Symbols()
+	found := 0
+	for _, s := range syms {
+		switch s.Name {
+		case "leaf":
+			found++
+			for pc := s.Value; pc < s.Value+s.Size; pc++ {
+				if yes, known := tab.lookup(pc); !yes || !known {
+					t.Fatalf("leaf+%#x: atSP %v known %v, want true true", pc-s.Value, yes, known)
+				}
+			}
+		case "mid":
+			found++
+			if yes, known := tab.lookup(s.Value); !yes || !known {
+				t.Fatalf("mid entry: atSP %v known %v", yes, known)
+			}
+			if yes, known := tab.lookup(s.Value + 1); yes || !known { // after push %rbp (1 byte)
+				t.Fatalf("mid+1: atSP %v known %v, want false true", yes, known)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("found %d of leaf, mid", found)
+	}
+	if yes, known := tab.lookup(1); yes || known {
+		t.Fatal("address 1 is known")
+	}
+}
+
+// TestParseEHFrameGarbage feeds damaged sections: no panic, no table from
+// nothing.
+func TestParseEHFrameGarbage(t *testing.T) {
+	for _, d := range [][]byte{
+		nil,
+		{0xff, 0xff, 0xff, 0xff},
+		{8, 0, 0, 0, 0, 0, 0, 0, 1, 'z'},
+		{16, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 0x10, 0xff},
+		{12, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	} {
+		tab, _ := parseEHFrame(d, 0x1000, binary.LittleEndian)
+		if tab != nil && len(tab.known) > 0 {
+			t.Errorf("%x: table from garbage", d)
+		}
+	}
+}
+
+// FuzzParseEHFrame checks that no input makes the parser panic.
+func FuzzParseEHFrame(f *testing.F) {
+	f.Add([]byte{16, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 0x10, 1, 0x1b, 0x0c, 7, 8})
+	f.Fuzz(func(t *testing.T, d []byte) {
+		tab, _ := parseEHFrame(d, 0x1000, binary.LittleEndian)
+		tab.lookup(0x1000)
+	})
+}

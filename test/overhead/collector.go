@@ -60,8 +60,11 @@ type collectorRun struct {
 // collectorYAML is the collector's configuration for mode m.
 func collectorYAML(pid, hz, port any, m mode) string {
 	var extra string
+	if m.noRecover {
+		extra += "\n    recover_leaf_caller: false"
+	}
 	if m.ringPages > 0 {
-		extra = fmt.Sprintf("\n    ring_pages: %d", m.ringPages)
+		extra += fmt.Sprintf("\n    ring_pages: %d", m.ringPages)
 	}
 	return fmt.Sprintf(collectorConfig, pid, hz, reportInterval, port, !m.noSched, extra)
 }

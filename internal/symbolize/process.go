@@ -164,6 +164,22 @@ func (p *Process) Lookup(pc uint64) Location {
 	return loc
 }
 
+// MappingOf returns the mapping that holds pc (with its build id), or nil,
+// without resolving symbols: for callers that leave symbolization to a
+// backend. Like Lookup, it re-reads the memory map (at most once a second)
+// when pc is in no known mapping.
+func (p *Process) MappingOf(pc uint64) *Mapping {
+	ms := p.find(pc)
+	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
+		_ = p.Refresh()
+		ms = p.find(pc)
+	}
+	if ms == nil {
+		return nil
+	}
+	return ms.m
+}
+
 // lookupJIT resolves loc.Address, in no file mapping, from the process's
 // perf map (JIT code).
 func (p *Process) lookupJIT(loc Location) Location {

@@ -32,6 +32,10 @@ type Config struct {
 	// RingPages is the size of each per-CPU perf ring in 4 KiB pages, a
 	// power of two. Raise it when receiver_perfprof_lost_records grows.
 	RingPages int `mapstructure:"ring_pages"`
+	// Symbolize resolves frames to functions and file:line here, next to
+	// the binaries. With false, locations keep their raw addresses with
+	// their mappings and build ids, for a backend that symbolizes.
+	Symbolize bool `mapstructure:"symbolize"`
 	// Protocols enables span ingest over OTLP. Spans are passed on to the
 	// traces pipeline (when the component is in one) and joined with the
 	// samples. Without protocols the receiver only profiles.
@@ -133,6 +137,7 @@ func createDefaultConfig() *Config {
 		ReportInterval:    10 * time.Second,
 		DiscoveryInterval: time.Second,
 		RingPages:         64,
+		Symbolize:         true,
 		RecoverLeafCaller: true,
 		Protocols: ProtocolsConfig{
 			GRPC: configoptional.Default(grpc),

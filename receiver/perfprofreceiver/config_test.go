@@ -44,6 +44,7 @@ func TestLoadConfig(t *testing.T) {
 				c.ReportInterval = 5 * time.Second
 				c.DiscoveryInterval = 2 * time.Second
 				c.RingPages = 128
+				c.Symbolize = false
 				c.RecoverLeafCaller = false
 				c.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "0.0.0.0:14317"
 				c.Protocols.HTTP.GetOrInsertDefault().TracesURLPath = "/traces"

@@ -458,6 +458,8 @@ func (st *procState) resolve(r *perfprofReceiver) func([]uint64) []*loc {
 				if len(l.frames) == 0 {
 					l.frames = []symbolize.Frame{{Function: "[kernel]", SystemName: "[kernel]"}}
 				}
+			case st.sym != nil && !r.cfg.Symbolize:
+				l.mapping = st.sym.MappingOf(pc)
 			case st.sym != nil:
 				res := st.sym.Lookup(pc)
 				l.mapping, l.frames = res.Mapping, res.Frames

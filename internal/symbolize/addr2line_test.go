@@ -158,11 +158,7 @@ func buildNative(tb testing.TB) map[string]string {
 		if nativeErr = os.MkdirAll(dir, 0o755); nativeErr != nil {
 			return
 		}
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			errs []string
-		)
+		cmds := map[string]*exec.Cmd{}
 		for _, nb := range nativeBuilds {
 			args := slicesClone(nb.cmd)
 			if args[0] == "rustc" {
@@ -182,23 +178,11 @@ func buildNative(tb testing.TB) map[string]string {
 				return
 			}
 			out := filepath.Join(dir, nb.name)
-			cmd := exec.Command(args[0], append(args[1:], "-o", out, src)...)
-			cmd.Dir = dir
-			wg.Go(func() {
-				b, err := cmd.CombinedOutput()
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, fmt.Sprintf("build %s: %v\n%s", nb.name, err, b))
-					return
-				}
-				nativeBins[nb.name] = out
-			})
+			cmds[nb.name] = exec.Command(args[0], append(args[1:], "-o", out, src)...)
+			cmds[nb.name].Dir = dir
+			nativeBins[nb.name] = out
 		}
-		wg.Wait()
-		if len(errs) > 0 {
-			nativeErr = fmt.Errorf("%s", strings.Join(errs, "\n"))
-		}
+		nativeErr = runBuilds(cmds)
 	})
 	if nativeErr != nil {
 		tb.Fatal(nativeErr)
@@ -207,39 +191,6 @@ func buildNative(tb testing.TB) map[string]string {
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }
-
-// loadBias returns runtime address - ELF vaddr for file path mapped by pid,
-// from the mapping of file offset 0 (independently of the code under test).
-func loadBias(tb testing.TB, pid int, path string) uint64 {
-	tb.Helper()
-	ef, err := elf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ef.Close()
-	if ef.Type == elf.ET_EXEC {
-		return 0
-	}
-	var segVaddr uint64
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Off == 0 {
-			segVaddr = p.Vaddr
-		}
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 6 && f[5] == path && f[2] == "00000000" {
-			start, _ := strconv.ParseUint(strings.Split(f[0], "-")[0], 16, 64)
-			return start - segVaddr
-		}
-	}
-	tb.Fatalf("no mapping at offset 0 of %s in pid %d", path, pid)
-	return 0
-}
 
 // sampleAddrs returns up to max addresses, spread evenly over the bytes of
 // the sized function symbols of symFile in executable sections.
@@ -283,50 +234,19 @@ func sampleAddrs(tb testing.TB, symFile string, max int) []uint64 {
 // returns the frames of each, innermost first.
 func addr2lineInlined(tb testing.TB, bin string, addrs []uint64) [][]Frame {
 	tb.Helper()
-	args := []string{"-a", "-f", "-i", "-C", "-e", bin}
-	for _, a := range addrs {
-		args = append(args, fmt.Sprintf("%#x", a))
-	}
-	out, err := exec.Command("addr2line", args...).Output()
+	out, err := exec.Command("addr2line", inlinedArgs(bin, addrs)...).Output()
 	if err != nil {
 		tb.Skipf("addr2line: %v", err)
 	}
-	res := make([][]Frame, len(addrs))
-	i := -1
+	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	sc.Buffer(nil, 1<<20)
-	var fn string
-	haveFn := false
 	for sc.Scan() {
-		l := sc.Text()
-		if i+1 < len(addrs) && !haveFn && l == fmt.Sprintf("0x%016x", addrs[i+1]) {
-			i++
-			continue
-		}
-		if i < 0 {
-			tb.Fatalf("addr2line output starts with %q", l)
-		}
-		if !haveFn {
-			fn, haveFn = l, true
-			continue
-		}
-		haveFn = false
-		f := Frame{Function: fn}
-		if f.Function == "??" {
-			f.Function = ""
-		}
-		pos, _, _ := strings.Cut(l, " (discriminator")
-		if j := strings.LastIndexByte(pos, ':'); j >= 0 {
-			f.File = pos[:j]
-			f.Line, _ = strconv.Atoi(pos[j+1:])
-		}
-		if f.File == "??" {
-			f.File = ""
-		}
-		res[i] = append(res[i], f)
+		lines = append(lines, sc.Text())
 	}
-	if i != len(addrs)-1 {
-		tb.Fatalf("addr2line answered for %d addresses of %d", i+1, len(addrs))
+	res, err := parseInlined(lines, addrs, func(l string) string { return l }, binutilsPos)
+	if err != nil {
+		tb.Fatalf("addr2line %v", err)
 	}
 	return res
 }
@@ -388,57 +308,30 @@ func euAddr2lineInlined(tb testing.TB, bin string, addrs []uint64) ([][]Frame, s
 	if err != nil {
 		return nil, "eu-addr2line not installed (apt-get install elfutils): second oracle skipped"
 	}
-	args := []string{"-a", "-f", "-i", "-C", "-e", bin}
-	for _, a := range addrs {
-		args = append(args, fmt.Sprintf("%#x", a))
-	}
-	out, err := exec.Command(eu, args...).Output()
+	out, err := exec.Command(eu, inlinedArgs(bin, addrs)...).Output()
 	if err != nil {
 		return nil, fmt.Sprintf("eu-addr2line: %v: second oracle skipped", err)
 	}
-	res := make([][]Frame, len(addrs))
-	i := -1
-	var fn string
-	haveFn := false
-	for _, l := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
-		if i+1 < len(addrs) && !haveFn && l == fmt.Sprintf("0x%016x", addrs[i+1]) {
-			i++
-			continue
-		}
-		if i < 0 {
-			return nil, fmt.Sprintf("eu-addr2line output starts with %q: second oracle skipped", l)
-		}
-		if !haveFn {
-			// "sq inlined at inl.c:13:10 in acc" for inlined frames.
-			fn, _, _ = strings.Cut(l, " inlined at ")
-			haveFn = true
-			continue
-		}
-		haveFn = false
-		f := Frame{Function: fn}
-		if f.Function == "??" {
-			f.Function = ""
-		}
-		// FILE:LINE[:COLUMN], ??:0 when unknown.
-		pos := l
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	// "sq inlined at inl.c:13:10 in acc" for inlined frames.
+	fn := func(l string) string {
+		fn, _, _ := strings.Cut(l, " inlined at ")
+		return fn
+	}
+	// FILE:LINE[:COLUMN], ??:0 when unknown.
+	pos := func(pos string) string {
 		if j := strings.LastIndexByte(pos, ':'); j >= 0 {
 			if k := strings.LastIndexByte(pos[:j], ':'); k >= 0 {
 				if _, err := strconv.Atoi(pos[k+1 : j]); err == nil {
-					pos = pos[:j] // drop the column
+					return pos[:j] // drop the column
 				}
 			}
 		}
-		if j := strings.LastIndexByte(pos, ':'); j >= 0 {
-			f.File = pos[:j]
-			f.Line, _ = strconv.Atoi(pos[j+1:])
-		}
-		if f.File == "??" {
-			f.File = ""
-		}
-		res[i] = append(res[i], f)
+		return pos
 	}
-	if i != len(addrs)-1 {
-		return nil, fmt.Sprintf("eu-addr2line answered for %d addresses of %d: second oracle skipped", i+1, len(addrs))
+	res, err := parseInlined(lines, addrs, fn, pos)
+	if err != nil {
+		return nil, fmt.Sprintf("eu-addr2line %v: second oracle skipped", err)
 	}
 	return res, ""
 }
@@ -506,12 +399,7 @@ func TestAddr2lineAgreement(t *testing.T) {
 				t.Skip(rustSkip)
 			}
 			ch := start(t, bin)
-			c := NewCache(Options{})
-			defer c.Close()
-			p, err := c.Process(ch.pid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, _ := openProcess(t, ch.pid, Options{})
 			addrs := sampleAddrs(t, bin, 500)
 			r := agreement(t, p, ch.pid, bin, bin, addrs, false)
 			t.Logf("%s: %.2f%% of %d addresses agree with addr2line", nb.name, 100*r, len(addrs))
@@ -524,12 +412,7 @@ func TestAddr2lineAgreement(t *testing.T) {
 
 	t.Run("libc", func(t *testing.T) {
 		ch := start(t, bins["c-O0-g"])
-		c := NewCache(Options{})
-		defer c.Close()
-		p, err := c.Process(ch.pid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, _ := openProcess(t, ch.pid, Options{})
 		var libc *Mapping
 		for _, m := range p.Mappings() {
 			if strings.HasPrefix(filepath.Base(m.Path), "libc.so") {
@@ -563,14 +446,8 @@ func TestAddr2lineAgreement(t *testing.T) {
 func TestInlinedC(t *testing.T) {
 	bin := buildNative(t)["c-O2-g"]
 	ch := start(t, bin)
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(ch.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	callSq := sourceLine(t, inlineCSource, "\t\ts += sq(i)")
-	callAcc := sourceLine(t, inlineCSource, "\t\tt += acc(")
+	p, _ := openProcess(t, ch.pid, Options{})
+	callSq, callAcc := inlineCallLines(t)
 	found := 0
 	for off := range uint64(200) {
 		fr := p.Lookup(ch.addr(t, "work") + off).Frames
@@ -593,12 +470,7 @@ func TestDemangle(t *testing.T) {
 	bins := buildNative(t)
 	check := func(bin, fn string, ok func(Frame) bool) {
 		ch := start(t, bin)
-		c := NewCache(Options{})
-		defer c.Close()
-		p, err := c.Process(ch.pid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, _ := openProcess(t, ch.pid, Options{})
 		fr := p.Lookup(ch.addr(t, fn)).Frames
 		if len(fr) == 0 || !ok(fr[len(fr)-1]) {
 			t.Errorf("%s in %s: %+v", fn, bin, fr)

@@ -8,12 +8,7 @@ import (
 // BenchmarkLookupCached is the hot path: a pc already in the per-binary cache.
 func BenchmarkLookupCached(b *testing.B) {
 	ch := start(b, build(b, "go"))
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(ch.pid)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, _ := openProcess(b, ch.pid, Options{})
 	pc := ch.addr(b, "main.burnA") + 5
 	if len(p.Lookup(pc).Frames) != 1 {
 		b.Fatal("not resolved")

@@ -28,12 +28,7 @@ func TestSeparateDebugFile(t *testing.T) {
 			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 		}
 	}
-	src := filepath.Join(dir, "inl.c")
-	if err := os.WriteFile(src, []byte(inlineCSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	full := filepath.Join(dir, "full")
-	run("gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-Wl,--build-id", "-o", full, src)
+	full := compileC(t, dir, "inl.c", inlineCSource, "full", "-O2", "-g", "-fno-omit-frame-pointer", "-Wl,--build-id")
 	// The debuglink names the debug file by its base name, prog.debug.
 	debug := filepath.Join(dir, "prog.debug")
 	stripped := filepath.Join(dir, "stripped")
@@ -53,19 +48,13 @@ func TestSeparateDebugFile(t *testing.T) {
 		t.Fatalf("no build id in %s", stripped)
 	}
 
-	callSq := sourceLine(t, inlineCSource, "\t\ts += sq(i)")
-	callAcc := sourceLine(t, inlineCSource, "\t\tt += acc(")
+	callSq, callAcc := inlineCallLines(t)
 	// inlined reports whether bin, run as a child, resolves an address of
 	// work to sq inlined into acc inlined into work, with file and lines.
 	inlined := func(t *testing.T, bin string) bool {
 		t.Helper()
 		ch := start(t, bin)
-		c := NewCache(Options{})
-		defer c.Close()
-		p, err := c.Process(ch.pid)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, _ := openProcess(t, ch.pid, Options{})
 		found := false
 		for off := range uint64(200) {
 			fr := p.Lookup(ch.addr(t, "work") + off).Frames

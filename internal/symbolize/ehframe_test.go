@@ -3,9 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -29,14 +27,7 @@ func TestEHFrameCFA(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc")
 	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "x.c"), filepath.Join(dir, "x")
-	if err := os.WriteFile(src, []byte(ehframeC), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := compileC(t, t.TempDir(), "x.c", ehframeC, "x", "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer")
 	ef, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,7 @@
 package symbolize
 
 import (
-	"bufio"
 	"debug/elf"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -85,35 +82,20 @@ func buildInline(tb testing.TB) map[string]string {
 	tb.Helper()
 	inlineOnce.Do(func() {
 		dir := filepath.Join(buildDir, "inlprog")
-		if inlineErr = os.MkdirAll(dir, 0o755); inlineErr != nil {
+		if inlineErr = writeGoModule(dir, "inlprog", inlineSource); inlineErr != nil {
 			return
-		}
-		if inlineErr = os.WriteFile(filepath.Join(dir, "main.go"), []byte(inlineSource), 0o644); inlineErr != nil {
-			return
-		}
-		if inlineErr = os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module inlprog\n\ngo 1.24\n"), 0o644); inlineErr != nil {
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		}
 		inlineBins = map[string]string{}
+		cmds := map[string]*exec.Cmd{}
 		for variant, flags := range map[string][]string{
 			"plain":     nil,
 			"strip":     {"-ldflags=-s -w"},
 			"pie-strip": {"-buildmode=pie", "-ldflags=-s -w"},
 		} {
-			out := filepath.Join(buildDir, "inl-"+variant)
-			cmd := exec.Command(goTool, append(append([]string{"build"}, flags...), "-o", out, ".")...)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				inlineErr = fmt.Errorf("build %s: %v\n%s", variant, err, b)
-				return
-			}
-			inlineBins[variant] = out
+			inlineBins[variant] = filepath.Join(buildDir, "inl-"+variant)
+			cmds[variant] = goBuildCmd(dir, inlineBins[variant], flags...)
 		}
+		inlineErr = runBuilds(cmds)
 	})
 	if inlineErr != nil {
 		tb.Fatal(inlineErr)
@@ -123,54 +105,36 @@ func buildInline(tb testing.TB) map[string]string {
 
 // startInline runs bin and returns the child, the pc it captured and the
 // frames runtime.CallersFrames reported for it.
-func startInline(t *testing.T, bin string) (*exec.Cmd, uint64, []Frame) {
+func startInline(t *testing.T, bin string) (*child, uint64, []Frame) {
 	t.Helper()
-	cmd := exec.Command(bin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	ch := launch(t, exec.Command(bin))
 	var pc uint64
 	var want []Frame
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	ready := ch.waitReady(func(line string) {
+		f := strings.Fields(line)
 		switch {
 		case len(f) == 2 && f[0] == "pc" && pc == 0:
 			pc, _ = strconv.ParseUint(f[1], 0, 64)
 		case len(f) == 4 && f[0] == "frame":
 			line, _ := strconv.Atoi(f[3])
 			want = append(want, Frame{Function: f[1], File: f[2], Line: line})
-		case len(f) == 1 && f[0] == "ready":
-			return cmd, pc, want
 		}
+	})
+	if !ready {
+		t.Fatalf("%s exited before it was ready", bin)
 	}
-	t.Fatalf("%s exited before it was ready", bin)
-	return nil, 0, nil
+	return ch, pc, want
 }
 
 func TestLookupGoInlined(t *testing.T) {
 	bins := buildInline(t)
 	for _, variant := range []string{"plain", "strip", "pie-strip"} {
 		t.Run(variant, func(t *testing.T) {
-			cmd, pc, want := startInline(t, bins[variant])
+			ch, pc, want := startInline(t, bins[variant])
 			if len(want) != 3 || want[0].Function != "main.inl2" || want[1].Function != "main.inl1" || want[2].Function != "main.loop" {
 				t.Fatalf("runtime.CallersFrames reports %+v: inl1 and inl2 not inlined into main.loop?", want)
 			}
-			c := NewCache(Options{})
-			defer c.Close()
-			p, err := c.Process(cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, _ := openProcess(t, ch.pid, Options{})
 			// CallersFrames looks up the call instruction, pc-1 of a return address.
 			got := p.Lookup(pc - 1).Frames
 			if len(got) != len(want) {

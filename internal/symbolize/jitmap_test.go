@@ -1,12 +1,9 @@
 package symbolize
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,43 +51,22 @@ int main(void)
 `
 
 func TestLookupJIT(t *testing.T) {
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "jit.c"), filepath.Join(dir, "jit")
-	if err := os.WriteFile(src, []byte(jitSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
+	bin := compileC(t, t.TempDir(), "jit.c", jitSource, "jit", "-O1")
+	var pid int
 	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+		if pid != 0 {
+			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+		}
 	})
-	sc := bufio.NewScanner(stdout)
-	vals := map[string]uint64{}
-	for sc.Scan() && sc.Text() != "ready" {
-		k, v, _ := strings.Cut(sc.Text(), " ")
-		vals[k], _ = strconv.ParseUint(v, 0, 64)
-	}
-	code, page := vals["code"], vals["page"]
+	ch := launch(t, exec.Command(bin))
+	pid = ch.pid
+	ch.waitReady(nil)
+	code, page := ch.addrs["code"], ch.addrs["page"]
 	if code == 0 || page == 0 {
-		t.Fatalf("child printed %v", vals)
+		t.Fatalf("child printed %v", ch.addrs)
 	}
 
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := openProcess(t, pid, Options{})
 	check := func(pc uint64, want string) {
 		t.Helper()
 		loc := p.Lookup(pc)
@@ -110,10 +86,10 @@ func TestLookupJIT(t *testing.T) {
 	check(code+0x40, "")     // past jit_first
 	check(code+2*page+4, "") // not written yet
 
-	if _, err := stdin.Write([]byte{1}); err != nil {
+	if _, err := ch.stdin.Write([]byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	if !sc.Scan() || sc.Text() != "appended" {
+	if !ch.stdout.Scan() || ch.stdout.Text() != "appended" {
 		t.Fatal("child did not append")
 	}
 	time.Sleep(jitRecheckInterval + 100*time.Millisecond)

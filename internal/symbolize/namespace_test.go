@@ -1,16 +1,13 @@
 package symbolize
 
 import (
-	"bufio"
 	"bytes"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -54,17 +51,7 @@ const nsScript = `mount -t tmpfs tmpfs "$1" && cp "$2" "$1/app" && exec "$1/app"
 // buildNS builds nsSource with -g into a fresh temporary directory.
 func buildNS(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "ns.c")
-	if err := os.WriteFile(src, []byte(nsSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "ns")
-	cmd := exec.Command("gcc", "-g", "-O1", "-fno-inline", "-fno-omit-frame-pointer", "-o", bin, src)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return compileC(t, t.TempDir(), "ns.c", nsSource, "ns", "-g", "-O1", "-fno-inline", "-fno-omit-frame-pointer")
 }
 
 // startInMountNS runs bin as mnt/app in a new mount namespace where mnt (an
@@ -94,37 +81,15 @@ func startInMountNS(t *testing.T, bin string) (ch *child, appPath string) {
 	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", nsScript, "sh", mnt, bin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ch = &child{pid: cmd.Process.Pid, addrs: map[string]uint64{}, stdin: stdin, cmd: cmd}
-	t.Cleanup(ch.stop)
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			if name == "ready" {
-				// unshare and sh exec, so the program has the pid we
-				// started; take the one it printed all the same.
-				if pid := int(ch.addr(t, "pid")); pid != ch.pid {
-					t.Logf("program runs as pid %d, started %d", pid, ch.pid)
-					ch.pid = pid
-				}
-				return ch, appPath
-			}
-			continue
+	ch = launch(t, cmd)
+	if ch.waitReady(nil) {
+		// unshare and sh exec, so the program has the pid we started; take
+		// the one it printed all the same.
+		if pid := int(ch.addr(t, "pid")); pid != ch.pid {
+			t.Logf("program runs as pid %d, started %d", pid, ch.pid)
+			ch.pid = pid
 		}
-		if a, err := strconv.ParseUint(val, 0, 64); err == nil {
-			ch.addrs[name] = a
-		}
+		return ch, appPath
 	}
 	ch.cmd.Wait()
 	t.Fatalf("%s in a new mount namespace exited before it was ready: %s", bin, stderr.Bytes())
@@ -137,42 +102,25 @@ func startInMountNS(t *testing.T, bin string) (ch *child, appPath string) {
 // offset 0 of bin (a copy of the file mapped).
 func nsMapping(t *testing.T, pid int, path, bin string, pc uint64) (start, limit, fileAddr uint64) {
 	t.Helper()
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	var segVaddr uint64
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Off == 0 {
-			segVaddr = p.Vaddr
-		}
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	segVaddr, fixed := firstSegment(t, bin)
+	ms, data := readMaps(t, pid)
 	var base uint64
 	var baseOK bool
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 6 || f[5] != path {
+	for _, m := range ms {
+		if m.path != path {
 			continue
 		}
-		lo, hi, _ := strings.Cut(f[0], "-")
-		s, _ := strconv.ParseUint(lo, 16, 64)
-		l, _ := strconv.ParseUint(hi, 16, 64)
-		if f[2] == "00000000" {
-			base, baseOK = s, true
+		if m.offset == "00000000" {
+			base, baseOK = m.start, true
 		}
-		if strings.Contains(f[1], "x") && s <= pc && pc < l {
-			start, limit = s, l
+		if strings.Contains(m.perms, "x") && m.start <= pc && pc < m.limit {
+			start, limit = m.start, m.limit
 		}
 	}
 	if !baseOK || limit == 0 {
 		t.Fatalf("no mappings of %s around %#x in pid %d:\n%s", path, pc, pid, data)
 	}
-	if ef.Type == elf.ET_EXEC {
+	if fixed {
 		return start, limit, pc
 	}
 	return start, limit, pc - base + segVaddr
@@ -311,9 +259,7 @@ func TestNamespaceBinary(t *testing.T) {
 			if m.Path != app || m.Deleted || m.Start != start || m.Limit != limit {
 				t.Errorf("mapping %+v, want %s %x-%x", m, app, start, limit)
 			}
-			if want := readelfBuildID(t, bin); m.BuildID != want {
-				t.Errorf("build id %q, readelf says %q", m.BuildID, want)
-			}
+			checkBuildID(t, &m, bin)
 			for i, pc := range pcs {
 				fs := r.frames[i]
 				if len(fs) != 1 {

@@ -1,16 +1,12 @@
 package symbolize
 
 import (
-	"bufio"
-	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,209 +128,37 @@ func build(tb testing.TB, variant string) string {
 }
 
 func buildAll() error {
-	if err := os.WriteFile(filepath.Join(buildDir, "prog.c"), []byte(cSource), 0o644); err != nil {
-		return err
-	}
 	goDir := filepath.Join(buildDir, "goprog")
-	if err := os.MkdirAll(goDir, 0o755); err != nil {
+	if err := writeGoModule(goDir, "goprog", goSource); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(goDir, "main.go"), []byte(goSource), 0o644); err != nil {
+	src := filepath.Join(buildDir, "prog.c")
+	if err := os.WriteFile(src, []byte(cSource), 0o644); err != nil {
 		return err
-	}
-	if err := os.WriteFile(filepath.Join(goDir, "go.mod"), []byte("module goprog\n\ngo 1.24\n"), 0o644); err != nil {
-		return err
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
 	cflags := []string{"-fno-omit-frame-pointer", "-O1", "-fno-inline"}
-	jobs := map[string][]string{
-		"c-g":        append([]string{"gcc", "-g"}, cflags...),
-		"c-nog":      append([]string{"gcc"}, cflags...),
-		"c-nopie":    append([]string{"gcc", "-g", "-no-pie"}, cflags...),
-		"go":         {goTool, "build"},
-		"go-ref":     {goTool, "build"}, // DWARF 4, for addr2line (binutils 2.40 misreads Go's DWARF 5 lines)
-		"go-strip":   {goTool, "build", "-ldflags=-s -w"},
-		"go-piestrp": {goTool, "build", "-buildmode=pie", "-ldflags=-s -w"},
+	cmds := map[string]*exec.Cmd{}
+	for variant, args := range map[string][]string{
+		"c-g":     {"-g"},
+		"c-nog":   nil,
+		"c-nopie": {"-g", "-no-pie"},
+	} {
+		bins[variant] = filepath.Join(buildDir, variant)
+		cmds[variant] = exec.Command("gcc", append(append(args, cflags...), "-o", bins[variant], src)...)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(jobs))
-	for variant, args := range jobs {
-		out := filepath.Join(buildDir, variant)
-		bins[variant] = out
-		var cmd *exec.Cmd
-		if strings.HasPrefix(variant, "c-") {
-			cmd = exec.Command(args[0], append(args[1:], "-o", out, filepath.Join(buildDir, "prog.c"))...)
-		} else {
-			cmd = exec.Command(args[0], append(args[1:], "-o", out, ".")...)
-			cmd.Dir = goDir
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
-			if variant == "go-ref" {
-				cmd.Env = append(cmd.Env, "GOEXPERIMENT=nodwarf5")
-			}
-		}
-		wg.Go(func() {
-			if out, err := cmd.CombinedOutput(); err != nil {
-				errs <- fmt.Errorf("build %s: %v\n%s", variant, err, out)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
-}
-
-// child is a running test program.
-type child struct {
-	pid   int
-	addrs map[string]uint64 // function → runtime address, as printed
-	stdin io.WriteCloser
-	cmd   *exec.Cmd
-}
-
-// start runs bin until the test ends and reads the addresses it prints.
-func start(tb testing.TB, bin string) *child {
-	tb.Helper()
-	cmd := exec.Command(bin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	c := &child{pid: cmd.Process.Pid, addrs: map[string]uint64{}, stdin: stdin, cmd: cmd}
-	tb.Cleanup(c.stop)
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			if name == "ready" {
-				return c
-			}
-			continue
-		}
-		if a, err := strconv.ParseUint(val, 0, 64); err == nil {
-			c.addrs[name] = a
+	for variant, flags := range map[string][]string{
+		"go":         nil,
+		"go-ref":     nil, // DWARF 4, for addr2line (binutils 2.40 misreads Go's DWARF 5 lines)
+		"go-strip":   {"-ldflags=-s -w"},
+		"go-piestrp": {"-buildmode=pie", "-ldflags=-s -w"},
+	} {
+		bins[variant] = filepath.Join(buildDir, variant)
+		cmds[variant] = goBuildCmd(goDir, bins[variant], flags...)
+		if variant == "go-ref" {
+			cmds[variant].Env = append(cmds[variant].Env, "GOEXPERIMENT=nodwarf5")
 		}
 	}
-	tb.Fatalf("%s exited before it was ready", bin)
-	return nil
-}
-
-func (c *child) stop() {
-	c.stdin.Close()
-	done := make(chan struct{})
-	go func() { c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		c.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func (c *child) addr(tb testing.TB, name string) uint64 {
-	tb.Helper()
-	a, ok := c.addrs[name]
-	if !ok || a == 0 {
-		tb.Fatalf("child did not print the address of %s", name)
-	}
-	return a
-}
-
-// fileAddr translates a runtime address in bin into the address addr2line
-// wants, independently of the code under test: the load bias is the start of
-// the mapping of file offset 0 minus the vaddr of the segment at offset 0.
-func fileAddr(tb testing.TB, pid int, bin string, pc uint64) uint64 {
-	tb.Helper()
-	ef, err := elf.Open(bin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ef.Close()
-	if ef.Type == elf.ET_EXEC {
-		return pc
-	}
-	var segVaddr uint64
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Off == 0 {
-			segVaddr = p.Vaddr
-		}
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 6 && f[5] == bin && f[2] == "00000000" {
-			start, _ := strconv.ParseUint(strings.Split(f[0], "-")[0], 16, 64)
-			return pc - start + segVaddr
-		}
-	}
-	tb.Fatalf("no mapping at offset 0 of %s in pid %d", bin, pid)
-	return 0
-}
-
-// addr2line returns what binutils says about a file address in bin.
-func addr2line(tb testing.TB, bin string, addr uint64) Frame {
-	tb.Helper()
-	out, err := exec.Command("addr2line", "-f", "-e", bin, fmt.Sprintf("%#x", addr)).Output()
-	if err != nil {
-		tb.Skipf("addr2line: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 {
-		tb.Fatalf("addr2line output %q", out)
-	}
-	f := Frame{Function: lines[0]}
-	pos, _, _ := strings.Cut(lines[1], " (discriminator")
-	if i := strings.LastIndexByte(pos, ':'); i >= 0 {
-		f.File = pos[:i]
-		f.Line, _ = strconv.Atoi(pos[i+1:])
-	}
-	if f.File == "??" {
-		f.File = ""
-	}
-	return f
-}
-
-// sourceLine returns the 1-based line of src that starts with prefix.
-func sourceLine(tb testing.TB, src, prefix string) int {
-	tb.Helper()
-	for i, l := range strings.Split(src, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			return i + 1
-		}
-	}
-	tb.Fatalf("no line %q", prefix)
-	return 0
-}
-
-func lookupOne(tb testing.TB, p *Process, pc uint64) Frame {
-	tb.Helper()
-	loc := p.Lookup(pc)
-	if loc.Address != pc {
-		tb.Errorf("Lookup(%#x).Address = %#x", pc, loc.Address)
-	}
-	if loc.Mapping == nil {
-		tb.Fatalf("Lookup(%#x): no mapping", pc)
-	}
-	if len(loc.Frames) != 1 {
-		tb.Fatalf("Lookup(%#x) in %s: %d frames, want 1", pc, loc.Mapping, len(loc.Frames))
-	}
-	return loc.Frames[0]
+	return runBuilds(cmds)
 }
 
 func TestLookupC(t *testing.T) {
@@ -349,12 +173,7 @@ func TestLookupC(t *testing.T) {
 		t.Run(tc.variant, func(t *testing.T) {
 			bin := build(t, tc.variant)
 			ch := start(t, bin)
-			c := NewCache(Options{})
-			defer c.Close()
-			p, err := c.Process(ch.pid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, _ := openProcess(t, ch.pid, Options{})
 			for _, fn := range []string{"burn_a", "burn_b"} {
 				for _, off := range []uint64{0, 4, 9} {
 					pc := ch.addr(t, fn) + off
@@ -384,37 +203,15 @@ func TestLookupC(t *testing.T) {
 			if m.Path != bin || m.Deleted || m.BuildID == "" || m.Inode == 0 {
 				t.Errorf("mapping %+v", *m)
 			}
-			if want := readelfBuildID(t, bin); m.BuildID != want {
-				t.Errorf("build id %q, readelf says %q", m.BuildID, want)
-			}
+			checkBuildID(t, m, bin)
 		})
 	}
-}
-
-var buildIDRE = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
-
-func readelfBuildID(tb testing.TB, bin string) string {
-	tb.Helper()
-	out, err := exec.Command("readelf", "-n", bin).Output()
-	if err != nil {
-		tb.Skipf("readelf: %v", err)
-	}
-	m := buildIDRE.FindSubmatch(out)
-	if m == nil {
-		return ""
-	}
-	return string(m[1])
 }
 
 // TestLookupLibc resolves functions of a shared library and of the vDSO.
 func TestLookupLibc(t *testing.T) {
 	ch := start(t, build(t, "c-g"))
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(ch.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := openProcess(t, ch.pid, Options{})
 	for _, fn := range []string{"getpid", "nanosleep"} {
 		pc := ch.addr(t, fn)
 		loc := p.Lookup(pc + 1)
@@ -464,12 +261,7 @@ func TestLookupGo(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			bin := build(t, variant)
 			ch := start(t, bin)
-			c := NewCache(Options{})
-			defer c.Close()
-			p, err := c.Process(ch.pid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, _ := openProcess(t, ch.pid, Options{})
 			for _, fn := range []string{"main.burnA", "main.burnB"} {
 				for _, off := range offsets {
 					got := lookupOne(t, p, ch.addr(t, fn)+off)
@@ -515,12 +307,7 @@ func sourceLineOfFile(tb testing.TB, prefix string) int {
 func TestCacheSharing(t *testing.T) {
 	bin := build(t, "c-g")
 	ch1, ch2 := start(t, bin), start(t, bin)
-	c := NewCache(Options{})
-	defer c.Close()
-	p1, err := c.Process(ch1.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p1, c := openProcess(t, ch1.pid, Options{})
 	lookupOne(t, p1, ch1.addr(t, "burn_a"))
 	if s := c.Stats(); s.BinariesParsed != 1 {
 		t.Fatalf("after the first process: %+v", s)
@@ -551,12 +338,7 @@ func TestCacheSharing(t *testing.T) {
 // between the executable and libc evict and re-open, and stay right.
 func TestCacheEviction(t *testing.T) {
 	ch := start(t, build(t, "c-nog"))
-	c := NewCache(Options{MaxBinaries: 1})
-	defer c.Close()
-	p, err := c.Process(ch.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := openProcess(t, ch.pid, Options{MaxBinaries: 1})
 	for range 3 {
 		if f := lookupOne(t, p, ch.addr(t, "burn_a")); f.Function != "burn_a" {
 			t.Errorf("burn_a: %+v", f)
@@ -591,12 +373,7 @@ func TestDeletedBinary(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(ch.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := openProcess(t, ch.pid, Options{})
 	loc := p.Lookup(ch.addr(t, "burn_b") + 2)
 	if loc.Mapping == nil || !loc.Mapping.Deleted || loc.Mapping.Path != bin {
 		t.Fatalf("mapping %v", loc.Mapping)
@@ -611,12 +388,7 @@ func TestDeletedBinary(t *testing.T) {
 func TestExitedProcess(t *testing.T) {
 	ch := start(t, build(t, "c-nog"))
 	pid := ch.pid
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, c := openProcess(t, pid, Options{})
 	ch.stop()
 
 	if _, err := c.Process(pid); !errors.Is(err, os.ErrNotExist) {
@@ -637,12 +409,7 @@ func TestExitedProcess(t *testing.T) {
 
 func TestRefresh(t *testing.T) {
 	ch := start(t, build(t, "c-nog"))
-	c := NewCache(Options{})
-	defer c.Close()
-	p, err := c.Process(ch.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := openProcess(t, ch.pid, Options{})
 	before := p.Mappings()
 	if len(before) < 3 {
 		t.Fatalf("mappings %v", before)

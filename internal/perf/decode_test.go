@@ -159,13 +159,19 @@ func TestFrames(t *testing.T) {
 // callchain out of a ring: header, bounds checks, field decoding and the
 // callback, as the receiver's read loop does it.
 func BenchmarkDecodeSample(b *testing.B) {
+	benchDecode(b, sessionFormat(), sampleRecord(10, 11, 12, chain16()))
+}
+
+// benchDecode fills a ring with copies of rec, untimed, and times reading
+// them back, b.N records in all.
+func benchDecode(b *testing.B, f format, rec []byte) {
 	r := fakeRing(1 << 20)
-	f := sessionFormat()
-	rec := sampleRecord(10, 11, 12, chain16())
 	n := (1 << 20) / len(rec)
 	var out Record
 	var sum uint64
-	fn := func(r *Record) { sum += r.Sample.Callchain[len(r.Sample.Callchain)-1] }
+	fn := func(r *Record) {
+		sum += r.Sample.Callchain[len(r.Sample.Callchain)-1] + uint64(len(r.Sample.StackUser))
+	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(rec)))
 	b.ResetTimer()

@@ -107,31 +107,8 @@ func sampleRecordStack(pid, tid uint32, t uint64, chain []uint64, n int) []byte 
 // BenchmarkDecodeSampleStack is BenchmarkDecodeSample with the user
 // registers and a 512-byte stack copy in every sample (recover_leaf_caller).
 func BenchmarkDecodeSampleStack(b *testing.B) {
-	r := fakeRing(1 << 20)
 	f := newFormat(sampleIdentifier|sampleIP|sampleTID|sampleTime|sampleCPU|samplePeriod|sampleCallchain|sampleRegsUser|sampleStackUser, regsMask)
-	rec := sampleRecordStack(10, 11, 12, chain16(), 512)
-	n := (1 << 20) / len(rec)
-	var out Record
-	var sum uint64
-	fn := func(r *Record) {
-		sum += r.Sample.Callchain[len(r.Sample.Callchain)-1] + uint64(len(r.Sample.StackUser))
-	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(rec)))
-	b.ResetTimer()
-	for done := 0; done < b.N; {
-		b.StopTimer()
-		k := min(n, b.N-done)
-		for i := 0; i < k; i++ {
-			r.write(rec)
-		}
-		b.StartTimer()
-		r.read(&f, &out, fn)
-		done += k
-	}
-	if sum == 0 {
-		b.Fatal("nothing decoded")
-	}
+	benchDecode(b, f, sampleRecordStack(10, 11, 12, chain16(), 512))
 }
 
 // BenchmarkInsertLeafCaller measures the recovery of one sample whose leaf

@@ -47,7 +47,7 @@ func benchReceiver(b *testing.B) (*perfprofReceiver, *procState) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := &procState{info: p, sym: sym, threads: map[uint32]string{1: "main"}, addrs: map[uint64]*loc{}, batch: newBatch()}
+	st := &procState{info: p, sym: sym, threads: map[uint32]string{1: "main"}, addrs: map[uint64]*loc{}, batch: newBatch(), resource: -1}
 	r.procs[os.Getpid()] = st
 	r.cfg.Correlation.MaxBufferedSamples = 1 << 30
 	return r, st

@@ -95,6 +95,13 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	for i := 0; i < td.ResourceSpans().Len(); i++ {
 		rs := td.ResourceSpans().At(i)
 		res := r.internResource(rs.Resource())
+		// SDKs name their process (resource detector process.pid): its
+		// profiles get this resource from now on.
+		if pid, ok := intAttr(rs.Resource().Attributes(), "process.pid"); ok && res >= 0 {
+			if st, ok := r.procs[int(pid)]; ok {
+				st.resource = res
+			}
+		}
 		for j := 0; j < rs.ScopeSpans().Len(); j++ {
 			spans := rs.ScopeSpans().At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {

@@ -90,6 +90,10 @@ type procState struct {
 	addrs   map[uint64]*loc // resolved addresses, shared by the stacks of all batches
 	batch   *batch
 	gone    bool // exited or detached; dropped after its last batch is sent
+	// resource is the handle of the span resource of the process, -1 until
+	// its spans are seen, so that every profile of it carries service.name,
+	// also when none of a report's samples fell in a span.
+	resource int32
 }
 
 // maxAddrCache bounds the per-process address cache; it is cleared when
@@ -248,7 +252,7 @@ func (r *perfprofReceiver) every(ctx context.Context, d time.Duration, kick <-ch
 // attach starts sampling p. The process state exists before its first
 // record can arrive.
 func (r *perfprofReceiver) attach(p perf.Process) error {
-	st := &procState{info: p, threads: map[uint32]string{}, addrs: map[uint64]*loc{}, batch: newBatch()}
+	st := &procState{info: p, threads: map[uint32]string{}, addrs: map[uint64]*loc{}, batch: newBatch(), resource: -1}
 	r.mu.Lock()
 	if old, ok := r.procs[p.Pid]; ok && !old.gone {
 		r.mu.Unlock()
@@ -519,7 +523,7 @@ func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 				}
 			}
 			snap := snapshot{pid: st.info.Pid, exe: st.info.Exe, comm: st.info.Comm, batch: out, windowA: r.windowA, windowB: windowB}
-			snap.joins, snap.resource = r.join(out, watermark, &jc)
+			snap.joins, snap.resource = r.join(st, out, watermark, &jc)
 			snaps = append(snaps, snap)
 		}
 		if st.gone && len(st.batch.samples) == 0 {
@@ -576,9 +580,10 @@ type joinCounts struct{ span, noSpan, early int64 }
 
 // join looks up, for every sample of b older than the watermark, the span
 // that ran on its thread at its time. It returns the join of each sample
-// and the span resource most of the joined samples share. Must be called
-// with r.mu held.
-func (r *perfprofReceiver) join(b *batch, watermark uint64, c *joinCounts) ([]joinInfo, pcommon.Resource) {
+// and the span resource of the process: the one most of the joined samples
+// share, else the one its spans named it by (process.pid) or last had.
+// Must be called with r.mu held.
+func (r *perfprofReceiver) join(st *procState, b *batch, watermark uint64, c *joinCounts) ([]joinInfo, pcommon.Resource) {
 	joins := make([]joinInfo, len(b.samples))
 	votes := map[int32]int{}
 	for i, s := range b.samples {
@@ -613,10 +618,13 @@ func (r *perfprofReceiver) join(b *batch, watermark uint64, c *joinCounts) ([]jo
 			best, bestN = h, n
 		}
 	}
-	if best < 0 {
+	if best >= 0 {
+		st.resource = best
+	}
+	if st.resource < 0 || int(st.resource) >= len(r.resources) {
 		return joins, pcommon.Resource{}
 	}
-	return joins, r.resources[best]
+	return joins, r.resources[st.resource]
 }
 
 func (r *perfprofReceiver) countJoins(c joinCounts, unmatched int) {

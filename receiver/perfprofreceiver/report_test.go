@@ -29,7 +29,7 @@ func joinReceiver(t *testing.T, tt *componenttest.Telemetry, window time.Duratio
 	t.Cleanup(r.telemetry.Shutdown)
 	sink := new(consumertest.ProfilesSink)
 	r.profiles = sink
-	r.procs[100] = &procState{info: perf.Process{Pid: 100, Comm: "app"}, threads: map[uint32]string{}, addrs: map[uint64]*loc{}, batch: newBatch()}
+	r.procs[100] = &procState{info: perf.Process{Pid: 100, Comm: "app"}, threads: map[uint32]string{}, addrs: map[uint64]*loc{}, batch: newBatch(), resource: -1}
 	r.session = &perf.Session{} // Stats only
 	return r, sink
 }
@@ -118,4 +118,26 @@ func TestBufferBoundEmitsEarlyThenDrops(t *testing.T) {
 	metadatatest.AssertEqualReceiverPerfprofDroppedSamples(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 50, Attributes: attrSet("reason", "buffer_full")},
 	}, metricdatatest.IgnoreTimestamp())
+}
+
+// A process whose spans name it (process.pid in their resource) gets that
+// resource on its profiles even when no sample of a report fell in a span.
+func TestResourceFromSpansProcessPid(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer func() { require.NoError(t, tt.Shutdown(context.Background())) }()
+	r, sink := joinReceiver(t, tt, time.Second, 1000)
+	now := clock.Monotonic()
+	s := uint64(time.Second)
+	td := spanAt(r, 7, "GET /a", 1, now-30*s, now-29*s)
+	td.ResourceSpans().At(0).Resource().Attributes().PutInt("process.pid", 100)
+	r.indexSpans(td)
+	sample(r, 8, now-10*s) // another thread, no span
+	r.report(context.Background(), false)
+	require.Len(t, sink.AllProfiles(), 1)
+	attrs := sink.AllProfiles()[0].ResourceProfiles().At(0).Resource().Attributes()
+	svc, ok := attrs.Get("service.name")
+	require.True(t, ok, "resource %v", attrs.AsRaw())
+	require.Equal(t, "app", svc.Str())
+	pid, _ := attrs.Get("process.pid")
+	require.Equal(t, int64(100), pid.Int(), "the kernel's pid wins over the span resource's")
 }

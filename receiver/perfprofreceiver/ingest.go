@@ -91,16 +91,14 @@ type spanCounts struct{ indexed, noThread, late, overLimit, invalid int64 }
 func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	threadKey, workerKey := r.cfg.Correlation.ThreadIDAttribute, r.cfg.Correlation.WorkerIDAttribute
 	var c spanCounts
-	r.mu.Lock()
+	r.spansMu.Lock()
 	for i := 0; i < td.ResourceSpans().Len(); i++ {
 		rs := td.ResourceSpans().At(i)
 		res := r.internResource(rs.Resource())
 		// SDKs name their process (resource detector process.pid): its
 		// profiles get this resource from now on.
-		if pid, ok := intAttr(rs.Resource().Attributes(), "process.pid"); ok && res >= 0 {
-			if st, ok := r.procs[int(pid)]; ok {
-				st.resource = res
-			}
+		if pid, ok := intAttr(rs.Resource().Attributes(), "process.pid"); ok && res >= 0 && len(r.pidResource) < maxResources {
+			r.pidResource[int(pid)] = res
 		}
 		for j := 0; j < rs.ScopeSpans().Len(); j++ {
 			spans := rs.ScopeSpans().At(j).Spans()
@@ -150,7 +148,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 			}
 		}
 	}
-	r.mu.Unlock()
+	r.spansMu.Unlock()
 	ctx := context.Background()
 	for _, o := range []struct {
 		n       int64
@@ -191,7 +189,7 @@ func intAttr(m pcommon.Map, key string) (int64, bool) {
 }
 
 // internResource returns the handle of a span resource, remembering it for
-// the profiles of its process. Must be called with r.mu held.
+// the profiles of its process. Must be called with r.spansMu held.
 func (r *perfprofReceiver) internResource(res pcommon.Resource) int32 {
 	attrs := res.Attributes()
 	keys := make([]string, 0, attrs.Len())

@@ -121,14 +121,14 @@ func TestIngestHTTPProtoAndJSON(t *testing.T) {
 		require.Equal(t, td, got)
 	}
 	// The same two spans twice: retries must not double the index.
-	r.mu.Lock()
+	r.spansMu.Lock()
 	n := r.spans.Len()
 	sp := r.spans.Lookup(4243, r.clock.Mono(uint64(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).StartTimestamp()))+1000)
 	require.NotNil(t, sp)
 	require.Equal(t, "price", sp.Name, "the child is innermost")
 	require.Equal(t, "GET /cart", r.spans.LocalRoot(sp).Name)
 	w, ok := r.spans.Worker(4243)
-	r.mu.Unlock()
+	r.spansMu.Unlock()
 	require.Equal(t, 2, n)
 	require.True(t, ok)
 	require.Equal(t, int64(1), w)
@@ -164,8 +164,8 @@ func TestIngestHTTPRejectsBadRequests(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, get.StatusCode)
 
 	require.Empty(t, sink.AllTraces(), "nothing passed on")
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.spansMu.Lock()
+	defer r.spansMu.Unlock()
 	require.Zero(t, r.spans.Len(), "nothing indexed")
 }
 
@@ -207,8 +207,8 @@ func TestIngestGRPC(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, sink.AllTraces(), 1)
 	assert.Equal(t, td, sink.AllTraces()[0])
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.spansMu.Lock()
+	defer r.spansMu.Unlock()
 	require.Equal(t, 2, r.spans.Len())
 }
 
@@ -241,12 +241,12 @@ func FuzzIngestHTTP(f *testing.F) {
 		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
 			t.Fatalf("status %d for %d bytes", w.Code, len(body))
 		}
-		r.mu.Lock()
+		r.spansMu.Lock()
 		if r.spans.Len() > r.cfg.Correlation.MaxSpans {
 			t.Fatalf("index over its bound")
 		}
 		r.spans.Forget(^uint64(0))
-		r.mu.Unlock()
+		r.spansMu.Unlock()
 	})
 }
 

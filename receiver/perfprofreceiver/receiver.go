@@ -42,17 +42,23 @@ type perfprofReceiver struct {
 	kernel  *symbolize.Kernel
 	clock   *clock.Mapper
 
-	// mu guards procs, buffered, the span index and the resources; the
-	// read loop holds it per record, the OTLP handlers per request, the
+	// mu guards procs and buffered: the read loop holds it per record, the
 	// report loop to take samples out and join them.
-	mu          sync.Mutex
-	procs       map[int]*procState
-	buffered    int
-	windowA     uint64
+	mu       sync.Mutex
+	procs    map[int]*procState
+	buffered int
+	windowA  uint64
+
+	// spansMu guards the span index and the span resources. It is apart
+	// from mu so that span ingest never waits for the read loop (which
+	// may spend a while symbolizing a binary for the first time); when
+	// both are held, mu is taken first.
+	spansMu     sync.Mutex
 	spans       *tidmap.Map
 	watermark   uint64             // samples before it have been emitted
 	resources   []pcommon.Resource // span resources, by handle
 	resourceIdx map[string]int32
+	pidResource map[int]int32 // resource handle by the process.pid spans named
 
 	// flush asks the report loop for an early report when the buffer
 	// reaches its bound.
@@ -114,6 +120,7 @@ func newReceiver(cfg *Config, set receiver.Settings, onShutdown func()) (*perfpr
 		procs:       map[int]*procState{},
 		spans:       tidmap.New(tidmap.Options{MaxSpans: cfg.Correlation.MaxSpans}),
 		resourceIdx: map[string]int32{},
+		pidResource: map[int]int32{},
 		flush:       make(chan struct{}, 1),
 		clock:       clock.NewMapper(),
 	}, nil
@@ -495,6 +502,7 @@ func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 	var snaps []snapshot
 	var jc joinCounts
 	r.mu.Lock()
+	r.spansMu.Lock()
 	cut := watermark
 	if max := r.cfg.Correlation.MaxBufferedSamples; !final && r.buffered > max {
 		cut = r.earlyCut(watermark, max/2)
@@ -537,6 +545,7 @@ func (r *perfprofReceiver) report(ctx context.Context, final bool) {
 		forgotten, unmatched = r.spans.Forget(watermark)
 		r.watermark = watermark
 	}
+	r.spansMu.Unlock()
 	r.mu.Unlock()
 	r.countLosses()
 	r.countJoins(jc, unmatched)
@@ -582,7 +591,7 @@ type joinCounts struct{ span, noSpan, early int64 }
 // that ran on its thread at its time. It returns the join of each sample
 // and the span resource of the process: the one most of the joined samples
 // share, else the one its spans named it by (process.pid) or last had.
-// Must be called with r.mu held.
+// Must be called with r.mu and r.spansMu held.
 func (r *perfprofReceiver) join(st *procState, b *batch, watermark uint64, c *joinCounts) ([]joinInfo, pcommon.Resource) {
 	joins := make([]joinInfo, len(b.samples))
 	votes := map[int32]int{}
@@ -620,6 +629,8 @@ func (r *perfprofReceiver) join(st *procState, b *batch, watermark uint64, c *jo
 	}
 	if best >= 0 {
 		st.resource = best
+	} else if h, ok := r.pidResource[st.info.Pid]; ok {
+		st.resource = h
 	}
 	if st.resource < 0 || int(st.resource) >= len(r.resources) {
 		return joins, pcommon.Resource{}

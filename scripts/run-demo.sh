@@ -9,11 +9,13 @@ demo=$!
 "$COLLECTOR" --config "$CONFIG" --feature-gates=service.profilesSupport &
 collector=$!
 
+# The demo stops first, so that its last spans reach the collector, whose
+# final report then joins the last samples.
 stop() {
-  kill -TERM "$collector" 2>/dev/null || true
-  wait "$collector" 2>/dev/null || true
   kill -TERM "$demo" 2>/dev/null || true
   wait "$demo" 2>/dev/null || true
+  kill -TERM "$collector" 2>/dev/null || true
+  wait "$collector" 2>/dev/null || true
 }
 trap 'echo "run-demo: interrupted, stopping"; stop; exit 0' INT TERM
 

@@ -7,8 +7,8 @@
 //
 //	-workers N      worker threads (default 2)
 //	-duration D     run this long, then flush and exit (default 1m; 0: until SIGINT/SIGTERM)
-//	-endpoint H:P   OTLP/gRPC endpoint (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-//	                OTEL_EXPORTER_OTLP_ENDPOINT with any scheme and path removed, else localhost:4317)
+//	-endpoint H:P   OTLP/gRPC endpoint (default: what the OTLP exporter reads from
+//	                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4317)
 //	-late D         BatchSpanProcessor schedule delay: spans reach the endpoint up to D late (default 2s)
 //	-service NAME   resource service.name (default spanner)
 //	-seed N         seed of the random burn lengths; worker i uses seed+i (default 1)
@@ -69,11 +69,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -215,27 +213,10 @@ func worker(tr trace.Tracer, index int, seed uint64, tids chan<- [2]int, stop *a
 	}
 }
 
-// defaultEndpoint is host:port from the standard OTLP environment variables.
-func defaultEndpoint() string {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		v := strings.TrimSpace(os.Getenv(k))
-		if v == "" {
-			continue
-		}
-		if strings.Contains(v, "://") {
-			if u, err := url.Parse(v); err == nil && u.Host != "" {
-				return u.Host
-			}
-		}
-		return strings.TrimSuffix(v, "/")
-	}
-	return "localhost:4317"
-}
-
 func main() {
 	workers := flag.Int("workers", 2, "worker threads")
 	duration := flag.Duration("duration", time.Minute, "how long to run (0: until SIGINT/SIGTERM)")
-	endpoint := flag.String("endpoint", defaultEndpoint(), "OTLP/gRPC endpoint host:port (insecure)")
+	endpoint := flag.String("endpoint", "", "OTLP/gRPC endpoint host:port (insecure); empty: the exporter's own default and OTEL_EXPORTER_OTLP_* variables")
 	late := flag.Duration("late", 2*time.Second, "batch span processor schedule delay")
 	service := flag.String("service", "spanner", "resource service.name")
 	seed := flag.Uint64("seed", 1, "seed of the random burn lengths")
@@ -247,7 +228,11 @@ func main() {
 	}
 
 	ctx := context.Background()
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(*endpoint), otlptracegrpc.WithInsecure())
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithInsecure()}
+	if *endpoint != "" {
+		opts = append(opts, otlptracegrpc.WithEndpoint(*endpoint))
+	}
+	exp, err := otlptracegrpc.New(ctx, opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spanner: exporter: %v\n", err)
 		os.Exit(1)

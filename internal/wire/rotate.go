@@ -41,6 +41,11 @@ type RotateOptions struct {
 	// Metadata is written as a SegmentMetadataEvent at the start of every
 	// segment (see SetMetadata).
 	Metadata map[string]string
+	// LegacyVersion, if not 0, makes the segments legacy TOKIOTRC files of
+	// that version, written with WriteLegacyBatch: a 12-byte header, then,
+	// from version 17, a SegmentMetadata record. The legacy layouts have no
+	// clock sync.
+	LegacyVersion uint32
 	// Now is the wall clock, for tests; nil = time.Now.
 	Now func() time.Time
 	// Monotonic returns CLOCK_MONOTONIC nanoseconds, the clock of event
@@ -91,7 +96,9 @@ type Rotator struct {
 
 	sealed []segment // oldest first
 	buf    bytes.Buffer
-	w      *Writer // batch encoder over buf
+	w      *Writer       // batch encoder over buf
+	lw     *LegacyWriter // legacy batch encoder over buf, per segment
+	defs   LegacyDefs    // legacy definitions written into the active segment
 	closed bool
 	stats  RotateStats
 }
@@ -119,6 +126,10 @@ func NewRotator(opts RotateOptions) (*Rotator, error) {
 	}
 	if opts.MaxFileSize < 0 || opts.MaxTotalSize < 0 || opts.Interval < 0 {
 		return nil, errors.New("wire: rotator: negative size or interval")
+	}
+	if v := opts.LegacyVersion; v != 0 && !legacyVersionOK(v) {
+		return nil, fmt.Errorf("wire: rotator: legacy version %d: %w (supported %d..%d)",
+			v, ErrLegacyVersion, LegacyMinVersion, LegacyMaxVersion)
 	}
 	r := &Rotator{opts: opts, now: opts.Now, mono: opts.Monotonic}
 	if r.now == nil {
@@ -239,6 +250,65 @@ var errClosed = errors.New("wire: rotator: closed")
 // holds only whole batches and the caller may retry. Errors while sealing
 // after a written batch are counted in Stats, not returned.
 func (r *Rotator) WriteBatch(fn func(w *Writer) error) error {
+	return r.WriteSegmentBatch(func(w *Writer, _ bool) error { return fn(w) })
+}
+
+// WriteSegmentBatch is WriteBatch for callers that keep per-segment state,
+// such as which symbols a segment already holds: fresh reports that the
+// batch will be the first of a new segment. If WriteSegmentBatch fails, the
+// batch is not in any segment, and the caller must forget what it recorded
+// as written by fn.
+func (r *Rotator) WriteSegmentBatch(fn func(w *Writer, fresh bool) error) error {
+	if r.opts.LegacyVersion != 0 {
+		return errors.New("wire: rotator: WriteBatch on a legacy rotator")
+	}
+	return r.writeBatch(func(fresh bool) error {
+		if r.w == nil {
+			r.w = NewWriter(&r.buf)
+		} else if err := r.w.Reset(); err != nil {
+			return err
+		}
+		err := fn(r.w, fresh)
+		if ferr := r.w.Flush(); err == nil {
+			err = ferr
+		}
+		return err
+	}, len(magic)+1)
+}
+
+// WriteLegacyBatch writes one batch of legacy records into a rotator made
+// with LegacyVersion set. fn writes records with w and the definitions they
+// use with defs (CallframeDef, ThreadNameDef, SpawnLocationDef through the
+// Ensure methods): defs starts empty in every segment, so that each segment
+// is readable on its own. Errors and rotation are as for WriteBatch.
+func (r *Rotator) WriteLegacyBatch(fn func(w *LegacyWriter, defs *LegacyDefs) error) error {
+	if r.opts.LegacyVersion == 0 {
+		return errors.New("wire: rotator: WriteLegacyBatch on a TRC rotator")
+	}
+	return r.writeBatch(func(fresh bool) error {
+		if fresh || r.lw == nil {
+			// A new writer per segment: LegacyDefs starts over when it
+			// sees a writer it has not seen.
+			r.buf.Reset()
+			lw, err := NewLegacyWriter(&r.buf, r.opts.LegacyVersion)
+			if err != nil {
+				return err
+			}
+			r.lw = lw
+		}
+		r.buf.Reset()
+		if err := fn(r.lw, &r.defs); err != nil {
+			r.defs.NewFile()
+			r.lw = nil
+			return err
+		}
+		return nil
+	}, 0)
+}
+
+// writeBatch encodes a batch into r.buf with encode and appends it to the
+// active segment. A batch of at most empty bytes holds nothing and is dropped.
+func (r *Rotator) writeBatch(encode func(fresh bool) error, empty int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -248,30 +318,21 @@ func (r *Rotator) WriteBatch(fn func(w *Writer) error) error {
 	if r.f != nil && r.batches > 0 && r.timeUp(now) {
 		r.rotateCounted()
 	}
-
-	// Encode the batch first, so that a failing fn writes nothing.
-	r.buf.Reset()
-	if r.w == nil {
-		r.w = NewWriter(&r.buf)
-	} else if err := r.w.Reset(); err != nil {
-		return err
-	}
-	err := fn(r.w)
-	if ferr := r.w.Flush(); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return err
-	}
-	if r.buf.Len() <= len(magic)+1 {
-		return nil
-	}
-
 	if r.f != nil && r.vanished() {
 		r.abandon()
 	}
+
+	// Encode the batch first, so that a failing encoder writes nothing.
+	r.buf.Reset()
+	if err := encode(r.f == nil); err != nil {
+		return err
+	}
+	if r.buf.Len() <= empty {
+		return nil
+	}
 	if r.f == nil {
 		if err := r.open(now); err != nil {
+			r.forgetSegment()
 			return err
 		}
 	}
@@ -281,6 +342,7 @@ func (r *Rotator) WriteBatch(fn func(w *Writer) error) error {
 		data = append(r.segmentStart(false), data...)
 	}
 	if err := r.write(data); err != nil {
+		r.forgetSegment()
 		return err
 	}
 	r.metaNew = false
@@ -292,6 +354,13 @@ func (r *Rotator) WriteBatch(fn func(w *Writer) error) error {
 	}
 	r.retain()
 	return nil
+}
+
+// forgetSegment drops the legacy definitions of a batch that was not
+// written, so that the next batch writes them again.
+func (r *Rotator) forgetSegment() {
+	r.defs.NewFile()
+	r.lw = nil
 }
 
 // write appends data to the active segment, or truncates it back.
@@ -321,9 +390,26 @@ func (r *Rotator) timeUp(now time.Time) bool {
 }
 
 // segmentStart encodes stream 1 (header, ClockSync; only if first) and
-// stream 2 (header, SegmentMetadata, ClockSync) of §A.10.
+// stream 2 (header, SegmentMetadata, ClockSync) of §A.10. For a legacy
+// segment it is the header (only if first) and, from version 17, a
+// SegmentMetadata record.
 func (r *Rotator) segmentStart(first bool) []byte {
 	var b bytes.Buffer
+	if v := r.opts.LegacyVersion; v != 0 {
+		lw, _ := NewLegacyWriter(&b, v) // the version was checked by NewRotator
+		if !first {
+			b.Reset()
+		}
+		if v >= 17 {
+			md := make([]LegacyKV, len(r.meta))
+			for i, p := range r.meta {
+				md[i] = LegacyKV{p.Key, p.Value}
+			}
+			// An entry too long for the format is left out rather than failing the segment.
+			_ = lw.Write(&LegacyRecord{Code: LegacySegmentMetadata, TsNs: uint64(r.now().UnixNano()), Metadata: md})
+		}
+		return b.Bytes()
+	}
 	mono := r.mono()
 	cs := ClockSyncEvent{Timestamp: mono, RealtimeNs: uint64(r.now().UnixNano())}
 	w := NewWriter(&b)

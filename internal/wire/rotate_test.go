@@ -486,3 +486,124 @@ func TestRotatorDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// TestRotatorLegacy rotates TOKIOTRC v13 segments by size: every segment
+// starts with the header and defines every callframe and thread it uses.
+func TestRotatorLegacy(t *testing.T) {
+	dir := t.TempDir()
+	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "old", MaxFileSize: 4 << 10, LegacyVersion: 13, Compress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteBatch(rotBatch(0, 1, 1, 1)); err == nil {
+		t.Fatal("WriteBatch on a legacy rotator: no error")
+	}
+	const batches, per = 60, 10
+	for b := range batches {
+		err := r.WriteLegacyBatch(func(w *LegacyWriter, defs *LegacyDefs) error {
+			for i := range per {
+				tid := uint32(100 + i%3)
+				frames := []uint64{0x1000 + uint64(i%4), 0x2000}
+				for _, a := range frames {
+					if err := defs.EnsureCallframe(w, a, fmt.Sprintf("fn%x", a), "f.rs:1", true); err != nil {
+						return err
+					}
+				}
+				if err := defs.EnsureThreadName(w, tid, fmt.Sprintf("t%d", tid)); err != nil {
+					return err
+				}
+				rec := LegacyRecord{Code: LegacyCpuSample, TsUs: uint32(b*per + i), Tid: tid, Worker: 255, Frames: frames}
+				if err := w.Write(&rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names := segments(t, dir)
+	if len(names) < 3 {
+		t.Fatalf("%d segments, want several: %v", len(names), names)
+	}
+	var ts []uint32
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".bin.gz") {
+			t.Fatalf("segment %s is not compressed", name)
+		}
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lr, err := NewLegacyReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		frames, threads := map[uint64]bool{}, map[uint32]bool{}
+		for {
+			var rec LegacyRecord
+			err := lr.Read(&rec)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			switch rec.Code {
+			case LegacyCallframeDef:
+				frames[rec.Addr] = true
+			case LegacyThreadNameDef:
+				threads[rec.Tid] = true
+			case LegacyCpuSample:
+				for _, a := range rec.Frames {
+					if !frames[a] {
+						t.Fatalf("%s: sample at %d µs uses frame %#x before its CallframeDef", name, rec.TsUs, a)
+					}
+				}
+				if !threads[rec.Tid] {
+					t.Fatalf("%s: sample uses thread %d before its ThreadNameDef", name, rec.Tid)
+				}
+				ts = append(ts, rec.TsUs)
+			}
+		}
+		f.Close()
+	}
+	if len(ts) != batches*per {
+		t.Fatalf("%d samples read back, %d written", len(ts), batches*per)
+	}
+	for i, x := range ts {
+		if x != uint32(i) {
+			t.Fatalf("sample %d has timestamp %d", i, x)
+		}
+	}
+}
+
+// TestRotatorFresh: the fresh flag is set exactly for the first batch of
+// each segment, and again after a failed batch's segment was lost.
+func TestRotatorFresh(t *testing.T) {
+	dir := t.TempDir()
+	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "f", MaxFileSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fresh []bool
+	for i := range 6 {
+		err := r.WriteSegmentBatch(func(w *Writer, f bool) error {
+			fresh = append(fresh, f)
+			return rotBatch(uint64(i), 1, 600, 1e9)(w)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	// 600-byte batches: the second batch of a segment takes it past 1000 bytes.
+	want := []bool{true, false, true, false, true, false}
+	if !slices.Equal(fresh, want) {
+		t.Fatalf("fresh %v, want %v", fresh, want)
+	}
+}

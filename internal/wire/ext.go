@@ -1,0 +1,133 @@
+package wire
+
+import "encoding/binary"
+
+// The events perfprof adds to dial9 trace files, as docs/trace-conventions.md
+// describes them: extra optional fields on CpuSampleEvent and its own
+// SpanEvent. Readers that look fields up by name and skip unknown events read
+// these files as plain dial9 traces.
+
+var (
+	// CpuSampleExtSchema is CpuSampleEvent with perfprof's optional fields
+	// appended after the built-in ones.
+	CpuSampleExtSchema = &Schema{Name: "CpuSampleEvent", HasTimestamp: true, Fields: []Field{
+		{"worker_id", Varint}, {"tid", U32}, {"source", U8}, {"thread_name", Optional(PooledString)},
+		{"callchain", PooledStackFrames}, {"cpu", Optional(Varint)},
+		{"trace_id", Optional(PooledString)}, {"span_id", Optional(PooledString)},
+		{"span_root_name", Optional(PooledString)}, {"value_ns", Optional(Varint)},
+		{"thread_state", Optional(U8)}, {"pid", Optional(U32)}}}
+	// SpanSchema is perfprof's SpanEvent: one span that ran on a thread or
+	// worker, at its start time.
+	SpanSchema = &Schema{Name: "SpanEvent", HasTimestamp: true, Fields: []Field{
+		{"trace_id", PooledString}, {"span_id", PooledString}, {"parent_span_id", Optional(PooledString)},
+		{"name", PooledString}, {"duration_ns", Varint}, {"tid", Optional(U32)},
+		{"worker_id", Optional(Varint)}, {"service", Optional(PooledString)}, {"pid", Optional(U32)}}}
+)
+
+// Thread states of CpuSampleExt.ThreadState.
+const (
+	ThreadBlocked  = 1 // slept, waited on I/O or a lock
+	ThreadRunnable = 2 // preempted, waiting for a CPU
+)
+
+// CpuSampleExt holds perfprof's fields of a CpuSampleEvent.
+type CpuSampleExt struct {
+	TraceID      Opt[string] // 32 lowercase hex digits
+	SpanID       Opt[string] // 16 lowercase hex digits
+	SpanRootName Opt[string]
+	ValueNs      Opt[uint64] // off-CPU nanoseconds (source 1)
+	ThreadState  Opt[uint8]  // ThreadBlocked or ThreadRunnable (source 1)
+	Pid          Opt[uint32]
+}
+
+// SpanEvent is a span that ran on a thread or a runtime worker.
+type SpanEvent struct {
+	Timestamp    uint64 // start
+	TraceID      string
+	SpanID       string
+	ParentSpanID Opt[string]
+	Name         string
+	DurationNs   uint64
+	Tid          Opt[uint32]
+	WorkerID     Opt[uint64]
+	Service      Opt[string]
+	Pid          Opt[uint32]
+}
+
+// WriteCpuSampleExt writes e with CpuSampleExtSchema. Strings are interned in
+// field order, as Write would.
+func (w *Writer) WriteCpuSampleExt(e CpuSampleEvent, x CpuSampleExt) error {
+	if w.err != nil {
+		return w.err
+	}
+	name := w.internOpt(e.ThreadName)
+	stack := w.internStack(e.Callchain)
+	trace, span, root := w.internOpt(x.TraceID), w.internOpt(x.SpanID), w.internOpt(x.SpanRootName)
+	if err := w.begin(CpuSampleExtSchema, e.Timestamp); err != nil {
+		return err
+	}
+	b := binary.AppendUvarint(w.buf, e.WorkerID)
+	b = le.AppendUint32(b, e.Tid)
+	b = append(b, e.Source)
+	b = appendOptU32(b, e.ThreadName.Valid, name)
+	b = le.AppendUint32(b, stack)
+	b = appendOptVarint(b, e.CPU)
+	b = appendOptU32(b, x.TraceID.Valid, trace)
+	b = appendOptU32(b, x.SpanID.Valid, span)
+	b = appendOptU32(b, x.SpanRootName.Valid, root)
+	b = appendOptVarint(b, x.ValueNs)
+	if x.ThreadState.Valid {
+		b = append(b, 1, x.ThreadState.V)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendOptU32(b, x.Pid.Valid, x.Pid.V)
+	w.buf = b
+	return w.maybeFlush()
+}
+
+// WriteSpan writes e with SpanSchema.
+func (w *Writer) WriteSpan(e SpanEvent) error {
+	if w.err != nil {
+		return w.err
+	}
+	trace, span := w.internString(e.TraceID), w.internString(e.SpanID)
+	parent := w.internOpt(e.ParentSpanID)
+	name := w.internString(e.Name)
+	svc := w.internOpt(e.Service)
+	if err := w.begin(SpanSchema, e.Timestamp); err != nil {
+		return err
+	}
+	b := le.AppendUint32(w.buf, trace)
+	b = le.AppendUint32(b, span)
+	b = appendOptU32(b, e.ParentSpanID.Valid, parent)
+	b = le.AppendUint32(b, name)
+	b = binary.AppendUvarint(b, e.DurationNs)
+	b = appendOptU32(b, e.Tid.Valid, e.Tid.V)
+	b = appendOptVarint(b, e.WorkerID)
+	b = appendOptU32(b, e.Service.Valid, svc)
+	b = appendOptU32(b, e.Pid.Valid, e.Pid.V)
+	w.buf = b
+	return w.maybeFlush()
+}
+
+func (w *Writer) internOpt(s Opt[string]) uint32 {
+	if !s.Valid {
+		return 0
+	}
+	return w.internString(s.V)
+}
+
+func appendOptU32(b []byte, valid bool, v uint32) []byte {
+	if !valid {
+		return append(b, 0)
+	}
+	return le.AppendUint32(append(b, 1), v)
+}
+
+func appendOptVarint(b []byte, v Opt[uint64]) []byte {
+	if !v.Valid {
+		return append(b, 0)
+	}
+	return binary.AppendUvarint(append(b, 1), v.V)
+}

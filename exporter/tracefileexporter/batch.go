@@ -1,0 +1,518 @@
+package tracefileexporter
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/perfprof/perfprof/internal/wire"
+)
+
+// Attribute keys read from samples, spans and resources (the receiver's
+// and OpenTelemetry's semantic conventions; docs/trace-conventions.md).
+const (
+	attrThreadID     = "thread.id"
+	attrThreadName   = "thread.name"
+	attrWorkerID     = "worker.id"
+	attrWorkerPark   = "worker.park"
+	attrRootName     = "span.root.name"
+	attrCPU          = "cpu.logical_number"
+	attrThreadState  = "thread.state"
+	attrThreadCPU    = "thread.cpu_time_ns"
+	attrPid          = "process.pid"
+	attrService      = "service.name"
+	attrHost         = "host.name"
+	attrCodeFile     = "code.file.path"
+	attrCodeLine     = "code.line.number"
+	attrCodeColumn   = "code.column.number"
+	noWorker         = 255
+	maxRepeat        = 10000 // most events one OTLP sample value may stand for
+	kernelAddrStart  = 0xffff_8000_0000_0000
+	syntheticAddrBit = 1 << 63
+)
+
+// Event kinds, in the order events of equal timestamps are written: a
+// poll that ends where the next begins closes first.
+const (
+	kPollEnd uint8 = iota
+	kUnpark
+	kSpan
+	kPollStart
+	kPark
+	kSample
+)
+
+// evRef is one event of a batch, pointing into the batch's groups or spans.
+type evRef struct {
+	ts   uint64 // CLOCK_MONOTONIC ns
+	kind uint8
+	idx  int32  // sample group or span
+	val  uint64 // sample: off-CPU ns
+}
+
+// sampleGroup holds what the events of one OTLP sample share.
+type sampleGroup struct {
+	stack  int32 // index into batch.stacks
+	tid    uint32
+	worker uint64
+	source uint8
+	state  uint8
+	cpu    wire.Opt[uint64]
+	name   string
+	root   string
+	trace  string // hex, "" if not linked
+	span   string
+	pid    wire.Opt[uint32]
+}
+
+// spanEv is one span that said where it ran.
+type spanEv struct {
+	start, end    uint64
+	trace, span   string
+	parent        string
+	name, service string
+	spawnLoc      string
+	tid           wire.Opt[uint32]
+	worker        wire.Opt[uint64]
+	pid           wire.Opt[uint32]
+	park          bool
+	cpuTimeNs     uint64
+}
+
+// frame is one line of a location, outermost last as in pprof.
+type frame struct {
+	name, file string
+	line       uint64
+}
+
+// location is a dictionary location as the batch uses it.
+type location struct {
+	key    string // identity: frames, or mapping and address if unsymbolized
+	addr   uint64 // address in the profile
+	frames []frame
+	kernel bool
+}
+
+// batch is what one push becomes: events in time order over sample groups
+// and spans, with the locations their stacks use.
+type batch struct {
+	evs    []evRef
+	groups []sampleGroup
+	spans  []spanEv
+
+	locs     []location // used locations, in first-use order
+	stacks   [][]int32  // per used stack: indices into locs, leaf first
+	stackIdx map[int32]int32
+	locIdx   map[int32]int32
+
+	services, hosts, pids, workers []string
+	period                         int64
+	noThread                       int
+}
+
+func (b *batch) sort() {
+	slices.SortStableFunc(b.evs, func(x, y evRef) int {
+		if x.ts != y.ts {
+			if x.ts < y.ts {
+				return -1
+			}
+			return 1
+		}
+		return int(x.kind) - int(y.kind)
+	})
+}
+
+// profileDict caches what the samples of one push look up repeatedly.
+type profileDict struct {
+	d     pprofile.ProfilesDictionary
+	attrs map[int32]attr
+	links map[int32][2]string
+}
+
+type attr struct {
+	key string
+	str string
+	num int64
+	isN bool
+}
+
+func (p *profileDict) attr(i int32) attr {
+	if a, ok := p.attrs[i]; ok {
+		return a
+	}
+	var a attr
+	if t := p.d.AttributeTable(); i >= 0 && int(i) < t.Len() {
+		kv := t.At(int(i))
+		a.key = p.str(kv.KeyStrindex())
+		v := kv.Value()
+		switch v.Type() {
+		case pcommon.ValueTypeInt:
+			a.num, a.isN = v.Int(), true
+		case pcommon.ValueTypeStr:
+			a.str = v.Str()
+			if n, err := strconv.ParseInt(a.str, 10, 64); err == nil {
+				a.num, a.isN = n, true
+			}
+		default:
+			a.str = v.AsString()
+		}
+	}
+	p.attrs[i] = a
+	return a
+}
+
+func (p *profileDict) str(i int32) string {
+	if t := p.d.StringTable(); i >= 0 && int(i) < t.Len() {
+		return t.At(int(i))
+	}
+	return ""
+}
+
+// link returns the trace and span id of link i in hex, or "" if there is none.
+func (p *profileDict) link(i int32) (string, string) {
+	if i <= 0 {
+		return "", ""
+	}
+	if l, ok := p.links[i]; ok {
+		return l[0], l[1]
+	}
+	var l [2]string
+	if t := p.d.LinkTable(); int(i) < t.Len() {
+		ln := t.At(int(i))
+		if tid := ln.TraceID(); !tid.IsEmpty() {
+			l = [2]string{hex.EncodeToString(tid[:]), ""}
+			if sid := ln.SpanID(); !sid.IsEmpty() {
+				l[1] = hex.EncodeToString(sid[:])
+			}
+		}
+	}
+	p.links[i] = l
+	return l[0], l[1]
+}
+
+// stack returns the batch's index of dictionary stack si, adding it and its
+// locations on first use.
+func (b *batch) stack(p *profileDict, si int32) int32 {
+	if i, ok := b.stackIdx[si]; ok {
+		return i
+	}
+	var locs []int32
+	if st := p.d.StackTable(); si >= 0 && int(si) < st.Len() {
+		raw := st.At(int(si)).LocationIndices()
+		locs = make([]int32, 0, raw.Len())
+		for j := range raw.Len() {
+			locs = append(locs, b.location(p, raw.At(j)))
+		}
+	}
+	i := int32(len(b.stacks))
+	b.stacks = append(b.stacks, locs)
+	b.stackIdx[si] = i
+	return i
+}
+
+func (b *batch) location(p *profileDict, li int32) int32 {
+	if i, ok := b.locIdx[li]; ok {
+		return i
+	}
+	var l location
+	if lt := p.d.LocationTable(); li >= 0 && int(li) < lt.Len() {
+		pl := lt.At(int(li))
+		l.addr = pl.Address()
+		var mapFile string
+		if mt := p.d.MappingTable(); pl.MappingIndex() > 0 && int(pl.MappingIndex()) < mt.Len() {
+			mapFile = p.str(mt.At(int(pl.MappingIndex())).FilenameStrindex())
+		}
+		l.kernel = l.addr >= kernelAddrStart || strings.HasPrefix(mapFile, "[kernel")
+		var key strings.Builder
+		lines := pl.Lines()
+		for j := range lines.Len() {
+			ln := lines.At(j)
+			var f frame
+			if ft := p.d.FunctionTable(); ln.FunctionIndex() >= 0 && int(ln.FunctionIndex()) < ft.Len() {
+				fn := ft.At(int(ln.FunctionIndex()))
+				f.name, f.file = p.str(fn.NameStrindex()), p.str(fn.FilenameStrindex())
+			}
+			if ln.Line() > 0 {
+				f.line = uint64(ln.Line())
+			}
+			if l.kernel && f.file == "" {
+				f.file = "kernel"
+			}
+			l.frames = append(l.frames, f)
+			key.WriteString(f.name)
+			key.WriteByte(0)
+			key.WriteString(f.file)
+			key.WriteByte(0)
+			key.WriteString(strconv.FormatUint(f.line, 10))
+			key.WriteByte(1)
+		}
+		if len(l.frames) == 0 {
+			// Unsymbolized: the address means something only in its mapping.
+			key.WriteByte(2)
+			key.WriteString(mapFile)
+			key.WriteByte(0)
+			key.WriteString(strconv.FormatUint(l.addr, 16))
+		}
+		l.key = key.String()
+	}
+	i := int32(len(b.locs))
+	b.locs = append(b.locs, l)
+	b.locIdx[li] = i
+	return i
+}
+
+// addProfiles turns every sample timestamp of pd into a CpuSampleEvent;
+// unix converts timestamps to CLOCK_MONOTONIC.
+func (b *batch) addProfiles(pd pprofile.Profiles, unix func(uint64) uint64) {
+	p := &profileDict{d: pd.Dictionary(), attrs: map[int32]attr{}, links: map[int32][2]string{}}
+	b.stackIdx, b.locIdx = map[int32]int32{}, map[int32]int32{}
+	rps := pd.ResourceProfiles()
+	for i := range rps.Len() {
+		rp := rps.At(i)
+		res := resourceOf(rp.Resource().Attributes())
+		b.addResource(res)
+		sps := rp.ScopeProfiles()
+		for j := range sps.Len() {
+			profs := sps.At(j).Profiles()
+			for k := range profs.Len() {
+				b.addProfile(p, profs.At(k), res, unix)
+			}
+		}
+	}
+}
+
+type resource struct {
+	service, host string
+	pid           wire.Opt[uint32]
+}
+
+func resourceOf(attrs pcommon.Map) resource {
+	var r resource
+	if v, ok := attrs.Get(attrService); ok {
+		r.service = v.AsString()
+	}
+	if v, ok := attrs.Get(attrHost); ok {
+		r.host = v.AsString()
+	}
+	if n, ok := intAttr(attrs, attrPid); ok && n >= 0 && n <= 1<<32-1 {
+		r.pid = wire.Some(uint32(n))
+	}
+	return r
+}
+
+func (b *batch) addResource(r resource) {
+	b.services = append(b.services, r.service)
+	b.hosts = append(b.hosts, r.host)
+	if r.pid.Valid {
+		b.pids = append(b.pids, strconv.FormatUint(uint64(r.pid.V), 10))
+	}
+}
+
+func (b *batch) addProfile(p *profileDict, prof pprofile.Profile, res resource, unix func(uint64) uint64) {
+	off := p.str(prof.SampleType().TypeStrindex()) == "off_cpu"
+	if !off && prof.Period() > 0 && p.str(prof.PeriodType().UnitStrindex()) == "nanoseconds" {
+		b.period = prof.Period()
+	}
+	samples := prof.Samples()
+	for i := range samples.Len() {
+		s := samples.At(i)
+		g := sampleGroup{stack: b.stack(p, s.StackIndex()), worker: noWorker, pid: res.pid}
+		if off {
+			g.source = 1
+		}
+		ai := s.AttributeIndices()
+		for j := range ai.Len() {
+			a := p.attr(ai.At(j))
+			switch a.key {
+			case attrThreadID:
+				if a.isN && a.num >= 0 && a.num <= 1<<32-1 {
+					g.tid = uint32(a.num)
+				}
+			case attrThreadName:
+				g.name = a.str
+			case attrWorkerID:
+				if a.isN && a.num >= 0 {
+					g.worker = uint64(a.num)
+				}
+			case attrRootName:
+				g.root = a.str
+			case attrCPU:
+				if a.isN && a.num >= 0 {
+					g.cpu = wire.Some(uint64(a.num))
+				}
+			case attrThreadState:
+				switch a.str {
+				case "blocked":
+					g.state = wire.ThreadBlocked
+				case "runnable":
+					g.state = wire.ThreadRunnable
+				}
+			}
+		}
+		g.trace, g.span = p.link(s.LinkIndex())
+		gi := int32(len(b.groups))
+		b.groups = append(b.groups, g)
+
+		ts, vals := s.TimestampsUnixNano(), s.Values()
+		if ts.Len() == 0 {
+			// An aggregated sample: its events are placed at the profile's start.
+			var v int64 = 1
+			if vals.Len() > 0 {
+				v = vals.At(0)
+			}
+			b.addSampleEvents(gi, unix(uint64(prof.Time())), v, off)
+			continue
+		}
+		for j := range ts.Len() {
+			var v int64 = 1
+			if vals.Len() == ts.Len() {
+				v = vals.At(j)
+			}
+			b.addSampleEvents(gi, unix(ts.At(j)), v, off)
+		}
+	}
+}
+
+// addSampleEvents adds the events of one sample value: one off-CPU event
+// carrying its nanoseconds, or v on-CPU events (v samples at that time).
+func (b *batch) addSampleEvents(gi int32, ts uint64, v int64, off bool) {
+	if off {
+		b.evs = append(b.evs, evRef{ts: ts, kind: kSample, idx: gi, val: uint64(max(v, 0))})
+		return
+	}
+	for range min(max(v, 1), maxRepeat) {
+		b.evs = append(b.evs, evRef{ts: ts, kind: kSample, idx: gi})
+	}
+}
+
+func intAttr(m pcommon.Map, key string) (int64, bool) {
+	v, ok := m.Get(key)
+	if !ok {
+		return 0, false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), true
+	case pcommon.ValueTypeStr:
+		n, err := strconv.ParseInt(v.Str(), 10, 64)
+		return n, err == nil
+	case pcommon.ValueTypeDouble:
+		return int64(v.Double()), true
+	}
+	return 0, false
+}
+
+// addTraces adds the spans of td that say where they ran: a SpanEvent for
+// each, and poll or park events for worker spans.
+func (b *batch) addTraces(td ptrace.Traces, unix func(uint64) uint64) {
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		rs := rss.At(i)
+		res := resourceOf(rs.Resource().Attributes())
+		b.addResource(res)
+		sss := rs.ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				b.addSpan(spans.At(k), res, unix)
+			}
+		}
+	}
+}
+
+func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64) {
+	attrs := s.Attributes()
+	var ev spanEv
+	if n, ok := intAttr(attrs, attrThreadID); ok && n >= 0 && n <= 1<<32-1 {
+		ev.tid = wire.Some(uint32(n))
+	}
+	if n, ok := intAttr(attrs, attrWorkerID); ok && n >= 0 {
+		ev.worker = wire.Some(uint64(n))
+	}
+	if !ev.tid.Valid && !ev.worker.Valid {
+		b.noThread++
+		return
+	}
+	ev.start = unix(uint64(s.StartTimestamp()))
+	ev.end = unix(uint64(s.EndTimestamp()))
+	if ev.end < ev.start {
+		ev.end = ev.start
+	}
+	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
+	ev.trace, ev.span = hex.EncodeToString(tid[:]), hex.EncodeToString(sid[:])
+	if !pid.IsEmpty() {
+		ev.parent = hex.EncodeToString(pid[:])
+	}
+	ev.name, ev.service, ev.pid = s.Name(), res.service, res.pid
+	if v, ok := attrs.Get(attrWorkerPark); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
+		ev.park = true
+	}
+	if n, ok := intAttr(attrs, attrThreadCPU); ok && n > 0 {
+		ev.cpuTimeNs = uint64(n)
+	}
+	ev.spawnLoc = ev.name
+	if f, ok := attrs.Get(attrCodeFile); ok && f.AsString() != "" {
+		line, _ := intAttr(attrs, attrCodeLine)
+		col, _ := intAttr(attrs, attrCodeColumn)
+		ev.spawnLoc = f.AsString() + ":" + strconv.FormatInt(line, 10) + ":" + strconv.FormatInt(col, 10)
+	}
+	si := int32(len(b.spans))
+	b.spans = append(b.spans, ev)
+	b.evs = append(b.evs, evRef{ts: ev.start, kind: kSpan, idx: si})
+	if ev.worker.Valid {
+		b.workers = append(b.workers, strconv.FormatUint(ev.worker.V, 10))
+		if ev.park {
+			b.evs = append(b.evs, evRef{ts: ev.start, kind: kPark, idx: si}, evRef{ts: ev.end, kind: kUnpark, idx: si})
+		} else {
+			b.evs = append(b.evs, evRef{ts: ev.start, kind: kPollStart, idx: si}, evRef{ts: ev.end, kind: kPollEnd, idx: si})
+		}
+	}
+}
+
+// taskID is the span id read as a big-endian u64 (0 if it is not hex).
+func taskID(span string) uint64 {
+	var id [8]byte
+	if _, err := hex.Decode(id[:], []byte(span)); err != nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(id[:])
+}
+
+// addrTable gives every location identity one address in the trace files.
+// A location keeps its own address unless another identity took it first;
+// then it gets a synthetic, non-canonical one. The table is shared by all
+// segments, so an address means the same in every segment.
+type addrTable struct {
+	byKey  map[string]uint64
+	byAddr map[uint64]string
+	next   uint64
+}
+
+// resolve returns the address of the location with identity key and
+// address addr.
+func (t *addrTable) resolve(key string, addr uint64) uint64 {
+	if a, ok := t.byKey[key]; ok {
+		return a
+	}
+	if t.byKey == nil {
+		t.byKey, t.byAddr = map[string]uint64{}, map[uint64]string{}
+	}
+	if _, taken := t.byAddr[addr]; taken {
+		for {
+			addr = syntheticAddrBit | t.next
+			t.next++
+			if _, taken := t.byAddr[addr]; !taken {
+				break
+			}
+		}
+	}
+	t.byKey[key] = addr
+	t.byAddr[addr] = key
+	return addr
+}

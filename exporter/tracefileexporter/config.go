@@ -1,0 +1,136 @@
+package tracefileexporter
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+)
+
+// Formats of the trace files.
+const (
+	FormatTRC      = "trc"      // dial9 TRC v1, self-describing
+	FormatTokioTRC = "tokiotrc" // legacy TOKIOTRC v13 layout
+)
+
+// legacyVersion is the TOKIOTRC version written by format tokiotrc.
+const legacyVersion = 13
+
+// Config is the configuration of the tracefile exporter.
+type Config struct {
+	// Directory receives the segments; it is created if missing and must
+	// be writable at start.
+	Directory string `mapstructure:"directory"`
+	// FilePrefix names the segments: PREFIX.N.bin.active while written,
+	// PREFIX.N.bin (or PREFIX.N.bin.gz) once sealed.
+	FilePrefix string `mapstructure:"file_prefix"`
+	// Format is "trc" (default) or "tokiotrc".
+	Format string `mapstructure:"format"`
+	// MaxFileSize seals a segment once it holds more than this (it may
+	// exceed it by one batch). 0 = no size rotation.
+	MaxFileSize ByteSize `mapstructure:"max_file_size"`
+	// RotationInterval seals segments at wall-clock multiples of it (the
+	// top of each minute for 60s). 0 = no time rotation.
+	RotationInterval time.Duration `mapstructure:"rotation_interval"`
+	// MaxTotalSize bounds the bytes of all segments in Directory (counted
+	// before compression); the oldest sealed segments are deleted first.
+	// 0 = unlimited.
+	MaxTotalSize ByteSize `mapstructure:"max_total_size"`
+	// Compress gzips sealed segments.
+	Compress bool `mapstructure:"compress"`
+
+	TimeoutConfig exporterhelper.TimeoutConfig                             `mapstructure:",squash"`
+	QueueConfig   configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	RetryConfig   configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
+
+	_ struct{} // prevent unkeyed literals
+}
+
+func createDefaultConfig() *Config {
+	return &Config{
+		Directory:        "./traces",
+		FilePrefix:       "trace",
+		Format:           FormatTRC,
+		MaxFileSize:      100 << 20,
+		RotationInterval: 60 * time.Second,
+		MaxTotalSize:     1 << 30,
+		Compress:         true,
+		TimeoutConfig:    exporterhelper.NewDefaultTimeoutConfig(),
+		QueueConfig:      configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
+		RetryConfig:      configretry.NewDefaultBackOffConfig(),
+	}
+}
+
+// Validate checks the configuration at startup.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Directory == "" {
+		errs = append(errs, errors.New("directory must not be empty"))
+	}
+	if c.FilePrefix == "" || strings.ContainsAny(c.FilePrefix, `/\`) {
+		errs = append(errs, fmt.Errorf("file_prefix %q must be a non-empty file name without slashes", c.FilePrefix))
+	}
+	if c.Format != FormatTRC && c.Format != FormatTokioTRC {
+		errs = append(errs, fmt.Errorf("format %q: must be %q or %q", c.Format, FormatTRC, FormatTokioTRC))
+	}
+	if c.MaxFileSize < 0 {
+		errs = append(errs, fmt.Errorf("max_file_size %d must not be negative", c.MaxFileSize))
+	}
+	if c.MaxTotalSize < 0 {
+		errs = append(errs, fmt.Errorf("max_total_size %d must not be negative", c.MaxTotalSize))
+	}
+	if c.MaxFileSize > 0 && c.MaxTotalSize > 0 && c.MaxTotalSize < 2*c.MaxFileSize {
+		errs = append(errs, fmt.Errorf("max_total_size (%s) must be at least twice max_file_size (%s), or retention deletes every sealed segment",
+			c.MaxTotalSize, c.MaxFileSize))
+	}
+	if c.RotationInterval != 0 && c.RotationInterval < time.Second {
+		errs = append(errs, fmt.Errorf("rotation_interval %s: must be 0 (off) or at least 1s", c.RotationInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// ByteSize is a size in bytes that the configuration may also give as a
+// string with a unit: "100MiB", "1GiB", "512KiB", "10MB", "1000".
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+// UnmarshalText parses a size with an optional unit.
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || (n > 0 && n > (1<<63-1)/mult) {
+		return fmt.Errorf("invalid size %q: want a byte count such as 1048576, 100MiB or 1GiB", text)
+	}
+	*b = ByteSize(n * mult)
+	return nil
+}
+
+// String formats b with the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	for i := 3; i >= 0; i-- {
+		u := byteUnits[i]
+		if b != 0 && int64(b)%u.mult == 0 {
+			return strconv.FormatInt(int64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
+}

@@ -1,0 +1,203 @@
+package tracefileexporter
+
+import (
+	"strconv"
+
+	"github.com/perfprof/perfprof/internal/wire"
+)
+
+// chains resolves the addresses of the batch's locations and returns them
+// with each stack's callchain (leaf first).
+func (e *traceFile) chains(b *batch) (addrs []uint64, chains [][]uint64) {
+	addrs = make([]uint64, len(b.locs))
+	for i := range b.locs {
+		addrs[i] = e.addrs.resolve(b.locs[i].key, b.locs[i].addr)
+	}
+	chains = make([][]uint64, len(b.stacks))
+	for i, st := range b.stacks {
+		c := make([]uint64, len(st))
+		for j, li := range st {
+			c[j] = addrs[li]
+		}
+		chains[i] = c
+	}
+	return addrs, chains
+}
+
+// encode writes batch b as one TRC stream: the symbols its stacks need and
+// the segment lacks (timestamp 0), then its events in time order.
+func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
+	addrs, chains := e.chains(b)
+	for i := range b.locs {
+		a, l := addrs[i], &b.locs[i]
+		if e.emitted[a] || len(l.frames) == 0 {
+			continue
+		}
+		// pprof lists inlined functions first and their caller last; the
+		// symbol table counts inline depth from the outermost function.
+		for d := range l.frames {
+			f := l.frames[len(l.frames)-1-d]
+			err := w.WriteSymbolTableEntry(wire.SymbolTableEntry{Addr: a, SymbolName: f.name,
+				InlineDepth: uint64(d), SourceFile: f.file, SourceLine: f.line})
+			if err != nil {
+				return err
+			}
+			c.symbols++
+		}
+		e.emitted[a] = true
+	}
+
+	named := map[uint32]string{} // thread names already in this stream
+	for _, ev := range b.evs {
+		var err error
+		switch ev.kind {
+		case kSample:
+			g := &b.groups[ev.idx]
+			s := wire.CpuSampleEvent{Timestamp: ev.ts, WorkerID: g.worker, Tid: g.tid, Source: g.source,
+				Callchain: chains[g.stack], CPU: g.cpu}
+			if g.name != "" {
+				if n, ok := named[g.tid]; !ok || n != g.name {
+					s.ThreadName = wire.Some(g.name)
+					named[g.tid] = g.name
+				}
+			}
+			var x wire.CpuSampleExt
+			if g.trace != "" {
+				x.TraceID = wire.Some(g.trace)
+				if g.span != "" {
+					x.SpanID = wire.Some(g.span)
+				}
+			}
+			if g.root != "" {
+				x.SpanRootName = wire.Some(g.root)
+			}
+			if g.source == 1 {
+				x.ValueNs = wire.Some(ev.val)
+				if g.state != 0 {
+					x.ThreadState = wire.Some(g.state)
+				}
+			}
+			x.Pid = g.pid
+			err = w.WriteCpuSampleExt(s, x)
+			c.samples++
+		case kSpan:
+			s := &b.spans[ev.idx]
+			se := wire.SpanEvent{Timestamp: s.start, TraceID: s.trace, SpanID: s.span, Name: s.name,
+				DurationNs: s.end - s.start, Tid: s.tid, WorkerID: s.worker, Pid: s.pid}
+			if s.parent != "" {
+				se.ParentSpanID = wire.Some(s.parent)
+			}
+			if s.service != "" {
+				se.Service = wire.Some(s.service)
+			}
+			err = w.WriteSpan(se)
+			c.spans++
+		case kPollStart:
+			s := &b.spans[ev.idx]
+			err = w.WritePollStart(wire.PollStartEvent{Timestamp: ev.ts, WorkerID: s.worker.V,
+				TaskID: taskID(s.span), SpawnLoc: s.spawnLoc})
+			c.polls++
+		case kPollEnd:
+			err = w.WritePollEnd(wire.PollEndEvent{Timestamp: ev.ts, WorkerID: b.spans[ev.idx].worker.V})
+		case kPark:
+			s := &b.spans[ev.idx]
+			err = w.WriteWorkerPark(wire.WorkerParkEvent{Timestamp: ev.ts, WorkerID: s.worker.V, Tid: s.tid.V})
+			c.parks++
+		case kUnpark:
+			s := &b.spans[ev.idx]
+			err = w.WriteWorkerUnpark(wire.WorkerUnparkEvent{Timestamp: ev.ts, WorkerID: s.worker.V,
+				CPUTimeNs: s.cpuTimeNs, Tid: s.tid.V})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeLegacy writes batch b as TOKIOTRC records, with the definitions
+// each record needs written first if the file lacks them.
+func (e *traceFile) encodeLegacy(w *wire.LegacyWriter, defs *wire.LegacyDefs, b *batch, c *eventCounts) error {
+	addrs, chains := e.chains(b)
+	for i, ch := range chains {
+		if len(ch) > wire.LegacyMaxFrames {
+			chains[i] = ch[:wire.LegacyMaxFrames] // leaf first: the outermost frames go
+		}
+	}
+	defined := make([]bool, len(b.locs)) // CallframeDef ensured in this batch
+	us := func(ts uint64) uint32 {
+		if ts < e.legacyBase {
+			return 0
+		}
+		return uint32((ts - e.legacyBase) / 1000) // wraps as the recorder's did
+	}
+	worker := func(id uint64) uint8 { return uint8(min(id, noWorker)) }
+	for _, ev := range b.evs {
+		rec := wire.LegacyRecord{TsUs: us(ev.ts)}
+		switch ev.kind {
+		case kSample:
+			g := &b.groups[ev.idx]
+			for _, li := range b.stacks[g.stack][:len(chains[g.stack])] {
+				if defined[li] || len(b.locs[li].frames) == 0 {
+					continue
+				}
+				l := &b.locs[li]
+				f := l.frames[len(l.frames)-1] // the function owning the address
+				loc := f.file
+				if f.line > 0 {
+					loc += ":" + strconv.FormatUint(f.line, 10)
+				}
+				if err := defs.EnsureCallframe(w, addrs[li], truncate(f.name), truncate(loc), f.file != ""); err != nil {
+					return err
+				}
+				defined[li] = true
+			}
+			if g.name != "" {
+				if err := defs.EnsureThreadName(w, g.tid, truncate(g.name)); err != nil {
+					return err
+				}
+			}
+			if len(b.stacks[g.stack]) > wire.LegacyMaxFrames {
+				c.truncated++
+			}
+			rec.Code, rec.Worker, rec.Tid, rec.Source, rec.Frames = wire.LegacyCpuSample, worker(g.worker), g.tid, g.source, chains[g.stack]
+			c.samples++
+		case kPollStart:
+			s := &b.spans[ev.idx]
+			id, ok := e.spawnLocs[s.spawnLoc]
+			if !ok {
+				id = uint16(min(len(e.spawnLocs), 0xFFFF))
+				if len(e.spawnLocs) < 0xFFFF {
+					e.spawnLocs[s.spawnLoc] = id
+				}
+			}
+			if err := defs.EnsureSpawnLoc(w, id, truncate(s.spawnLoc)); err != nil {
+				return err
+			}
+			rec.Code, rec.Worker, rec.TaskID, rec.SpawnLocID = wire.LegacyPollStart, worker(s.worker.V), uint32(taskID(s.span)), id
+			c.polls++
+		case kPollEnd:
+			rec.Code, rec.Worker = wire.LegacyPollEnd, worker(b.spans[ev.idx].worker.V)
+		case kPark:
+			rec.Code, rec.Worker = wire.LegacyWorkerPark, worker(b.spans[ev.idx].worker.V)
+			c.parks++
+		case kUnpark:
+			s := &b.spans[ev.idx]
+			rec.Code, rec.Worker, rec.CPUUs = wire.LegacyWorkerUnpark, worker(s.worker.V), uint32(min(s.cpuTimeNs/1000, 1<<32-1))
+		default:
+			continue // SpanEvent has no legacy form
+		}
+		if err := w.Write(&rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// truncate cuts s to what a legacy string can hold.
+func truncate(s string) string {
+	if len(s) >= wire.LegacyMaxString {
+		return s[:wire.LegacyMaxString-1]
+	}
+	return s
+}

@@ -1,0 +1,368 @@
+package tracefileexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/wire"
+)
+
+// maxAddrKeys bounds the address table (see addrTable); past it the table
+// starts over in a new segment.
+const maxAddrKeys = 1 << 20
+
+// errLogEvery is the least time between two logged write errors.
+const errLogEvery = 10 * time.Second
+
+// traceFile is one exporter instance, shared by the profiles and traces
+// signals of one component ID: both write into the same segments.
+type traceFile struct {
+	cfg    *Config
+	logger *zap.Logger
+	tb     *metadata.TelemetryBuilder
+	host   string // collector host name, when the data names none
+
+	// mu serializes batches: the address table and metadata are shared
+	// state of the segments being written.
+	mu         sync.Mutex
+	refs       int
+	rot        *wire.Rotator
+	clk        *clock.Mapper
+	legacyBase uint64 // CLOCK_MONOTONIC ns of legacy timestamp 0
+	addrs      addrTable
+	emitted    map[uint64]bool // addresses with symbols in the active TRC segment
+	spawnLocs  map[string]uint16
+	meta       metaSets
+	last       wire.RotateStats // stats already turned into telemetry
+	stop       chan struct{}
+	done       chan struct{}
+
+	errMu      sync.Mutex
+	errLast    time.Time
+	errSkipped int
+}
+
+func newTraceFile(cfg *Config, set exporter.Settings) (*traceFile, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	return &traceFile{cfg: cfg, logger: set.Logger, tb: tb, host: host}, nil
+}
+
+// start opens the rotator for the first signal that starts. An unwritable
+// directory fails the collector's start.
+func (e *traceFile) start(_ context.Context, _ component.Host) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refs++
+	if e.refs > 1 {
+		return nil
+	}
+	opts := wire.RotateOptions{
+		Dir:          e.cfg.Directory,
+		Prefix:       e.cfg.FilePrefix,
+		MaxFileSize:  int64(e.cfg.MaxFileSize),
+		Interval:     e.cfg.RotationInterval,
+		MaxTotalSize: int64(e.cfg.MaxTotalSize),
+		Compress:     e.cfg.Compress,
+		Metadata:     e.meta.entries(e.host),
+	}
+	if e.cfg.Format == FormatTokioTRC {
+		opts.LegacyVersion = legacyVersion
+	}
+	rot, err := wire.NewRotator(opts)
+	if err != nil {
+		e.refs--
+		return fmt.Errorf("tracefile: %w", err)
+	}
+	e.rot = rot
+	e.clk = clock.NewMapper()
+	e.legacyBase = clock.Monotonic()
+	e.addrs = addrTable{}
+	e.emitted = map[uint64]bool{}
+	e.spawnLocs = map[string]uint16{}
+	e.last = wire.RotateStats{}
+	e.stop, e.done = make(chan struct{}), make(chan struct{})
+	go e.tick(e.stop, e.done)
+	return nil
+}
+
+// tick seals segments whose time window has ended when no batch comes,
+// and follows steps of the wall clock.
+func (e *traceFile) tick(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			e.clk.Refresh()
+			e.mu.Lock()
+			if err := e.rot.Tick(); err != nil {
+				e.logError("rotate", err)
+			}
+			e.recordStats()
+			e.mu.Unlock()
+		}
+	}
+}
+
+// shutdown seals the active segment when the last signal stops.
+func (e *traceFile) shutdown(context.Context) error {
+	e.mu.Lock()
+	if e.refs == 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	e.refs--
+	if e.refs > 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	stop, done := e.stop, e.done
+	e.mu.Unlock()
+	close(stop)
+	<-done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.rot.Close()
+	e.recordStats()
+	e.rot = nil
+	if err != nil {
+		return fmt.Errorf("tracefile: seal the last segment: %w", err)
+	}
+	return nil
+}
+
+// recordStats turns what the rotator counted since the last call into
+// telemetry. Called with mu held.
+func (e *traceFile) recordStats() {
+	s := e.rot.Stats()
+	ctx := context.Background()
+	seg := func(outcome string, n int64) {
+		if n > 0 {
+			e.tb.ExporterTracefileSegments.Add(ctx, n, metric.WithAttributes(attribute.String("outcome", outcome)))
+		}
+	}
+	seg("sealed", int64(s.Segments-e.last.Segments))
+	seg("deleted", int64(s.Deleted-e.last.Deleted))
+	seg("rotate_error", s.RotateErrors-e.last.RotateErrors)
+	if d := s.BytesWritten - e.last.BytesWritten; d > 0 {
+		e.tb.ExporterTracefileWrittenBytes.Add(ctx, d)
+	}
+	e.last = s
+}
+
+// logError logs write errors at most once per errLogEvery, saying how many
+// were not logged in between.
+func (e *traceFile) logError(what string, err error) {
+	e.errMu.Lock()
+	now := time.Now()
+	if now.Sub(e.errLast) < errLogEvery {
+		e.errSkipped++
+		e.errMu.Unlock()
+		return
+	}
+	skipped := e.errSkipped
+	e.errLast, e.errSkipped = now, 0
+	e.errMu.Unlock()
+	e.logger.Error("tracefile: "+what+" failed; the pipeline's retry and queue decide what becomes of the data",
+		zap.Error(err), zap.String("directory", e.cfg.Directory), zap.Int("similar_errors_not_logged", skipped))
+}
+
+func (e *traceFile) countSkipped(ctx context.Context, reason string, n int) {
+	if n > 0 {
+		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", reason)))
+	}
+}
+
+func (e *traceFile) pushProfiles(ctx context.Context, pd pprofile.Profiles) error {
+	var b batch
+	b.addProfiles(pd, e.clock())
+	return e.write(ctx, &b)
+}
+
+func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
+	var b batch
+	b.addTraces(td, e.clock())
+	e.countSkipped(ctx, "span_no_thread", b.noThread)
+	return e.write(ctx, &b)
+}
+
+// clock returns the Unix → CLOCK_MONOTONIC conversion.
+func (e *traceFile) clock() func(uint64) uint64 {
+	e.mu.Lock()
+	clk := e.clk
+	e.mu.Unlock()
+	if clk == nil {
+		clk = clock.NewMapper()
+	}
+	return clk.Mono
+}
+
+var errNotStarted = errors.New("tracefile: exporter not started")
+
+// write encodes a batch into the active segment. A write error goes back to
+// the pipeline; nothing of the batch is in any segment then.
+func (e *traceFile) write(ctx context.Context, b *batch) error {
+	if len(b.evs) == 0 {
+		return nil
+	}
+	b.sort()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rot == nil {
+		return errNotStarted
+	}
+	if e.meta.add(b) {
+		e.rot.SetMetadata(e.meta.entries(e.host))
+	}
+	if len(e.addrs.byKey) > maxAddrKeys {
+		// Start over in a new segment, so that no segment holds one
+		// address with two meanings.
+		if err := e.rot.Rotate(); err != nil {
+			e.logError("rotate", err)
+		}
+		e.addrs = addrTable{}
+		clear(e.emitted)
+	}
+	var counts eventCounts
+	var err error
+	if e.cfg.Format == FormatTokioTRC {
+		err = e.rot.WriteLegacyBatch(func(w *wire.LegacyWriter, defs *wire.LegacyDefs) error {
+			counts = eventCounts{}
+			return e.encodeLegacy(w, defs, b, &counts)
+		})
+	} else {
+		err = e.rot.WriteSegmentBatch(func(w *wire.Writer, fresh bool) error {
+			if fresh {
+				clear(e.emitted)
+			}
+			counts = eventCounts{}
+			return e.encode(w, b, &counts)
+		})
+	}
+	e.recordStats()
+	if err != nil {
+		// The symbols of the batch are not in the segment: write them again.
+		clear(e.emitted)
+		e.tb.ExporterTracefileFailedBatches.Add(ctx, 1)
+		e.logError("write", err)
+		return fmt.Errorf("tracefile: %w", err)
+	}
+	counts.record(ctx, e.tb)
+	return nil
+}
+
+type eventCounts struct {
+	samples, symbols, spans, polls, parks, truncated int64
+}
+
+func (c *eventCounts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {
+	for _, k := range []struct {
+		kind string
+		n    int64
+	}{{"cpu_sample", c.samples}, {"symbol", c.symbols}, {"span", c.spans}, {"poll", c.polls}, {"park", c.parks}} {
+		if k.n > 0 {
+			tb.ExporterTracefileEvents.Add(ctx, k.n, metric.WithAttributes(attribute.String("kind", k.kind)))
+		}
+	}
+	if c.truncated > 0 {
+		tb.ExporterTracefileTruncatedStacks.Add(ctx, c.truncated)
+	}
+}
+
+// metaSets accumulates what the segment metadata says: every service, host,
+// pid and worker seen so far.
+type metaSets struct {
+	services, hosts, pids, workers map[string]bool
+	period                         int64
+}
+
+func addTo(m *map[string]bool, keys []string) bool {
+	changed := false
+	for _, k := range keys {
+		if k == "" {
+			continue
+		}
+		if *m == nil {
+			*m = map[string]bool{}
+		}
+		if !(*m)[k] {
+			(*m)[k] = true
+			changed = true
+		}
+	}
+	return changed
+}
+
+// add merges what batch b names and reports whether anything is new.
+func (m *metaSets) add(b *batch) bool {
+	c := addTo(&m.services, b.services)
+	c = addTo(&m.hosts, b.hosts) || c
+	c = addTo(&m.pids, b.pids) || c
+	c = addTo(&m.workers, b.workers) || c
+	if b.period > 0 && b.period != m.period {
+		m.period, c = b.period, true
+	}
+	return c
+}
+
+func joinSorted(m map[string]bool, numeric bool) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	if numeric {
+		sort.Slice(keys, func(i, j int) bool {
+			a, _ := strconv.ParseInt(keys[i], 10, 64)
+			b, _ := strconv.ParseInt(keys[j], 10, 64)
+			return a < b
+		})
+	} else {
+		slices.Sort(keys)
+	}
+	return strings.Join(keys, ",")
+}
+
+func (m *metaSets) entries(defaultHost string) map[string]string {
+	out := map[string]string{"host": defaultHost}
+	if len(m.hosts) > 0 {
+		out["host"] = joinSorted(m.hosts, false)
+	}
+	if len(m.services) > 0 {
+		out["service"] = joinSorted(m.services, false)
+	}
+	if len(m.pids) > 0 {
+		out["pid"] = joinSorted(m.pids, true)
+	}
+	if len(m.workers) > 0 {
+		out["runtime.perfprof"] = joinSorted(m.workers, true)
+	}
+	if m.period > 0 {
+		out["perfprof.sample_period_ns"] = strconv.FormatInt(m.period, 10)
+	}
+	return out
+}

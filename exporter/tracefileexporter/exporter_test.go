@@ -1,0 +1,297 @@
+package tracefileexporter
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/wire"
+)
+
+var (
+	traceA = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	spanA  = [8]byte{0xa1, 2, 3, 4, 5, 6, 7, 8}
+	spanB  = [8]byte{0xb1, 2, 3, 4, 5, 6, 7, 8}
+	spanP  = [8]byte{0xc1, 2, 3, 4, 5, 6, 7, 8}
+)
+
+// testData is one push of profiles and one of spans, as the receiver and an
+// instrumented tokio app would send them, around Unix time base.
+type testData struct {
+	base                   uint64
+	onTimes, offTimes      []uint64
+	offValues              []int64
+	hotStack, offStack     int32
+	inlineAddr, kernelAddr uint64
+}
+
+func buildTestData() (*profBuilder, ptrace.Traces, testData) {
+	td := testData{base: uint64(time.Now().UnixNano()), inlineAddr: 0x401234, kernelAddr: 0xffffffff81001000}
+	b := newProfBuilder()
+	// main → handle → (parse inlined into handle) at 0x401234; a kernel frame on top.
+	mainL := b.location(0x401000, fn{"main", "/src/main.rs", 10})
+	inl := b.location(td.inlineAddr, fn{"parse", "/src/parse.rs", 42}, fn{"handle", "/src/main.rs", 20})
+	kern := b.location(td.kernelAddr, fn{"do_syscall_64", "", 0})
+	sleepL := b.location(0x402000, fn{"nanosleep", "/lib/libc.so.6", 0})
+	td.hotStack = b.stack(kern, inl, mainL)
+	td.offStack = b.stack(sleepL, mainL)
+
+	on := b.profile(4242, "checkout", false)
+	for i := range 5 {
+		td.onTimes = append(td.onTimes, td.base+uint64(i)*1_000_000)
+	}
+	attrs := []int32{b.attr("thread.id", 101), b.attr("thread.name", "tokio-rt-worker"), b.attr("worker.id", 1),
+		b.attr("cpu.logical_number", 3), b.attr("span.root.name", "GET /cart")}
+	b.sample(on, td.hotStack, b.link(traceA, spanA), attrs, td.onTimes, []int64{1, 1, 1, 1, 1})
+
+	off := b.profile(4242, "checkout", true)
+	td.offTimes = []uint64{td.base + 500_000, td.base + 2_500_000}
+	td.offValues = []int64{300_000, 700_000}
+	offAttrs := []int32{b.attr("thread.id", 102), b.attr("thread.name", "blocking"), b.attr("thread.state", "blocked")}
+	b.sample(off, td.offStack, 0, offAttrs, td.offTimes, td.offValues)
+
+	tr := ptrace.NewTraces()
+	// A poll on worker 1 holding the on-CPU samples, then a park, and a
+	// plain thread span; and a span that says nothing of where it ran.
+	addSpan(tr, "checkout", 4242, "poll", traceA, spanA, spanP, td.base-100_000, td.base+4_500_000,
+		map[string]any{"thread.id": 101, "worker.id": 1, "code.file.path": "src/cart.rs", "code.line.number": 7, "code.column.number": 5})
+	addSpan(tr, "checkout", 4242, "park", traceA, spanB, [8]byte{}, td.base+4_500_000, td.base+9_000_000,
+		map[string]any{"thread.id": 101, "worker.id": 1, "worker.park": true, "thread.cpu_time_ns": 1234})
+	addSpan(tr, "checkout", 4242, "GET /cart", traceA, spanP, [8]byte{}, td.base-200_000, td.base+9_000_000,
+		map[string]any{"thread.id": 101})
+	addSpan(tr, "checkout", 4242, "client", traceA, [8]byte{9}, [8]byte{}, td.base, td.base+1, nil)
+	return b, tr, td
+}
+
+func TestExportTRC(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, nil)
+	b, tr, td := buildTestData()
+	require.NoError(t, e.pushProfiles(t.Context(), b.pd))
+	require.NoError(t, e.pushTraces(t.Context(), tr))
+	require.NoError(t, e.shutdown(t.Context()))
+
+	segs := segmentFiles(t, dir)
+	require.Len(t, segs, 1)
+	require.True(t, strings.HasSuffix(segs[0], ".bin.gz"), segs[0])
+	evs := readTRC(t, segs[0])
+	byName := map[string][]*wire.Event{}
+	for _, ev := range evs {
+		byName[ev.Name()] = append(byName[ev.Name()], ev)
+	}
+
+	// Segment start: clock sync pairs CLOCK_MONOTONIC with the wall clock.
+	require.NotEmpty(t, byName["ClockSyncEvent"])
+	cs := byName["ClockSyncEvent"][0]
+	rt, _ := cs.Uint("realtime_ns")
+	offset := int64(rt) - int64(cs.Timestamp)
+	assert.InDelta(t, clock.Offset(), offset, 5e6, "clock sync offset")
+	md := byName["SegmentMetadataEvent"]
+	require.NotEmpty(t, md)
+	meta := map[string]string{}
+	for _, p := range md[len(md)-1].Field("entries").Map {
+		meta[p.Key] = p.Value
+	}
+	assert.Equal(t, "checkout", meta["service"])
+	assert.Equal(t, "4242", meta["pid"])
+	assert.Equal(t, "1", meta["runtime.perfprof"])
+	assert.Equal(t, "1000000", meta["perfprof.sample_period_ns"])
+	assert.NotEmpty(t, meta["host"])
+
+	// Symbols: the inlined location has two entries, outermost at depth 0.
+	syms := symbolTable(evs)
+	assert.Equal(t, []string{"handle /src/main.rs:20", "parse /src/parse.rs:42"}, syms[td.inlineAddr])
+	assert.Equal(t, []string{"do_syscall_64 kernel:0"}, syms[td.kernelAddr])
+	assert.Equal(t, []string{"main /src/main.rs:10"}, syms[0x401000])
+
+	// Samples: one event per timestamp, times converted with the segment's offset.
+	samples := byName["CpuSampleEvent"]
+	require.Len(t, samples, 7)
+	var on, off []*wire.Event
+	for _, s := range samples {
+		if src, _ := s.Uint("source"); src == 1 {
+			off = append(off, s)
+		} else {
+			on = append(on, s)
+		}
+	}
+	require.Len(t, on, 5)
+	require.Len(t, off, 2)
+	for i, s := range on {
+		assert.InDelta(t, float64(td.onTimes[i]), float64(int64(s.Timestamp)+offset), 5e6)
+		w, _ := s.Uint("worker_id")
+		tid, _ := s.Uint("tid")
+		cpu, _ := s.Uint("cpu")
+		trace, _ := s.Str("trace_id")
+		span, _ := s.Str("span_id")
+		root, _ := s.Str("span_root_name")
+		pid, _ := s.Uint("pid")
+		assert.Equal(t, []uint64{1, 101, 3, 4242}, []uint64{w, tid, cpu, pid})
+		assert.Equal(t, hex.EncodeToString(traceA[:]), trace)
+		assert.Equal(t, hex.EncodeToString(spanA[:]), span)
+		assert.Equal(t, "GET /cart", root)
+		assert.Equal(t, []uint64{td.kernelAddr, td.inlineAddr, 0x401000}, s.Field("callchain").Frames)
+		_, hasValue := s.Uint("value_ns")
+		assert.False(t, hasValue, "on-CPU samples carry no value_ns")
+	}
+	// The thread name is written with the first sample of its thread in a batch.
+	name, ok := on[0].Str("thread_name")
+	assert.True(t, ok)
+	assert.Equal(t, "tokio-rt-worker", name)
+	for i, s := range off {
+		v, _ := s.Uint("value_ns")
+		st, _ := s.Uint("thread_state")
+		w, _ := s.Uint("worker_id")
+		assert.Equal(t, uint64(td.offValues[i]), v)
+		assert.Equal(t, uint64(wire.ThreadBlocked), st)
+		assert.Equal(t, uint64(255), w, "no worker.id: 255")
+		_, linked := s.Str("span_id")
+		assert.False(t, linked)
+	}
+
+	// Spans: three said where they ran; the fourth is skipped.
+	spans := byName["SpanEvent"]
+	require.Len(t, spans, 3)
+	names := map[string]*wire.Event{}
+	for _, s := range spans {
+		n, _ := s.Str("name")
+		names[n] = s
+	}
+	poll := names["poll"]
+	require.NotNil(t, poll)
+	d, _ := poll.Uint("duration_ns")
+	assert.Equal(t, uint64(4_600_000), d)
+	parent, _ := poll.Str("parent_span_id")
+	assert.Equal(t, hex.EncodeToString(spanP[:]), parent)
+	_, hasParent := names["GET /cart"].Str("parent_span_id")
+	assert.False(t, hasParent)
+	_, hasWorker := names["GET /cart"].Uint("worker_id")
+	assert.False(t, hasWorker)
+
+	// Worker spans: a poll pair and a park pair, in time order.
+	require.Len(t, byName["PollStartEvent"], 1)
+	require.Len(t, byName["PollEndEvent"], 1)
+	ps := byName["PollStartEvent"][0]
+	task, _ := ps.Uint("task_id")
+	loc, _ := ps.Str("spawn_loc")
+	assert.Equal(t, uint64(0xa102030405060708), task)
+	assert.Equal(t, "src/cart.rs:7:5", loc)
+	require.Len(t, byName["WorkerParkEvent"], 1)
+	require.Len(t, byName["WorkerUnparkEvent"], 1)
+	cpuNs, _ := byName["WorkerUnparkEvent"][0].Uint("cpu_time_ns")
+	assert.Equal(t, uint64(1234), cpuNs)
+	assert.Less(t, byName["PollEndEvent"][0].Timestamp, byName["WorkerParkEvent"][0].Timestamp+1)
+	assert.Equal(t, byName["PollEndEvent"][0].Timestamp, byName["WorkerParkEvent"][0].Timestamp)
+	// Within a batch (here the spans' push) events are in time order, and
+	// the poll end comes before the park that starts at the same instant.
+	var last uint64
+	var order []string
+	for _, ev := range evs {
+		switch ev.Name() {
+		case "SpanEvent", "PollStartEvent", "PollEndEvent", "WorkerParkEvent", "WorkerUnparkEvent":
+		default:
+			continue
+		}
+		assert.GreaterOrEqual(t, ev.Timestamp, last, "%s out of order", ev.Name())
+		last = ev.Timestamp
+		if ev.Name() != "SpanEvent" {
+			order = append(order, ev.Name())
+		}
+	}
+	assert.Contains(t, strings.Join(order, ","), "PollEndEvent,WorkerParkEvent")
+}
+
+// TestAddressCollision: two processes with the same address in different
+// functions each keep their own symbols.
+func TestAddressCollision(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, nil)
+	b := newProfBuilder()
+	la := b.location(0x400100, fn{"alpha", "/a.c", 1})
+	lb := b.location(0x400100, fn{"beta", "/b.c", 2})
+	now := uint64(time.Now().UnixNano())
+	pa := b.profile(1, "a", false)
+	b.sample(pa, b.stack(la), 0, []int32{b.attr("thread.id", 1)}, []uint64{now}, []int64{1})
+	pb := b.profile(2, "b", false)
+	b.sample(pb, b.stack(lb), 0, []int32{b.attr("thread.id", 2)}, []uint64{now + 1}, []int64{1})
+	require.NoError(t, e.pushProfiles(t.Context(), b.pd))
+	require.NoError(t, e.shutdown(t.Context()))
+
+	evs := readTRC(t, segmentFiles(t, dir)[0])
+	syms := symbolTable(evs)
+	got := map[uint64]string{}
+	for _, ev := range evs {
+		if ev.Name() == "CpuSampleEvent" {
+			tid, _ := ev.Uint("tid")
+			a := ev.Field("callchain").Frames[0]
+			require.NotEmpty(t, syms[a], "address %#x has no symbol", a)
+			got[tid] = syms[a][0]
+			if tid == 2 {
+				assert.Equal(t, uint64(1<<63), a, "the second function gets the first synthetic address")
+			}
+		}
+	}
+	assert.Equal(t, map[uint64]string{1: "alpha /a.c:1", 2: "beta /b.c:2"}, got)
+}
+
+func TestExportLegacy(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, func(c *Config) { c.Format = FormatTokioTRC; c.Compress = false })
+	b, tr, td := buildTestData()
+	// A 300-frame stack is cut to 255 frames, leaf first.
+	deep := make([]int32, 300)
+	for i := range deep {
+		deep[i] = b.location(0x500000+uint64(i), fn{fmt.Sprintf("rec%d", i), "/r.c", int64(i + 1)})
+	}
+	p := b.profile(4242, "checkout", false)
+	b.sample(p, b.stack(deep...), 0, []int32{b.attr("thread.id", 103)}, []uint64{td.base + 3_000_000}, []int64{1})
+	require.NoError(t, e.pushProfiles(t.Context(), b.pd))
+	require.NoError(t, e.pushTraces(t.Context(), tr))
+	require.NoError(t, e.shutdown(t.Context()))
+
+	segs := segmentFiles(t, dir)
+	require.Len(t, segs, 1)
+	recs := readLegacy(t, segs[0])
+	frames, threads, locs := map[uint64]string{}, map[uint32]string{}, map[uint16]string{}
+	var samples, polls, parks int
+	for _, r := range recs {
+		switch r.Code {
+		case wire.LegacyCallframeDef:
+			frames[r.Addr] = r.Symbol + " " + r.Location
+		case wire.LegacyThreadNameDef:
+			threads[r.Tid] = r.Name
+		case wire.LegacySpawnLocationDef:
+			locs[r.SpawnLocID] = r.Name
+		case wire.LegacyCpuSample:
+			samples++
+			for _, a := range r.Frames {
+				require.Contains(t, frames, a, "frame %#x used before its CallframeDef", a)
+			}
+			if r.Tid == 101 {
+				assert.Equal(t, "tokio-rt-worker", threads[101])
+				assert.Equal(t, uint8(1), r.Worker)
+				assert.Equal(t, "handle /src/main.rs:20", frames[td.inlineAddr])
+			}
+			if r.Tid == 103 {
+				require.Len(t, r.Frames, 255)
+				assert.Equal(t, uint64(0x500000), r.Frames[0], "the leaf is kept")
+			}
+		case wire.LegacyPollStart:
+			polls++
+			assert.Equal(t, "src/cart.rs:7:5", locs[r.SpawnLocID])
+			assert.Equal(t, uint32(0x05060708), r.TaskID)
+		case wire.LegacyWorkerPark:
+			parks++
+		}
+	}
+	assert.Equal(t, 8, samples)
+	assert.Equal(t, 1, polls)
+	assert.Equal(t, 1, parks)
+}

@@ -61,9 +61,18 @@ func createDefaultConfig() *Config {
 		MaxTotalSize:     1 << 30,
 		Compress:         true,
 		TimeoutConfig:    exporterhelper.NewDefaultTimeoutConfig(),
-		QueueConfig:      configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
-		RetryConfig:      configretry.NewDefaultBackOffConfig(),
+		// Off by default: a failed write goes straight back to the
+		// pipeline (the perfprof receiver counts what it could not
+		// deliver) instead of holding the sender while the disk is full.
+		QueueConfig: configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
+		RetryConfig: retryOff(),
 	}
+}
+
+func retryOff() configretry.BackOffConfig {
+	c := configretry.NewDefaultBackOffConfig()
+	c.Enabled = false
+	return c
 }
 
 // Validate checks the configuration at startup.

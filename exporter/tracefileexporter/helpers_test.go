@@ -165,7 +165,7 @@ func addSpan(td ptrace.Traces, service string, pid int, name string, trace [16]b
 }
 
 // newTestFile returns a started traceFile writing into dir.
-func newTestFile(t *testing.T, dir string, f func(*Config)) *traceFile {
+func newTestFile(t testing.TB, dir string, f func(*Config)) *traceFile {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Directory = dir

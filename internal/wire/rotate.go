@@ -378,7 +378,7 @@ func (r *Rotator) write(data []byte) error {
 		if terr := r.f.Truncate(r.size); terr != nil {
 			r.trunc = true
 		}
-		return fmt.Errorf("wire: rotator: write %s: %w", r.f.Name(), err)
+		return fmt.Errorf("wire: rotator: %w", err) // err names the file
 	}
 	r.size += int64(n)
 	r.stats.BytesWritten += int64(n)

@@ -1,0 +1,100 @@
+package tracefileexporter
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pprofile"
+)
+
+// benchProfiles builds one push as the receiver sends it every report:
+// samples of 16-frame stacks drawn from 200 distinct stacks (realistic
+// repetition: a few hot paths), 8 threads, 1 ms apart per thread, half of
+// them linked to one of 50 spans.
+func benchProfiles(n int) pprofile.Profiles {
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := newProfBuilder()
+	locs := make([]int32, 400)
+	for i := range locs {
+		locs[i] = b.location(0x400000+uint64(i)*0x40, fn{fmt.Sprintf("crate::module::function_%d", i), "/src/lib.rs", int64(i)})
+	}
+	stacks := make([]int32, 200)
+	for i := range stacks {
+		st := make([]int32, 16)
+		for j := range st {
+			st[j] = locs[rng.IntN(len(locs))]
+		}
+		stacks[i] = b.stack(st...)
+	}
+	var threads [8][]int32
+	for th := range threads {
+		threads[th] = []int32{b.attr("thread.id", 1000+th), b.attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", th)),
+			b.attr("worker.id", th), b.attr("cpu.logical_number", th%2)}
+	}
+	links := make([]int32, 50)
+	for i := range links {
+		links[i] = b.link([16]byte{byte(i), 1}, [8]byte{byte(i), 2})
+	}
+	p := b.profile(4242, "bench", false)
+	base := uint64(time.Now().UnixNano())
+	for i := range n {
+		th := i % 8
+		link := int32(0)
+		if i%2 == 0 {
+			link = links[(i/64)%len(links)]
+		}
+		// Zipf-like: a few stacks take most samples.
+		st := stacks[min(int(rng.ExpFloat64()*20), len(stacks)-1)]
+		b.sample(p, st, link, threads[th], []uint64{base + uint64(i/8)*1_000_000 + uint64(th)*1000}, []int64{1})
+	}
+	return b.pd
+}
+
+// BenchmarkExportProfiles measures the exporter's whole path for CPU
+// samples: pdata → events → TRC → segment file, and the bytes per sample
+// before and after compression of the sealed segments. ns/op is per push
+// of 10 000 samples.
+func BenchmarkExportProfiles(b *testing.B) {
+	for _, format := range []string{FormatTRC, FormatTokioTRC} {
+		b.Run(format, func(b *testing.B) {
+			const perPush = 10_000
+			pd := benchProfiles(perPush)
+			dir := b.TempDir()
+			cfg := createDefaultConfig()
+			cfg.Directory, cfg.Format = dir, format
+			cfg.MaxTotalSize = 0
+			tf := newTestFile(b, dir, func(c *Config) { *c = *cfg })
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := tf.pushProfiles(b.Context(), pd); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			raw := tf.rot.Stats().BytesWritten
+			sec := b.Elapsed().Seconds()
+			samples := float64(b.N) * perPush
+			if err := tf.shutdown(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			var gz int64
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if strings.HasSuffix(e.Name(), ".gz") {
+					fi, _ := os.Stat(filepath.Join(dir, e.Name()))
+					gz += fi.Size()
+				}
+			}
+			b.ReportMetric(samples/sec, "samples/s")
+			b.ReportMetric(float64(raw)/1e6/sec, "MB/s")
+			b.ReportMetric(float64(raw)/samples, "raw-B/sample")
+			b.ReportMetric(float64(gz)/samples, "gz-B/sample")
+		})
+	}
+}

@@ -63,6 +63,7 @@ overhead: build
 ## generate: regenerate mdatagen output (metadata.yaml → internal/metadata, tests, docs)
 generate:
 	cd receiver/perfprofreceiver && $(GO) generate ./...
+	cd exporter/tracefileexporter && $(GO) generate ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

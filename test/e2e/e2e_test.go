@@ -26,6 +26,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/internal/wire"
 )
 
 var (
@@ -254,6 +255,7 @@ func TestCollectorProfilesDemo(t *testing.T) {
 	requirePerf(t)
 	srv, addr := startServer(t)
 	spansAddr := freeAddr(t)
+	traceDir := t.TempDir()
 	cmd, out := runCollector(t, fmt.Sprintf(`
 receivers:
   perfprof:
@@ -272,15 +274,17 @@ exporters:
     tls:
       insecure: true
   debug: {}
+  tracefile:
+    directory: %s
 service:
   pipelines:
     profiles:
       receivers: [perfprof]
-      exporters: [otlp_grpc]
+      exporters: [otlp_grpc, tracefile]
     traces:
       receivers: [perfprof]
-      exporters: [debug]
-`, spansAddr, addr), nil)
+      exporters: [debug, tracefile]
+`, spansAddr, addr, traceDir), nil)
 	waitFor(t, out, "Receiving spans over OTLP/gRPC", 10*time.Second)
 	d := exec.Command(demo, "-endpoint", spansAddr)
 	if err := d.Start(); err != nil {
@@ -390,6 +394,79 @@ service:
 	if !strings.Contains(out.String(), "Shutdown complete") {
 		t.Errorf("no clean shutdown in the collector's log")
 	}
+	checkTraceFiles(t, traceDir, n, inGroups)
+}
+
+// checkTraceFiles reads what the tracefile exporter wrote in the same run:
+// every sample the OTLP backend got is in the files, with the demo's spans,
+// and the samples' span ids name spans that are in the files too.
+func checkTraceFiles(t *testing.T, dir string, otlpSamples, demoSamples int) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples, linked, linkedKnown int
+	spans := map[string]string{} // span id → name
+	var sampleSpans []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".active") {
+			t.Errorf("%s left active after shutdown", e.Name())
+		}
+		evs, err := readTrace(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		for _, ev := range evs {
+			switch ev.Name() {
+			case "CpuSampleEvent":
+				if src, _ := ev.Uint("source"); src == 0 {
+					samples++
+				}
+				if id, ok := ev.Str("span_id"); ok {
+					linked++
+					sampleSpans = append(sampleSpans, id)
+				}
+			case "SpanEvent":
+				id, _ := ev.Str("span_id")
+				name, _ := ev.Str("name")
+				spans[id] = name
+			}
+		}
+	}
+	for _, id := range sampleSpans {
+		if _, ok := spans[id]; ok {
+			linkedKnown++
+		}
+	}
+	t.Logf("trace files: %d segments, %d on-CPU samples (OTLP got %d), %d linked, %d spans; %d linked samples name a span in the files",
+		len(ents), samples, otlpSamples, linked, len(spans), linkedKnown)
+	if samples != otlpSamples {
+		t.Errorf("the trace files hold %d on-CPU samples, the OTLP backend got %d", samples, otlpSamples)
+	}
+	if float64(linked) < 0.9*float64(demoSamples) {
+		t.Errorf("only %d samples in the files are linked to spans (%d in the demo's functions)", linked, demoSamples)
+	}
+	if float64(linkedKnown) < 0.95*float64(linked) {
+		t.Errorf("only %d of %d linked samples name a span written to the files", linkedKnown, linked)
+	}
+	names := map[string]bool{}
+	for _, n := range spans {
+		names[n] = true
+	}
+	for _, r := range []string{"GET /items", "POST /upload", "GET /report"} {
+		if !names[r] {
+			t.Errorf("no SpanEvent named %q in the trace files", r)
+		}
+	}
+}
+
+func readTrace(path string) ([]*wire.Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return wire.ReadAll(f)
 }
 
 // TestCollectorStartErrors checks that bad targets and configs stop the
@@ -434,6 +511,12 @@ service:
 			want:     "targets: name at least one process in targets.pids or targets.executables",
 		},
 		{
+			name:     "unwritable trace directory",
+			receiver: "receivers:\n  perfprof:\n    targets: {executables: [x]}\nexporters:\n  tracefile:\n    directory: /proc/perfprof-traces\n" +
+				"service:\n  pipelines:\n    profiles:\n      receivers: [perfprof]\n      exporters: [tracefile]\n",
+			want:     "directory /proc/perfprof-traces",
+		},
+		{
 			name:     "frequency",
 			receiver: "receivers:\n  perfprof:\n    targets: {executables: [x]}\n    frequency: 50000\n",
 			want:     "frequency: 50000 Hz is outside 1..10000",
@@ -472,7 +555,11 @@ service:
 					t.Skipf("kernel.perf_event_paranoid is %s: unprivileged system-wide sampling is allowed here", p)
 				}
 			}
-			cmd, out := runCollector(t, tc.receiver+pipeline, tc.cred)
+			config := tc.receiver + pipeline
+			if strings.Contains(tc.receiver, "service:") {
+				config = tc.receiver
+			}
+			cmd, out := runCollector(t, config, tc.cred)
 			if tc.starts {
 				waitFor(t, out, tc.want, 20*time.Second)
 				_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -160,14 +160,17 @@ func TestRotation(t *testing.T) {
 				} else {
 					recs := readLegacy(t, path)
 					total += rawSize(t, path)
-					defs := map[uint64]bool{}
+					defs, threads := map[uint64]bool{}, map[uint32]bool{}
 					samples := 0
 					for _, r := range recs {
 						switch r.Code {
 						case wire.LegacyCallframeDef:
 							defs[r.Addr] = true
+						case wire.LegacyThreadNameDef:
+							threads[r.Tid] = true
 						case wire.LegacyCpuSample:
 							samples++
+							require.True(t, threads[r.Tid], "%s: thread %d used before its ThreadNameDef", path, r.Tid)
 							for _, a := range r.Frames {
 								require.True(t, defs[a], "%s: address %#x used before its CallframeDef", path, a)
 							}

@@ -303,7 +303,9 @@ func (t *Trace) StackFrames(stack int32) []Frame {
 }
 
 // Folded returns folded stacks "root;...;leaf" with their weights, merged
-// when identical. prefix, if not nil, gives a frame put before the root.
+// when identical. prefix, if not "", is a frame put before the root. A ';'
+// inside a function name (Rust's "[u8; 4]") becomes ',' so that it does not
+// split the frame.
 func (t *Trace) Folded(a *Agg, prefix string) map[string]uint64 {
 	out := map[string]uint64{}
 	var sb strings.Builder
@@ -316,7 +318,7 @@ func (t *Trace) Folded(a *Agg, prefix string) map[string]uint64 {
 			if sb.Len() > 0 {
 				sb.WriteByte(';')
 			}
-			sb.WriteString(n)
+			sb.WriteString(strings.ReplaceAll(n, ";", ","))
 		}
 		out[sb.String()] += w
 	}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/perfprof/perfprof/internal/analysis"
+)
+
+func init() {
+	register(&command{
+		name: "folded",
+		summary: "print folded stacks \"root;…;leaf COUNT\" (identical stacks merged, inlined frames expanded) " +
+			"for flamegraph.pl, inferno or speedscope",
+		usage: "[--source cpu|offcpu] [--by span|worker|thread] [-o FILE] FILE|DIR…",
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			var in inputFlags
+			in.declare(fs)
+			source := fs.String("source", "cpu", "cpu: on-CPU samples, counted; offcpu: off-CPU samples, weighted by value_ns (ns) when present, else counted")
+			by := fs.String("by", "", "prefix each stack with a frame naming its span (span name), worker or thread")
+			out := fs.String("o", "-", "output file")
+			return func(e *env, args []string) error {
+				t, err := in.load(e, args)
+				if err != nil {
+					return err
+				}
+				lines, err := folded(t, *source, *by)
+				if err != nil {
+					return err
+				}
+				w, closeOut, err := createOutput(e, *out)
+				if err != nil {
+					return err
+				}
+				bw := bufio.NewWriter(w)
+				for _, l := range lines {
+					bw.WriteString(l.stack)
+					bw.WriteByte(' ')
+					bw.WriteString(strconv.FormatUint(l.weight, 10))
+					bw.WriteByte('\n')
+				}
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+				return closeOut()
+			}
+		},
+	})
+}
+
+type foldedLine struct {
+	stack  string
+	weight uint64
+}
+
+// sourceFilter returns the samples and weight of a --source value.
+func sourceFilter(source string) (func(*analysis.Sample) bool, analysis.WeightFunc, error) {
+	switch source {
+	case "cpu", "oncpu":
+		return analysis.OnCPU, analysis.Count, nil
+	case "offcpu":
+		return analysis.OffCPU, analysis.OffCPUWeight, nil
+	}
+	return nil, nil, usageError{fmt.Sprintf("--source %q: want cpu or offcpu", source)}
+}
+
+// folded returns the folded stacks, sorted.
+func folded(t *analysis.Trace, source, by string) ([]foldedLine, error) {
+	filter, weight, err := sourceFilter(source)
+	if err != nil {
+		return nil, err
+	}
+	merged := map[string]uint64{}
+	add := func(m map[string]uint64) {
+		for k, v := range m {
+			merged[k] += v
+		}
+	}
+	switch by {
+	case "":
+		add(t.Folded(t.Aggregate(filter, weight), ""))
+	case "span", "worker", "thread":
+		var g analysis.Grouping
+		none := "(no span)"
+		switch by {
+		case "span":
+			g = t.BySpan()
+		case "worker":
+			g = t.ByWorker()
+		case "thread":
+			g = t.ByThread()
+		}
+		gs, rest := t.AggregateBy(filter, weight, g)
+		for _, gr := range gs {
+			add(t.Folded(gr.Agg, by+" "+gr.Name))
+		}
+		if rest.Samples > 0 {
+			add(t.Folded(rest, none))
+		}
+	default:
+		return nil, usageError{fmt.Sprintf("--by %q: want span, worker or thread", by)}
+	}
+	out := make([]foldedLine, 0, len(merged))
+	for k, v := range merged {
+		out = append(out, foldedLine{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].stack < out[j].stack })
+	return out, nil
+}

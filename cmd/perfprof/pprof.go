@@ -1,0 +1,184 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/perfprof/perfprof/internal/analysis"
+)
+
+func init() {
+	register(&command{
+		name: "pprof",
+		summary: "write a pprof profile (samples/count of on-CPU samples; off_cpu_samples/count and off_cpu/nanoseconds " +
+			"when there are off-CPU samples) with labels thread, tid, worker, span, root_span, trace_id, pid",
+		usage: "-o OUT.pb.gz FILE|DIR…",
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			var in inputFlags
+			in.declare(fs)
+			out := fs.String("o", "", "output file (gzipped profile.proto), required")
+			return func(e *env, args []string) error {
+				if *out == "" {
+					return usageError{"-o is required"}
+				}
+				t, err := in.load(e, args)
+				if err != nil {
+					return err
+				}
+				p, err := buildProfile(t)
+				if err != nil {
+					return err
+				}
+				f, err := os.Create(*out)
+				if err != nil {
+					return err
+				}
+				if err := p.Write(f); err != nil {
+					f.Close()
+					return err
+				}
+				return f.Close()
+			}
+		},
+	})
+}
+
+// Sample value indices of the profile.
+const (
+	vSamples    = 0 // on-CPU samples
+	vOffSamples = 1 // off-CPU samples
+	vOffNs      = 2 // off-CPU ns (value_ns)
+)
+
+// buildProfile converts the trace into a pprof profile. Samples with the
+// same stack, thread, worker and span are merged.
+func buildProfile(t *analysis.Trace) (*profile.Profile, error) {
+	var hasOff, hasNs bool
+	for i := range t.Samples {
+		s := &t.Samples[i]
+		if s.Source == analysis.SourceOffCPU {
+			hasOff = true
+			hasNs = hasNs || s.Value > 0
+		}
+	}
+	p := &profile.Profile{
+		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}},
+		DefaultSampleType: "samples",
+		PeriodType:        &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+	}
+	if hasOff {
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: "off_cpu_samples", Unit: "count"})
+	}
+	if hasNs {
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: "off_cpu", Unit: "nanoseconds"})
+	}
+	if v, err := strconv.ParseInt(t.Metadata["perfprof.sample_period_ns"], 10, 64); err == nil {
+		p.Period = v
+	}
+	if w, ok := t.Wall(t.Start); ok {
+		p.TimeNanos = w.UnixNano()
+	}
+	if t.End > t.Start {
+		p.DurationNanos = int64(t.End - t.Start)
+	}
+	for _, f := range t.Files {
+		p.Comments = append(p.Comments, "perfprof: "+f.Path)
+	}
+
+	// One mapping for everything, marked symbolized, so that pprof does not
+	// try to symbolize the addresses itself.
+	name := "trace"
+	if svc := t.Metadata["service"]; svc != "" {
+		name = svc
+	}
+	m := &profile.Mapping{ID: 1, Start: 0, Limit: ^uint64(0), File: name,
+		HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
+	p.Mapping = []*profile.Mapping{m}
+	funcs := map[analysis.Frame]*profile.Function{}
+	function := func(f analysis.Frame) *profile.Function {
+		k := analysis.Frame{Func: f.Func, File: f.File}
+		if fn, ok := funcs[k]; ok {
+			return fn
+		}
+		fn := &profile.Function{ID: uint64(len(p.Function) + 1), Name: f.Func, SystemName: f.Func, Filename: f.File}
+		p.Function = append(p.Function, fn)
+		funcs[k] = fn
+		return fn
+	}
+	locs := make([]*profile.Location, len(t.Locations))
+	location := func(i int32) *profile.Location {
+		if l := locs[i]; l != nil {
+			return l
+		}
+		al := &t.Locations[i]
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Address: al.Addr, Mapping: m}
+		// pprof lists inlined frames innermost first.
+		for j := len(al.Frames) - 1; j >= 0; j-- {
+			f := t.Frames[al.Frames[j]]
+			l.Line = append(l.Line, profile.Line{Function: function(f), Line: int64(f.Line)})
+		}
+		p.Location = append(p.Location, l)
+		locs[i] = l
+		return l
+	}
+
+	type key struct {
+		stack, thread, link int32
+		worker              uint32
+	}
+	samples := map[key]*profile.Sample{}
+	for i := range t.Samples {
+		s := &t.Samples[i]
+		k := key{s.Stack, s.Thread, s.Link, s.Worker}
+		ps, ok := samples[k]
+		if !ok {
+			ps = &profile.Sample{Value: make([]int64, len(p.SampleType)), Label: map[string][]string{}, NumLabel: map[string][]int64{}}
+			for _, li := range t.Stacks[s.Stack] {
+				ps.Location = append(ps.Location, location(li))
+			}
+			th := t.Threads[s.Thread]
+			ps.Label["thread"] = []string{th.Label()}
+			ps.NumLabel["tid"] = []int64{int64(th.Tid)}
+			if th.Pid != 0 {
+				ps.NumLabel["pid"] = []int64{int64(th.Pid)}
+			}
+			switch s.Worker {
+			case analysis.NoWorker:
+			case analysis.BlockingWorker:
+				ps.Label["worker"] = []string{"blocking"}
+			default:
+				ps.Label["worker"] = []string{strconv.Itoa(int(s.Worker))}
+			}
+			if s.Link >= 0 {
+				l := t.Links[s.Link]
+				if name, ok := t.SpanName(s); ok {
+					ps.Label["span"] = []string{name}
+				}
+				if l.RootName != "" {
+					ps.Label["root_span"] = []string{l.RootName}
+				}
+				if l.TraceID != "" {
+					ps.Label["trace_id"] = []string{l.TraceID}
+				}
+			}
+			samples[k] = ps
+			p.Sample = append(p.Sample, ps)
+		}
+		if s.Source == analysis.SourceOffCPU {
+			ps.Value[vOffSamples]++
+			if hasNs {
+				ps.Value[vOffNs] += int64(s.Value)
+			}
+		} else {
+			ps.Value[vSamples]++
+		}
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("invalid profile: %w", err)
+	}
+	return p, nil
+}

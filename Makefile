@@ -14,7 +14,7 @@ BENCHCOUNT ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build demo test bench e2e generate tools fmt vet clean overhead
+.PHONY: all run build demo test bench e2e generate tools fmt vet clean overhead browser-deps
 
 all: build
 
@@ -40,11 +40,17 @@ run: build
 ## test: every test, including the end-to-end test that builds the collector with ocb.
 ## One package at a time (-p 1): tests that measure CPU shares of real processes must
 ## not share the 2 CPUs with each other or with the e2e test's collector build.
-test: $(OCB)
+test: $(OCB) browser-deps
 	@# eu-addr2line is the symbolizer tests' second oracle (binutils' addr2line errs on some libc lines)
 	@command -v eu-addr2line >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq elfutils >/dev/null)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
+
+## browser-deps: Debian's chromium and the pinned playwright-core, for the test
+## that loads `perfprof html` output in a real headless browser
+browser-deps:
+	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+	@[ -d test/browser/node_modules/playwright-core ] || (cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 
 ## e2e: only the end-to-end test
 e2e: $(OCB)

@@ -95,6 +95,10 @@ type Rotator struct {
 	metaNew  bool        // metadata changed: re-emit before the next batch
 
 	sealed []segment // oldest first
+
+	pending     []int          // sealed segments waiting for compression
+	compressing bool           // compressLoop runs
+	wg          sync.WaitGroup // compressLoop
 	buf    bytes.Buffer
 	w      *Writer       // batch encoder over buf
 	lw     *LegacyWriter // legacy batch encoder over buf, per segment
@@ -556,16 +560,46 @@ func (r *Rotator) rotate() error {
 	if cerr != nil {
 		err = fmt.Errorf("wire: rotator: close %s: %w", path, cerr)
 	}
+	r.sealed = append(r.sealed, s)
 	if r.opts.Compress {
-		if gz, zerr := compressFile(sealed); zerr != nil {
-			r.stats.RotateErrors++
-			err = errors.Join(err, zerr)
-		} else {
-			s.path = gz
+		// Compress in the background, so that a batch that seals a
+		// 100 MB segment does not wait seconds for gzip.
+		r.pending = append(r.pending, s.n)
+		if !r.compressing {
+			r.compressing = true
+			r.wg.Add(1)
+			go r.compressLoop()
 		}
 	}
-	r.sealed = append(r.sealed, s)
 	return err
+}
+
+// compressLoop gzips the segments sealed for compression, one at a time,
+// until none is pending. A segment that retention deleted meanwhile leaves
+// no .gz behind.
+func (r *Rotator) compressLoop() {
+	defer r.wg.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.pending) > 0 {
+		n := r.pending[0]
+		r.pending = r.pending[1:]
+		r.mu.Unlock()
+		gz, err := compressFile(r.name(n, ".bin"))
+		r.mu.Lock()
+		i := slices.IndexFunc(r.sealed, func(s segment) bool { return s.n == n })
+		switch {
+		case i < 0:
+			if err == nil {
+				os.Remove(gz)
+			}
+		case err != nil:
+			r.stats.RotateErrors++ // the .bin stays, uncompressed
+		default:
+			r.sealed[i].path = gz
+		}
+	}
+	r.compressing = false
 }
 
 // compressFile gzips path to path.gz and removes path.
@@ -622,17 +656,20 @@ func (r *Rotator) retain() {
 	}
 }
 
-// Close seals the active segment (deleting it if it holds no batch). Later
-// calls of WriteBatch fail.
+// Close seals the active segment (deleting it if it holds no batch) and
+// waits for the compression of sealed segments. Later calls of WriteBatch
+// fail.
 func (r *Rotator) Close() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return nil
 	}
 	r.closed = true
 	err := r.rotate()
 	r.retain()
+	r.mu.Unlock()
+	r.wg.Wait()
 	return err
 }
 

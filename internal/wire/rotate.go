@@ -99,12 +99,12 @@ type Rotator struct {
 	pending     []int          // sealed segments waiting for compression
 	compressing bool           // compressLoop runs
 	wg          sync.WaitGroup // compressLoop
-	buf    bytes.Buffer
-	w      *Writer       // batch encoder over buf
-	lw     *LegacyWriter // legacy batch encoder over buf, per segment
-	defs   LegacyDefs    // legacy definitions written into the active segment
-	closed bool
-	stats  RotateStats
+	buf         bytes.Buffer
+	w           *Writer       // batch encoder over buf
+	lw          *LegacyWriter // legacy batch encoder over buf, per segment
+	defs        LegacyDefs    // legacy definitions written into the active segment
+	closed      bool
+	stats       RotateStats
 }
 
 type segment struct {

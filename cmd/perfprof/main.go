@@ -6,6 +6,7 @@
 //	perfprof report FILE…    sample counts, hot functions, long polls, blocking, scheduling delay
 //	perfprof folded FILE…    folded stacks for flamegraph.pl and speedscope
 //	perfprof pprof FILE… -o out.pb.gz   a pprof profile for go tool pprof
+//	perfprof html FILE… -o out.html     a self-contained page: flamegraphs and a timeline
 //
 // Run "perfprof COMMAND --help" for the flags of a command.
 package main

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 	"github.com/perfprof/perfprof/internal/wire"
 )
@@ -68,7 +69,7 @@ func demoCounts(t *testing.T, path string) (events, on, off int) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, c := range []string{"dump", "report", "folded", "pprof"} {
+	for _, c := range []string{"dump", "report", "folded", "pprof", "html"} {
 		out, _, code := perfprof(t, c, "--help")
 		if code != 0 || !strings.Contains(out, "Usage: perfprof "+c) {
 			t.Errorf("%s --help: exit %d, %q", c, code, out)
@@ -460,4 +461,58 @@ func TestProgressFlag(t *testing.T) {
 	if _, errs, _ := perfprof(t, "folded", p); errs != "" {
 		t.Errorf("progress without --progress on a small non-terminal input: %q", errs)
 	}
+}
+
+func TestHTML(t *testing.T) {
+	p, truth := synthFile(t, "synth.bin", false)
+	tr := loadForTest(t, p)
+	d := htmlData(tr)
+	if len(d.Samples) != truth.OnCPU+truth.OffCPU {
+		t.Errorf("html samples %d, want %d", len(d.Samples), truth.OnCPU+truth.OffCPU)
+	}
+	rows := map[string]bool{}
+	for _, r := range d.Rows {
+		rows[r.Name] = true
+	}
+	if !rows["worker 0"] || !rows["worker 1"] || !rows["tid 999 (flush)"] || len(rows) != 3 {
+		t.Errorf("rows %v", rows)
+	}
+	polls := 0
+	for _, b := range d.Bars {
+		if b.Kind == "poll" {
+			polls++
+		}
+	}
+	if polls != truth.Polls {
+		t.Errorf("poll bars %d, want %d", polls, truth.Polls)
+	}
+	// Stacks are root first: every worker stack starts at main.
+	for _, s := range d.Samples {
+		if st := d.Stacks[s.Stack]; d.Frames[st[0]].Name != analysistest.MainFunc {
+			t.Fatalf("stack not root first: %v", st)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out.html")
+	mustRun(t, "html", "-o", out, "--title", "synthetic", p)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("synthetic")) || !bytes.Contains(b, []byte(analysistest.HotFunc)) {
+		t.Errorf("html page lacks the title or the hot function (%d bytes)", len(b))
+	}
+	demo := filepath.Join(t.TempDir(), "demo.html")
+	mustRun(t, "html", analysistest.Shared(t, analysistest.DemoTrace), "-o", demo)
+	if st, err := os.Stat(demo); err != nil || st.Size() < 10000 {
+		t.Errorf("demo page: %v", err)
+	}
+}
+
+func loadForTest(t *testing.T, paths ...string) *analysis.Trace {
+	t.Helper()
+	tr, err := analysis.Load(paths, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

@@ -32,9 +32,9 @@ func init() {
 }
 
 type reportOpts struct {
-	in                                 inputFlags
+	in                                inputFlags
 	top, groups, polls, stacks, depth int
-	long                               time.Duration
+	long                              time.Duration
 }
 
 func report(e *env, args []string, o *reportOpts) error {

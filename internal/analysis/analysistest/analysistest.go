@@ -265,21 +265,11 @@ func (s Synth) timeline() ([]sample, []poll, Truth) {
 	return out, polls, tr
 }
 
-// Schemas of perfprof's events (docs/trace-conventions.md).
+// Schemas of perfprof's events (docs/trace-conventions.md), as the
+// exporter writes them.
 var (
-	CpuSampleSchema = &wire.Schema{Name: "CpuSampleEvent", HasTimestamp: true, Fields: []wire.Field{
-		{Name: "worker_id", Type: wire.Varint}, {Name: "tid", Type: wire.U32}, {Name: "source", Type: wire.U8},
-		{Name: "thread_name", Type: wire.Optional(wire.PooledString)}, {Name: "callchain", Type: wire.PooledStackFrames},
-		{Name: "cpu", Type: wire.Optional(wire.Varint)},
-		{Name: "trace_id", Type: wire.Optional(wire.PooledString)}, {Name: "span_id", Type: wire.Optional(wire.PooledString)},
-		{Name: "span_root_name", Type: wire.Optional(wire.PooledString)}, {Name: "value_ns", Type: wire.Optional(wire.Varint)},
-		{Name: "thread_state", Type: wire.Optional(wire.U8)}, {Name: "pid", Type: wire.Optional(wire.U32)}}}
-	SpanSchema = &wire.Schema{Name: "SpanEvent", HasTimestamp: true, Fields: []wire.Field{
-		{Name: "trace_id", Type: wire.PooledString}, {Name: "span_id", Type: wire.PooledString},
-		{Name: "parent_span_id", Type: wire.Optional(wire.PooledString)}, {Name: "name", Type: wire.PooledString},
-		{Name: "duration_ns", Type: wire.Varint}, {Name: "tid", Type: wire.Optional(wire.U32)},
-		{Name: "worker_id", Type: wire.Optional(wire.Varint)}, {Name: "service", Type: wire.Optional(wire.PooledString)},
-		{Name: "pid", Type: wire.Optional(wire.U32)}}}
+	CpuSampleSchema = wire.CpuSampleExtSchema
+	SpanSchema      = wire.SpanSchema
 )
 
 func opt(v wire.Value, ok bool) wire.Value {

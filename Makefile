@@ -8,6 +8,7 @@ OCB       := $(TOOLS)/builder
 BUILD     := $(CURDIR)/_build
 COLLECTOR := $(BUILD)/otelcol-perfprof
 DEMO      := $(BUILD)/perfprof-demo
+CLI       := $(BUILD)/perfprof
 DURATION  ?= 60s
 CONFIG    ?= examples/demo/collector.yaml
 BENCHCOUNT ?= 5
@@ -23,11 +24,14 @@ tools: $(OCB)
 $(OCB):
 	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
 
-## build: the collector with the perfprof receiver, built by ocb
-build: $(COLLECTOR) $(DEMO)
+## build: the collector with the perfprof receiver (built by ocb), the demo and the CLI
+build: $(COLLECTOR) $(DEMO) $(CLI)
 $(COLLECTOR): $(OCB) builder-config.yaml $(GO_SOURCES)
 	$(OCB) --config builder-config.yaml
 	@touch $@
+
+$(CLI): $(GO_SOURCES)
+	$(GO) build -o $@ ./cmd/perfprof
 
 demo: $(DEMO)
 $(DEMO): examples/demo/main.go
@@ -35,7 +39,7 @@ $(DEMO): examples/demo/main.go
 
 ## run: profile the demo workload for DURATION (or until Ctrl-C), printing profiles
 run: build
-	COLLECTOR=$(COLLECTOR) DEMO=$(DEMO) CONFIG=$(CONFIG) DURATION=$(DURATION) ./scripts/run-demo.sh
+	COLLECTOR=$(COLLECTOR) DEMO=$(DEMO) CLI=$(CLI) CONFIG=$(CONFIG) DURATION=$(DURATION) ./scripts/run-demo.sh
 
 ## test: every test, including the end-to-end test that builds the collector with ocb.
 ## One package at a time (-p 1): tests that measure CPU shares of real processes must

@@ -35,3 +35,10 @@ for ((i = 0; i < secs; i++)); do
 done
 stop
 echo "run-demo: done"
+# The tracefile exporter of the default config kept the run: show what the CLI makes of it.
+if [ -n "${CLI:-}" ] && [ -x "$CLI" ] && [ -d _build/traces ]; then
+  echo "run-demo: $CLI report _build/traces (the trace files of this and earlier runs)"
+  "$CLI" report --top 10 --groups 3 _build/traces > _build/report.txt || true
+  head -n 60 _build/report.txt
+  echo "run-demo: more: $CLI html _build/traces -o _build/perfprof.html, $CLI folded _build/traces, $CLI pprof _build/traces -o out.pb.gz"
+fi

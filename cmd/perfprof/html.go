@@ -139,15 +139,14 @@ func htmlData(t *analysis.Trace) *htmlview.Data {
 		d.Bars = append(d.Bars, htmlview.Bar{Row: worker(p.Worker), Start: int64(p.Start), End: int64(p.End), Name: "park", Kind: "park"})
 	}
 	for _, sp := range t.Spans {
-		var r int32 = -1
 		if sp.Worker >= 0 {
-			r = worker(uint64(sp.Worker))
-		} else if tr, ok := tidRow[sp.Tid]; ok {
-			r = tr
+			continue // drawn above as its poll or park
 		}
-		if r < 0 {
+		tr, ok := tidRow[sp.Tid]
+		if !ok {
 			continue
 		}
+		r := tr
 		d.Bars = append(d.Bars, htmlview.Bar{Row: r, Start: int64(sp.Start), End: int64(sp.End()), Name: sp.Name, Kind: "span"})
 	}
 	return d

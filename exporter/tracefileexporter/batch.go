@@ -111,6 +111,8 @@ type batch struct {
 	stackIdx map[int32]int32
 	locIdx   map[int32]int32
 
+	workerSpans []int32 // spans with worker.id, candidates for polls and parks
+
 	services, hosts, pids, workers []string
 	period                         int64
 	noThread                       int
@@ -467,12 +469,86 @@ func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64) {
 	b.evs = append(b.evs, evRef{ts: ev.start, kind: kSpan, idx: si})
 	if ev.worker.Valid {
 		b.workers = append(b.workers, strconv.FormatUint(ev.worker.V, 10))
-		if ev.park {
-			b.evs = append(b.evs, evRef{ts: ev.start, kind: kPark, idx: si}, evRef{ts: ev.end, kind: kUnpark, idx: si})
-		} else {
-			b.evs = append(b.evs, evRef{ts: ev.start, kind: kPollStart, idx: si}, evRef{ts: ev.end, kind: kPollEnd, idx: si})
+		if ev.end > ev.start {
+			b.workerSpans = append(b.workerSpans, si)
 		}
 	}
+}
+
+// addWorkerEvents adds poll or park events for the worker spans of the
+// batch that do not overlap a poll or park already written for their
+// worker, innermost spans first, and returns how many did overlap. A
+// worker does one thing at a time: dial9 readers pair starts and ends
+// and allow no nesting. Spans of one worker that nest (a request span and
+// the spans of its steps) yield polls for the innermost; the others are
+// still SpanEvents.
+func (b *batch) addWorkerEvents(busy map[uint64]*intervals) int {
+	idx := slices.Clone(b.workerSpans)
+	slices.SortStableFunc(idx, func(x, y int32) int {
+		dx, dy := b.spans[x].end-b.spans[x].start, b.spans[y].end-b.spans[y].start
+		if dx != dy {
+			if dx < dy {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	overlapping := 0
+	for _, si := range idx {
+		s := &b.spans[si]
+		iv := busy[s.worker.V]
+		if iv == nil {
+			iv = &intervals{}
+			busy[s.worker.V] = iv
+		}
+		if !iv.add(s.start, s.end) {
+			overlapping++
+			continue
+		}
+		if s.park {
+			b.evs = append(b.evs, evRef{ts: s.start, kind: kPark, idx: si}, evRef{ts: s.end, kind: kUnpark, idx: si})
+		} else {
+			b.evs = append(b.evs, evRef{ts: s.start, kind: kPollStart, idx: si}, evRef{ts: s.end, kind: kPollEnd, idx: si})
+		}
+	}
+	return overlapping
+}
+
+// intervalHorizon is how long a worker's written polls are remembered: a
+// span that arrives later than that after a poll it overlaps is not noticed.
+const intervalHorizon = 5 * 60 * 1e9
+
+// intervals is a set of disjoint half-open intervals [start, end), sorted.
+type intervals struct {
+	iv [][2]uint64
+}
+
+// add inserts [a, b) unless it overlaps an interval of the set, and
+// reports whether it did. Intervals ending more than intervalHorizon
+// before the latest end are forgotten.
+func (s *intervals) add(a, b uint64) bool {
+	// The first interval ending after a is the only one that can overlap.
+	i, _ := slices.BinarySearchFunc(s.iv, a, func(x [2]uint64, t uint64) int {
+		if x[1] <= t {
+			return -1
+		}
+		return 1
+	})
+	if i < len(s.iv) && s.iv[i][0] < b {
+		return false
+	}
+	s.iv = slices.Insert(s.iv, i, [2]uint64{a, b})
+	if last := s.iv[len(s.iv)-1][1]; last > intervalHorizon {
+		n := 0
+		for n < len(s.iv) && s.iv[n][1] < last-intervalHorizon {
+			n++
+		}
+		if n > 0 {
+			s.iv = slices.Delete(s.iv, 0, n)
+		}
+	}
+	return true
 }
 
 // taskID is the span id read as a big-endian u64 (0 if it is not hex).

@@ -50,6 +50,7 @@ type traceFile struct {
 	addrs      addrTable
 	emitted    map[uint64]bool // addresses with symbols in the active TRC segment
 	spawnLocs  map[string]uint16
+	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
 	last       wire.RotateStats // stats already turned into telemetry
 	stop       chan struct{}
@@ -101,6 +102,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	e.addrs = addrTable{}
 	e.emitted = map[uint64]bool{}
 	e.spawnLocs = map[string]uint16{}
+	e.busy = map[uint64]*intervals{}
 	e.last = wire.RotateStats{}
 	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	go e.tick(e.stop, e.done)
@@ -230,12 +232,15 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	if len(b.evs) == 0 {
 		return nil
 	}
-	b.sort()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.rot == nil {
 		return errNotStarted
 	}
+	if n := b.addWorkerEvents(e.busy); n > 0 {
+		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", "nested_worker_span")))
+	}
+	b.sort()
 	if e.meta.add(b) {
 		e.rot.SetMetadata(e.meta.entries(e.host))
 	}

@@ -295,3 +295,46 @@ func TestExportLegacy(t *testing.T) {
 	assert.Equal(t, 1, polls)
 	assert.Equal(t, 1, parks)
 }
+
+// TestNestedWorkerSpans: spans of one worker that nest become polls only
+// for the innermost, in one batch and across batches (the SDK exports a
+// child before its parent), so that polls pair up without nesting.
+func TestNestedWorkerSpans(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, nil)
+	base := uint64(time.Now().UnixNano())
+	w := map[string]any{"thread.id": 5, "worker.id": 0}
+	children := ptrace.NewTraces()
+	addSpan(children, "s", 1, "step1", traceA, [8]byte{1}, spanP, base+1000, base+2000, w)
+	addSpan(children, "s", 1, "step2", traceA, [8]byte{2}, spanP, base+2000, base+3000, w)
+	addSpan(children, "s", 1, "step2.inner", traceA, [8]byte{3}, [8]byte{2}, base+2100, base+2200, w)
+	addSpan(children, "s", 1, "other worker", traceA, [8]byte{4}, spanP, base+1500, base+2500, map[string]any{"worker.id": 1})
+	require.NoError(t, e.pushTraces(t.Context(), children))
+	parent := ptrace.NewTraces()
+	addSpan(parent, "s", 1, "request", traceA, spanP, [8]byte{}, base, base+4000, w)
+	addSpan(parent, "s", 1, "next", traceA, [8]byte{5}, [8]byte{}, base+4000, base+5000, w)
+	require.NoError(t, e.pushTraces(t.Context(), parent))
+	require.NoError(t, e.shutdown(t.Context()))
+
+	var polls []string
+	open := map[uint64]bool{}
+	spans := 0
+	for _, ev := range readTRC(t, segmentFiles(t, dir)[0]) {
+		switch ev.Name() {
+		case "SpanEvent":
+			spans++
+		case "PollStartEvent":
+			wk, _ := ev.Uint("worker_id")
+			require.False(t, open[wk], "nested poll on worker %d", wk)
+			open[wk] = true
+			loc, _ := ev.Str("spawn_loc")
+			polls = append(polls, loc)
+		case "PollEndEvent":
+			wk, _ := ev.Uint("worker_id")
+			require.True(t, open[wk], "poll end without start on worker %d", wk)
+			open[wk] = false
+		}
+	}
+	assert.Equal(t, []string{"step1", "other worker", "step2.inner", "next"}, polls)
+	assert.Equal(t, 6, spans, "every span is still a SpanEvent")
+}

@@ -83,7 +83,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterTracefileSkipped, err = builder.meter.Int64Counter(
 		"otelcol_exporter_tracefile_skipped",
-		metric.WithDescription("Items not written, by reason (span_no_thread: a span without thread.id or worker.id, which says nothing of where it ran). [Development]"),
+		metric.WithDescription("Items not written, by reason (span_no_thread: a span without thread.id or worker.id, which says nothing of where it ran; nested_worker_span: a worker span written as SpanEvent only, not as poll or park, because it overlaps a poll or park already written for its worker). [Development]"),
 		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)

@@ -82,18 +82,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("perfprof "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
+	printUsage := func() {
 		fmt.Fprintf(fs.Output(), "Usage: perfprof %s %s\n\n%s\n\nFlags:\n", cmd.name, cmd.usage, cmd.summary)
 		fs.PrintDefaults()
 	}
+	// The flag package would print the usage itself on every parse error;
+	// it is printed once below, to stdout for --help.
+	fs.Usage = func() {}
 	exec := cmd.setup(fs)
 	pos, err := parseInterleaved(fs, args[1:])
+	fs.Usage = printUsage
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
 			return 0
 		}
+		fs.Usage()
 		return 2
 	}
 	if err := exec(&env{stdout, stderr}, pos); err != nil {

@@ -2,181 +2,21 @@ package htmlview
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/perfprof/perfprof/internal/htmlview/htmlviewtest"
 )
 
 // The browser test drives a real page in headless Chromium through
 // test/browser/check.mjs (playwright-core from npm, Debian's chromium). It
 // skips when node or chromium is missing, unless PERFPROF_REQUIRE_PERF=1
 // (CI), where it fails. `make test` installs both.
-
-// browserTools finds node, chromium and test/browser with its node_modules
-// (running npm ci there when they are missing), or skips.
-func browserTools(t *testing.T) (node, chromium, dir string) {
-	t.Helper()
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			t.Fatalf("browser test required (PERFPROF_REQUIRE_PERF=1) but %s", msg)
-		}
-		t.Skipf("skipping the browser test: %s (make test installs it)", msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		unavailable("node is not installed")
-	}
-	chromium = os.Getenv("CHROMIUM")
-	if chromium == "" {
-		for _, c := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
-			if p, err := exec.LookPath(c); err == nil {
-				chromium = p
-				break
-			}
-		}
-	}
-	if chromium == "" {
-		unavailable("chromium is not installed (Debian: apt-get install chromium)")
-	}
-	dir, err = filepath.Abs(filepath.Join("..", "..", "test", "browser"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core", "package.json")); err != nil {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			unavailable("test/browser/node_modules is missing and npm is not installed")
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			unavailable("npm ci in test/browser failed: %v\n%s", err, out)
-		}
-	}
-	return node, chromium, dir
-}
-
-// checkResult is what check.mjs prints.
-type checkResult struct {
-	Requests []string `json:"requests"`
-	Blocked  []string `json:"blocked"`
-	Errors   []string `json:"errors"`
-	LoadWall float64  `json:"loadWallMs"`
-	Load     struct {
-		Ready          bool    `json:"ready"`
-		Error          *string `json:"error"`
-		ScriptStartMs  float64 `json:"scriptStartMs"`
-		ParsedMs       float64 `json:"parsedMs"`
-		DrawMs         float64 `json:"drawMs"`
-		FlameDrawMs    float64 `json:"flameDrawMs"`
-		TimelineDrawMs float64 `json:"timelineDrawMs"`
-		TimelineDrawn  float64 `json:"timelineDrawnMs"`
-		FlameBoxes     int     `json:"flameBoxes"`
-		ZoomedFrame    string  `json:"zoomedFrame"`
-		Mode           string  `json:"mode"`
-		Total          int64   `json:"total"`
-		Stats          stats   `json:"stats"`
-		Title          string  `json:"title"`
-	} `json:"load"`
-	Steps struct {
-		FlameHover struct {
-			Tooltip tooltip `json:"tooltip"`
-			Hovered struct {
-				Name  string `json:"name"`
-				File  string `json:"file"`
-				Value int64  `json:"value"`
-			} `json:"hovered"`
-		} `json:"flameHover"`
-		Click struct {
-			Frame       string              `json:"frame"`
-			RectBefore  struct{ W float64 } `json:"rectBefore"`
-			ZoomedFrame string              `json:"zoomedFrame"`
-			ZoomPath    []string            `json:"zoomPath"`
-			ZoomedWidth float64             `json:"zoomedWidth"`
-			CanvasWidth float64             `json:"canvasWidth"`
-			ZoomText    string              `json:"zoomText"`
-		} `json:"click"`
-		Reset struct {
-			ZoomedFrame string `json:"zoomedFrame"`
-		} `json:"reset"`
-		Search struct {
-			Matches int64   `json:"matches"`
-			Percent float64 `json:"percent"`
-			Frames  int     `json:"frames"`
-			Total   int64   `json:"total"`
-			Text    string  `json:"text"`
-		} `json:"search"`
-		OffMode struct {
-			Mode  string `json:"mode"`
-			Total int64  `json:"total"`
-		} `json:"offMode"`
-		OnMode struct {
-			Mode string `json:"mode"`
-		} `json:"onMode"`
-		Wheel struct {
-			Full, Zoomed, Reset, Detail [2]float64
-		} `json:"wheel"`
-		MarkHover struct {
-			Expected    *markInfo `json:"expected"`
-			HoveredMark *markInfo `json:"hoveredMark"`
-			Tooltip     tooltip   `json:"tooltip"`
-		} `json:"markHover"`
-	} `json:"steps"`
-	Screenshot string `json:"screenshot"`
-}
-
-type tooltip struct {
-	Visible bool   `json:"visible"`
-	Text    string `json:"text"`
-}
-
-type markInfo struct {
-	Row        int     `json:"row"`
-	RowName    string  `json:"rowName"`
-	OffCPU     bool    `json:"offCPU"`
-	StartNs    int64   `json:"startNs"`
-	EndNs      int64   `json:"endNs"`
-	Count      int64   `json:"count"`
-	Weight     int64   `json:"weight"`
-	StackCount int64   `json:"stackCount"`
-	Stack      []Frame `json:"stack"` // leaf first
-}
-
-// runCheck writes nothing; it runs check.mjs on html and decodes its output.
-func runCheck(t *testing.T, node, chromium, dir, html, shot string, plan any) (*checkResult, error) {
-	t.Helper()
-	planJSON, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "check.mjs"), html, shot, string(planJSON))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	var r checkResult
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("check.mjs: %v (exit: %v)\nstdout:\n%s\nstderr:\n%s", err, runErr, stdout.String(), stderr.String())
-	}
-	if runErr != nil {
-		return &r, fmt.Errorf("check.mjs: %v: %s\nstderr:\n%s", runErr, strings.Join(r.Errors, "\n"), stderr.String())
-	}
-	return &r, nil
-}
 
 // artifacts is where the browser test leaves its page and screenshots for
 // people to look at (overwritten by the next run).
@@ -189,7 +29,7 @@ func artifacts(t *testing.T) string {
 }
 
 func TestBrowser(t *testing.T) {
-	node, chromium, dir := browserTools(t)
+	node, chromium, dir := htmlviewtest.Tools(t)
 	const n = 100_000
 	d := genData(n, 42)
 	out := artifacts(t)
@@ -205,7 +45,7 @@ func TestBrowser(t *testing.T) {
 	t.Logf("page for %d samples: %d bytes (%.2f MB): %s", n, page.Len(), float64(page.Len())/1e6, html)
 
 	const markRow = 3
-	r, err := runCheck(t, node, chromium, dir, html, shot, map[string]any{"clickFrame": genHandler, "search": genSearch, "markRow": markRow})
+	r, err := htmlviewtest.Run(t, node, chromium, dir, html, shot, map[string]any{"clickFrame": genHandler, "search": genSearch, "markRow": markRow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +137,7 @@ func TestBrowser(t *testing.T) {
 		best = max(best, f)
 		leafFirst := slices.Clone(d.Stacks[st])
 		slices.Reverse(leafFirst)
-		if slices.EqualFunc(leafFirst, m.Stack, func(fr int32, f Frame) bool { return d.Frames[fr] == f }) {
+		if slices.EqualFunc(leafFirst, m.Stack, func(fr int32, f htmlviewtest.Frame) bool { return d.Frames[fr] == Frame(f) }) {
 			shown += f
 		}
 	}
@@ -336,7 +176,7 @@ func TestBrowser(t *testing.T) {
 
 // The guard itself: a page that tries to reach the network fails the check.
 func TestBrowserCatchesRequests(t *testing.T) {
-	node, chromium, dir := browserTools(t)
+	node, chromium, dir := htmlviewtest.Tools(t)
 	out := artifacts(t)
 	html := filepath.Join(out, "leaky.html")
 	leaky := `<!DOCTYPE html><html><body><img src="https://example.invalid/x.png"><img src="other.png">
@@ -344,7 +184,7 @@ func TestBrowserCatchesRequests(t *testing.T) {
 	if err := os.WriteFile(html, []byte(leaky), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := runCheck(t, node, chromium, dir, html, filepath.Join(out, "leaky.png"), map[string]any{})
+	r, err := htmlviewtest.Run(t, node, chromium, dir, html, filepath.Join(out, "leaky.png"), map[string]any{})
 	if err == nil {
 		t.Fatal("check.mjs passed a page that makes requests")
 	}

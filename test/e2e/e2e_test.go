@@ -511,10 +511,10 @@ service:
 			want:     "targets: name at least one process in targets.pids or targets.executables",
 		},
 		{
-			name:     "unwritable trace directory",
+			name: "unwritable trace directory",
 			receiver: "receivers:\n  perfprof:\n    targets: {executables: [x]}\nexporters:\n  tracefile:\n    directory: /proc/perfprof-traces\n" +
 				"service:\n  pipelines:\n    profiles:\n      receivers: [perfprof]\n      exporters: [tracefile]\n",
-			want:     "directory /proc/perfprof-traces",
+			want: "directory /proc/perfprof-traces",
 		},
 		{
 			name:     "frequency",

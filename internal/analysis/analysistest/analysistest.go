@@ -335,26 +335,7 @@ func (s Synth) writeTRC(w *wire.Writer, samples []sample, polls []poll) error {
 			return err
 		}
 	}
-	// Events in time order, polls before the samples at the same time.
-	type ev struct {
-		ts   uint64
-		kind int // 0 poll start, 1 sample, 2 poll end
-		i    int
-	}
-	var evs []ev
-	for i, p := range polls {
-		evs = append(evs, ev{p.start, 0, i}, ev{p.end, 2, i})
-	}
-	for i, sm := range samples {
-		evs = append(evs, ev{sm.ts, 1, i})
-	}
-	sortEvents(evs, func(a, b ev) bool {
-		if a.ts != b.ts {
-			return a.ts < b.ts
-		}
-		return a.kind < b.kind
-	})
-	for _, e := range evs {
+	for _, e := range ordered(samples, polls) {
 		var err error
 		switch e.kind {
 		case 0:
@@ -378,8 +359,31 @@ func (s Synth) writeTRC(w *wire.Writer, samples []sample, polls []poll) error {
 	return nil
 }
 
-func sortEvents[T any](s []T, less func(a, b T) bool) {
-	sort.SliceStable(s, func(i, j int) bool { return less(s[i], s[j]) })
+// event is one event of the synthetic timeline: a poll start or end, or a
+// sample, by index.
+type event struct {
+	ts   uint64
+	kind int // 0 poll start, 1 sample, 2 poll end
+	i    int
+}
+
+// ordered returns the events of the timeline in time order, polls starting
+// before the samples at the same time and ending after them.
+func ordered(samples []sample, polls []poll) []event {
+	var evs []event
+	for i, p := range polls {
+		evs = append(evs, event{p.start, 0, i}, event{p.end, 2, i})
+	}
+	for i, sm := range samples {
+		evs = append(evs, event{sm.ts, 1, i})
+	}
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].ts != evs[j].ts {
+			return evs[i].ts < evs[j].ts
+		}
+		return evs[i].kind < evs[j].kind
+	})
+	return evs
 }
 
 // WriteLegacy writes the trace as a TOKIOTRC v13 file (timestamps in µs
@@ -403,25 +407,7 @@ func (s Synth) WriteLegacy(out io.Writer) (Truth, error) {
 	hot.SymbolName = HotFunc
 	syms[addrHot] = hot
 	us := func(ts uint64) uint32 { return uint32((ts - s.Start + 1_000_000) / 1000) }
-	type ev struct {
-		ts   uint64
-		kind int
-		i    int
-	}
-	var evs []ev
-	for i, p := range polls {
-		evs = append(evs, ev{p.start, 0, i}, ev{p.end, 2, i})
-	}
-	for i, sm := range samples {
-		evs = append(evs, ev{sm.ts, 1, i})
-	}
-	sortEvents(evs, func(a, b ev) bool {
-		if a.ts != b.ts {
-			return a.ts < b.ts
-		}
-		return a.kind < b.kind
-	})
-	for _, e := range evs {
+	for _, e := range ordered(samples, polls) {
 		var err error
 		switch e.kind {
 		case 0:

@@ -207,16 +207,7 @@ func (m *merger) add(p *Trace) {
 	t.Unparks = append(t.Unparks, p.Unparks...)
 
 	// Tables.
-	frameMap := make([]int32, len(p.Frames))
-	for i, f := range p.Frames {
-		g, ok := m.frames[f]
-		if !ok {
-			g = int32(len(t.Frames))
-			t.Frames = append(t.Frames, f)
-			m.frames[f] = g
-		}
-		frameMap[i] = g
-	}
+	frameMap := mergeTable(&t.Frames, m.frames, p.Frames)
 	locMap := make([]int32, len(p.Locations))
 	for i, l := range p.Locations {
 		k := m.key[:0]
@@ -251,26 +242,8 @@ func (m *merger) add(p *Trace) {
 		}
 		stackMap[i] = g
 	}
-	threadMap := make([]int32, len(p.Threads))
-	for i, th := range p.Threads {
-		g, ok := m.threads[th]
-		if !ok {
-			g = int32(len(t.Threads))
-			t.Threads = append(t.Threads, th)
-			m.threads[th] = g
-		}
-		threadMap[i] = g
-	}
-	linkMap := make([]int32, len(p.Links))
-	for i, l := range p.Links {
-		g, ok := m.links[l]
-		if !ok {
-			g = int32(len(t.Links))
-			t.Links = append(t.Links, l)
-			m.links[l] = g
-		}
-		linkMap[i] = g
-	}
+	threadMap := mergeTable(&t.Threads, m.threads, p.Threads)
+	linkMap := mergeTable(&t.Links, m.links, p.Links)
 	if t.Samples == nil {
 		t.Samples = p.Samples[:0:0]
 	}
@@ -363,4 +336,20 @@ func (m *merger) finish() *Trace {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("%d poll ends or unparks without a start (their start precedes the input)", m.unpaired))
 	}
 	return t
+}
+
+// mergeTable adds the entries of src missing from dst (indexed by idx) and
+// returns, for each entry of src, its index in dst.
+func mergeTable[T comparable](dst *[]T, idx map[T]int32, src []T) []int32 {
+	out := make([]int32, len(src))
+	for i, v := range src {
+		g, ok := idx[v]
+		if !ok {
+			g = int32(len(*dst))
+			*dst = append(*dst, v)
+			idx[v] = g
+		}
+		out[i] = g
+	}
+	return out
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 )
 
 // Stats is what the page says it holds.
@@ -35,25 +37,6 @@ type Frame struct {
 	Name string
 	File string
 	Line int
-}
-
-// repoRoot is the directory of go.mod above the test's directory.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
 }
 
 // Tools finds node, chromium and test/browser with its node_modules
@@ -84,7 +67,7 @@ func Tools(t *testing.T) (node, chromium, dir string) {
 	if chromium == "" {
 		unavailable("chromium is not installed (Debian: apt-get install chromium)")
 	}
-	dir, err = filepath.Abs(filepath.Join(repoRoot(t), "test", "browser"))
+	dir, err = filepath.Abs(filepath.Join(analysistest.RepoRoot(t), "test", "browser"))
 	if err != nil {
 		t.Fatal(err)
 	}

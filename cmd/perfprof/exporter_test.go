@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter"
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 )
 
 // exported is what TestExporterFiles sends through the real exporter, and
@@ -115,51 +116,9 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 	// worker runs tokio's park loop (not in a span). Off-CPU: each request
 	// blocks once in futex_wait for 1 ms (inside its root span), and each
 	// worker waits for a CPU with known delays.
-	pd := pprofile.NewProfiles()
-	d := pd.Dictionary()
-	strs := map[string]int32{}
-	str := func(s string) int32 {
-		if i, ok := strs[s]; ok {
-			return i
-		}
-		strs[s] = int32(d.StringTable().Len())
-		d.StringTable().Append(s)
-		return strs[s]
-	}
-	str("")
-	d.MappingTable().AppendEmpty()
-	d.LinkTable().AppendEmpty()
-	d.StackTable().AppendEmpty()
-	d.AttributeTable().AppendEmpty()
+	b := tracefiletest.NewProfBuilder()
 	loc := func(addr uint64, name, file string, line int64) int32 {
-		fi := int32(d.FunctionTable().Len())
-		fn := d.FunctionTable().AppendEmpty()
-		fn.SetNameStrindex(str(name))
-		fn.SetFilenameStrindex(str(file))
-		li := int32(d.LocationTable().Len())
-		l := d.LocationTable().AppendEmpty()
-		l.SetAddress(addr)
-		ln := l.Lines().AppendEmpty()
-		ln.SetFunctionIndex(fi)
-		ln.SetLine(line)
-		return li
-	}
-	stack := func(locs ...int32) int32 {
-		i := int32(d.StackTable().Len())
-		d.StackTable().AppendEmpty().LocationIndices().FromRaw(locs)
-		return i
-	}
-	attr := func(k string, v any) int32 {
-		i := int32(d.AttributeTable().Len())
-		a := d.AttributeTable().AppendEmpty()
-		a.SetKeyStrindex(str(k))
-		switch v := v.(type) {
-		case int:
-			a.Value().SetInt(int64(v))
-		case string:
-			a.Value().SetStr(v)
-		}
-		return i
+		return b.Location(addr, tracefiletest.F(name, file, line))
 	}
 	mainL := loc(0x401000, "main", "src/main.rs", 5)
 	runL := loc(0x402000, "tokio::runtime::worker::run", "tokio/src/worker.rs", 50)
@@ -169,43 +128,25 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 	parkL := loc(0x406000, "tokio::park", "tokio/src/park.rs", 70)
 	futexL := loc(0x407000, "futex_wait", "", 0)
 	lockL := loc(0x408000, "app::lock", "src/app.rs", 40)
-	hotS := stack(hotL, handleL, runL, mainL)
-	parseS := stack(parseL, handleL, runL, mainL)
-	parkS := stack(parkL, runL, mainL)
-	blockS := stack(futexL, lockL, handleL, runL, mainL)
-	preemptS := stack(parseL, handleL, runL, mainL)
-
-	rp := pd.ResourceProfiles().AppendEmpty()
-	rp.Resource().Attributes().PutInt("process.pid", 777)
-	rp.Resource().Attributes().PutStr("service.name", "shop")
-	sp := rp.ScopeProfiles().AppendEmpty()
-	on := sp.Profiles().AppendEmpty()
-	on.SampleType().SetTypeStrindex(str("samples"))
-	on.SampleType().SetUnitStrindex(str("count"))
-	on.PeriodType().SetTypeStrindex(str("cpu"))
-	on.PeriodType().SetUnitStrindex(str("nanoseconds"))
+	hotS := b.Stack(hotL, handleL, runL, mainL)
+	parseS := b.Stack(parseL, handleL, runL, mainL)
+	parkS := b.Stack(parkL, runL, mainL)
+	blockS := b.Stack(futexL, lockL, handleL, runL, mainL)
+	preemptS := b.Stack(parseL, handleL, runL, mainL)
+	on := b.Profile(777, "shop", false)
 	on.SetPeriod(250_000)
-	off := sp.Profiles().AppendEmpty()
-	off.SampleType().SetTypeStrindex(str("off_cpu"))
-	off.SampleType().SetUnitStrindex(str("nanoseconds"))
+	off := b.Profile(777, "shop", true)
 
 	threadAttrs := func(r req) []int32 {
-		return []int32{attr("thread.id", r.tid), attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", r.worker)),
-			attr("worker.id", r.worker), attr("span.root.name", "GET /checkout")}
+		return []int32{b.Attr("thread.id", r.tid), b.Attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", r.worker)),
+			b.Attr("worker.id", r.worker), b.Attr("span.root.name", "GET /checkout")}
 	}
 	add := func(p pprofile.Profile, st int32, r req, span pcommon.SpanID, extra []int32, ts uint64, v int64) {
-		s := p.Samples().AppendEmpty()
-		s.SetStackIndex(st)
+		var link int32
 		if !span.IsEmpty() {
-			li := int32(d.LinkTable().Len())
-			l := d.LinkTable().AppendEmpty()
-			l.SetTraceID(traceID)
-			l.SetSpanID(span)
-			s.SetLinkIndex(li)
+			link = b.Link(traceID, span)
 		}
-		s.AttributeIndices().FromRaw(append(threadAttrs(r), extra...))
-		s.TimestampsUnixNano().Append(ts)
-		s.Values().Append(v)
+		b.Sample(p, st, link, append(threadAttrs(r), extra...), []uint64{ts}, []int64{v})
 	}
 	for i, r := range reqs {
 		pollStart := r.start + 100_000
@@ -229,16 +170,16 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 			ex.onCPU++
 		}
 		// Blocked 1 ms in the lock, inside the root span.
-		add(off, blockS, r, r.root, []int32{attr("thread.state", "blocked")}, r.start+3_000_000, 1_000_000)
+		add(off, blockS, r, r.root, []int32{b.Attr("thread.state", "blocked")}, r.start+3_000_000, 1_000_000)
 		ex.blocked++
 		ex.blockedNs += 1_000_000
 		// Preempted while parsing: i × 10 µs waiting for a CPU.
 		delay := int64(i+1) * 10_000
-		add(off, preemptS, r, r.poll, []int32{attr("thread.state", "runnable")}, pollStart+50_000, delay)
+		add(off, preemptS, r, r.poll, []int32{b.Attr("thread.state", "runnable")}, pollStart+50_000, delay)
 		ex.runnableNs = append(ex.runnableNs, delay)
 	}
 	ex.hotShare = float64(ex.hot) / float64(ex.onCPU)
-	if err := pe.ConsumeProfiles(t.Context(), pd); err != nil {
+	if err := pe.ConsumeProfiles(t.Context(), b.Profiles); err != nil {
 		t.Fatal(err)
 	}
 	if err := te.Shutdown(t.Context()); err != nil {

@@ -2,6 +2,7 @@ package tracefileexporter
 
 import (
 	"fmt"
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,10 +19,10 @@ import (
 // them linked to one of 50 spans.
 func benchProfiles(n int) pprofile.Profiles {
 	rng := rand.New(rand.NewPCG(1, 2))
-	b := newProfBuilder()
+	b := tracefiletest.NewProfBuilder()
 	locs := make([]int32, 400)
 	for i := range locs {
-		locs[i] = b.location(0x400000+uint64(i)*0x40, fn{fmt.Sprintf("crate::module::function_%d", i), "/src/lib.rs", int64(i)})
+		locs[i] = b.Location(0x400000+uint64(i)*0x40, tracefiletest.F(fmt.Sprintf("crate::module::function_%d", i), "/src/lib.rs", int64(i)))
 	}
 	stacks := make([]int32, 200)
 	for i := range stacks {
@@ -29,18 +30,18 @@ func benchProfiles(n int) pprofile.Profiles {
 		for j := range st {
 			st[j] = locs[rng.IntN(len(locs))]
 		}
-		stacks[i] = b.stack(st...)
+		stacks[i] = b.Stack(st...)
 	}
 	var threads [8][]int32
 	for th := range threads {
-		threads[th] = []int32{b.attr("thread.id", 1000+th), b.attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", th)),
-			b.attr("worker.id", th), b.attr("cpu.logical_number", th%2)}
+		threads[th] = []int32{b.Attr("thread.id", 1000+th), b.Attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", th)),
+			b.Attr("worker.id", th), b.Attr("cpu.logical_number", th%2)}
 	}
 	links := make([]int32, 50)
 	for i := range links {
-		links[i] = b.link([16]byte{byte(i), 1}, [8]byte{byte(i), 2})
+		links[i] = b.Link([16]byte{byte(i), 1}, [8]byte{byte(i), 2})
 	}
-	p := b.profile(4242, "bench", false)
+	p := b.Profile(4242, "bench", false)
 	base := uint64(time.Now().UnixNano())
 	for i := range n {
 		th := i % 8
@@ -50,9 +51,9 @@ func benchProfiles(n int) pprofile.Profiles {
 		}
 		// Zipf-like: a few stacks take most samples.
 		st := stacks[min(int(rng.ExpFloat64()*20), len(stacks)-1)]
-		b.sample(p, st, link, threads[th], []uint64{base + uint64(i/8)*1_000_000 + uint64(th)*1000}, []int64{1})
+		b.Sample(p, st, link, threads[th], []uint64{base + uint64(i/8)*1_000_000 + uint64(th)*1000}, []int64{1})
 	}
-	return b.pd
+	return b.Profiles
 }
 
 // BenchmarkExportProfiles measures the exporter's whole path for CPU

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/wire"
 )
@@ -32,41 +33,41 @@ type testData struct {
 	inlineAddr, kernelAddr uint64
 }
 
-func buildTestData() (*profBuilder, ptrace.Traces, testData) {
+func buildTestData() (*tracefiletest.ProfBuilder, ptrace.Traces, testData) {
 	td := testData{base: uint64(time.Now().UnixNano()), inlineAddr: 0x401234, kernelAddr: 0xffffffff81001000}
-	b := newProfBuilder()
+	b := tracefiletest.NewProfBuilder()
 	// main → handle → (parse inlined into handle) at 0x401234; a kernel frame on top.
-	mainL := b.location(0x401000, fn{"main", "/src/main.rs", 10})
-	inl := b.location(td.inlineAddr, fn{"parse", "/src/parse.rs", 42}, fn{"handle", "/src/main.rs", 20})
-	kern := b.location(td.kernelAddr, fn{"do_syscall_64", "", 0})
-	sleepL := b.location(0x402000, fn{"nanosleep", "/lib/libc.so.6", 0})
-	td.hotStack = b.stack(kern, inl, mainL)
-	td.offStack = b.stack(sleepL, mainL)
+	mainL := b.Location(0x401000, tracefiletest.F("main", "/src/main.rs", 10))
+	inl := b.Location(td.inlineAddr, tracefiletest.F("parse", "/src/parse.rs", 42), tracefiletest.F("handle", "/src/main.rs", 20))
+	kern := b.Location(td.kernelAddr, tracefiletest.F("do_syscall_64", "", 0))
+	sleepL := b.Location(0x402000, tracefiletest.F("nanosleep", "/lib/libc.so.6", 0))
+	td.hotStack = b.Stack(kern, inl, mainL)
+	td.offStack = b.Stack(sleepL, mainL)
 
-	on := b.profile(4242, "checkout", false)
+	on := b.Profile(4242, "checkout", false)
 	for i := range 5 {
 		td.onTimes = append(td.onTimes, td.base+uint64(i)*1_000_000)
 	}
-	attrs := []int32{b.attr("thread.id", 101), b.attr("thread.name", "tokio-rt-worker"), b.attr("worker.id", 1),
-		b.attr("cpu.logical_number", 3), b.attr("span.root.name", "GET /cart")}
-	b.sample(on, td.hotStack, b.link(traceA, spanA), attrs, td.onTimes, []int64{1, 1, 1, 1, 1})
+	attrs := []int32{b.Attr("thread.id", 101), b.Attr("thread.name", "tokio-rt-worker"), b.Attr("worker.id", 1),
+		b.Attr("cpu.logical_number", 3), b.Attr("span.root.name", "GET /cart")}
+	b.Sample(on, td.hotStack, b.Link(traceA, spanA), attrs, td.onTimes, []int64{1, 1, 1, 1, 1})
 
-	off := b.profile(4242, "checkout", true)
+	off := b.Profile(4242, "checkout", true)
 	td.offTimes = []uint64{td.base + 500_000, td.base + 2_500_000}
 	td.offValues = []int64{300_000, 700_000}
-	offAttrs := []int32{b.attr("thread.id", 102), b.attr("thread.name", "blocking"), b.attr("thread.state", "blocked")}
-	b.sample(off, td.offStack, 0, offAttrs, td.offTimes, td.offValues)
+	offAttrs := []int32{b.Attr("thread.id", 102), b.Attr("thread.name", "blocking"), b.Attr("thread.state", "blocked")}
+	b.Sample(off, td.offStack, 0, offAttrs, td.offTimes, td.offValues)
 
 	tr := ptrace.NewTraces()
 	// A poll on worker 1 holding the on-CPU samples, then a park, and a
 	// plain thread span; and a span that says nothing of where it ran.
-	addSpan(tr, "checkout", 4242, "poll", traceA, spanA, spanP, td.base-100_000, td.base+4_500_000,
+	tracefiletest.AddSpan(tr, "checkout", 4242, "poll", traceA, spanA, spanP, td.base-100_000, td.base+4_500_000,
 		map[string]any{"thread.id": 101, "worker.id": 1, "code.file.path": "src/cart.rs", "code.line.number": 7, "code.column.number": 5})
-	addSpan(tr, "checkout", 4242, "park", traceA, spanB, [8]byte{}, td.base+4_500_000, td.base+9_000_000,
+	tracefiletest.AddSpan(tr, "checkout", 4242, "park", traceA, spanB, [8]byte{}, td.base+4_500_000, td.base+9_000_000,
 		map[string]any{"thread.id": 101, "worker.id": 1, "worker.park": true, "thread.cpu_time_ns": 1234})
-	addSpan(tr, "checkout", 4242, "GET /cart", traceA, spanP, [8]byte{}, td.base-200_000, td.base+9_000_000,
+	tracefiletest.AddSpan(tr, "checkout", 4242, "GET /cart", traceA, spanP, [8]byte{}, td.base-200_000, td.base+9_000_000,
 		map[string]any{"thread.id": 101})
-	addSpan(tr, "checkout", 4242, "client", traceA, [8]byte{9}, [8]byte{}, td.base, td.base+1, nil)
+	tracefiletest.AddSpan(tr, "checkout", 4242, "client", traceA, [8]byte{9}, [8]byte{}, td.base, td.base+1, nil)
 	return b, tr, td
 }
 
@@ -74,7 +75,7 @@ func TestExportTRC(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestFile(t, dir, nil)
 	b, tr, td := buildTestData()
-	require.NoError(t, e.pushProfiles(t.Context(), b.pd))
+	require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
 	require.NoError(t, e.pushTraces(t.Context(), tr))
 	require.NoError(t, e.shutdown(t.Context()))
 
@@ -213,15 +214,15 @@ func TestExportTRC(t *testing.T) {
 func TestAddressCollision(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestFile(t, dir, nil)
-	b := newProfBuilder()
-	la := b.location(0x400100, fn{"alpha", "/a.c", 1})
-	lb := b.location(0x400100, fn{"beta", "/b.c", 2})
+	b := tracefiletest.NewProfBuilder()
+	la := b.Location(0x400100, tracefiletest.F("alpha", "/a.c", 1))
+	lb := b.Location(0x400100, tracefiletest.F("beta", "/b.c", 2))
 	now := uint64(time.Now().UnixNano())
-	pa := b.profile(1, "a", false)
-	b.sample(pa, b.stack(la), 0, []int32{b.attr("thread.id", 1)}, []uint64{now}, []int64{1})
-	pb := b.profile(2, "b", false)
-	b.sample(pb, b.stack(lb), 0, []int32{b.attr("thread.id", 2)}, []uint64{now + 1}, []int64{1})
-	require.NoError(t, e.pushProfiles(t.Context(), b.pd))
+	pa := b.Profile(1, "a", false)
+	b.Sample(pa, b.Stack(la), 0, []int32{b.Attr("thread.id", 1)}, []uint64{now}, []int64{1})
+	pb := b.Profile(2, "b", false)
+	b.Sample(pb, b.Stack(lb), 0, []int32{b.Attr("thread.id", 2)}, []uint64{now + 1}, []int64{1})
+	require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
 	require.NoError(t, e.shutdown(t.Context()))
 
 	evs := readTRC(t, segmentFiles(t, dir)[0])
@@ -248,11 +249,11 @@ func TestExportLegacy(t *testing.T) {
 	// A 300-frame stack is cut to 255 frames, leaf first.
 	deep := make([]int32, 300)
 	for i := range deep {
-		deep[i] = b.location(0x500000+uint64(i), fn{fmt.Sprintf("rec%d", i), "/r.c", int64(i + 1)})
+		deep[i] = b.Location(0x500000+uint64(i), tracefiletest.F(fmt.Sprintf("rec%d", i), "/r.c", int64(i + 1)))
 	}
-	p := b.profile(4242, "checkout", false)
-	b.sample(p, b.stack(deep...), 0, []int32{b.attr("thread.id", 103)}, []uint64{td.base + 3_000_000}, []int64{1})
-	require.NoError(t, e.pushProfiles(t.Context(), b.pd))
+	p := b.Profile(4242, "checkout", false)
+	b.Sample(p, b.Stack(deep...), 0, []int32{b.Attr("thread.id", 103)}, []uint64{td.base + 3_000_000}, []int64{1})
+	require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
 	require.NoError(t, e.pushTraces(t.Context(), tr))
 	require.NoError(t, e.shutdown(t.Context()))
 
@@ -305,14 +306,14 @@ func TestNestedWorkerSpans(t *testing.T) {
 	base := uint64(time.Now().UnixNano())
 	w := map[string]any{"thread.id": 5, "worker.id": 0}
 	children := ptrace.NewTraces()
-	addSpan(children, "s", 1, "step1", traceA, [8]byte{1}, spanP, base+1000, base+2000, w)
-	addSpan(children, "s", 1, "step2", traceA, [8]byte{2}, spanP, base+2000, base+3000, w)
-	addSpan(children, "s", 1, "step2.inner", traceA, [8]byte{3}, [8]byte{2}, base+2100, base+2200, w)
-	addSpan(children, "s", 1, "other worker", traceA, [8]byte{4}, spanP, base+1500, base+2500, map[string]any{"worker.id": 1})
+	tracefiletest.AddSpan(children, "s", 1, "step1", traceA, [8]byte{1}, spanP, base+1000, base+2000, w)
+	tracefiletest.AddSpan(children, "s", 1, "step2", traceA, [8]byte{2}, spanP, base+2000, base+3000, w)
+	tracefiletest.AddSpan(children, "s", 1, "step2.inner", traceA, [8]byte{3}, [8]byte{2}, base+2100, base+2200, w)
+	tracefiletest.AddSpan(children, "s", 1, "other worker", traceA, [8]byte{4}, spanP, base+1500, base+2500, map[string]any{"worker.id": 1})
 	require.NoError(t, e.pushTraces(t.Context(), children))
 	parent := ptrace.NewTraces()
-	addSpan(parent, "s", 1, "request", traceA, spanP, [8]byte{}, base, base+4000, w)
-	addSpan(parent, "s", 1, "next", traceA, [8]byte{5}, [8]byte{}, base+4000, base+5000, w)
+	tracefiletest.AddSpan(parent, "s", 1, "request", traceA, spanP, [8]byte{}, base, base+4000, w)
+	tracefiletest.AddSpan(parent, "s", 1, "next", traceA, [8]byte{5}, [8]byte{}, base+4000, base+5000, w)
 	require.NoError(t, e.pushTraces(t.Context(), parent))
 	require.NoError(t, e.shutdown(t.Context()))
 

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -40,7 +41,7 @@ func TestLifecycleSharedInstance(t *testing.T) {
 	require.NoError(t, pe.Start(t.Context(), host))
 
 	b, tr, _ := buildTestData()
-	require.NoError(t, pe.ConsumeProfiles(t.Context(), b.pd))
+	require.NoError(t, pe.ConsumeProfiles(t.Context(), b.Profiles))
 	require.NoError(t, te.ConsumeTraces(t.Context(), tr))
 	require.NoError(t, te.Shutdown(t.Context()))
 	assert.Empty(t, segmentFiles(t, dir), "sealed while the profiles exporter still runs")
@@ -90,21 +91,21 @@ func TestRotation(t *testing.T) {
 				c.MaxTotalSize = maxTotal
 				c.RotationInterval = time.Second
 			})
-			b := newProfBuilder()
+			b := tracefiletest.NewProfBuilder()
 			var stacks []int32
 			for i := range 20 {
 				var locs []int32
 				for j := range 16 {
-					locs = append(locs, b.location(uint64(0x400000+i*0x100+j), fn{fmt.Sprintf("f%d_%d", i, j), "/x.c", int64(j + 1)}))
+					locs = append(locs, b.Location(uint64(0x400000+i*0x100+j), tracefiletest.F(fmt.Sprintf("f%d_%d", i, j), "/x.c", int64(j + 1))))
 				}
-				stacks = append(stacks, b.stack(locs...))
+				stacks = append(stacks, b.Stack(locs...))
 			}
-			thread := []int32{b.attr("thread.id", 7), b.attr("thread.name", "w")}
+			thread := []int32{b.Attr("thread.id", 7), b.Attr("thread.name", "w")}
 			push := func(n int) {
 				pd := pprofile.NewProfiles()
-				b.pd.CopyTo(pd)
+				b.Profiles.CopyTo(pd)
 				p := pd.ResourceProfiles().AppendEmpty().ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()
-				p.SampleType().SetTypeStrindex(b.str("samples"))
+				p.SampleType().SetTypeStrindex(b.Str("samples"))
 				now := uint64(time.Now().UnixNano())
 				for i := range n {
 					s := p.Samples().AppendEmpty()
@@ -230,17 +231,17 @@ func TestDiskFull(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, pe.Start(t.Context(), componenttest.NewNopHost()))
 
-	b := newProfBuilder()
+	b := tracefiletest.NewProfBuilder()
 	var locs []int32
 	for j := range 16 {
-		locs = append(locs, b.location(uint64(0x400000+j*16), fn{fmt.Sprintf("g%d", j), "/g.c", 1}))
+		locs = append(locs, b.Location(uint64(0x400000+j*16), tracefiletest.F(fmt.Sprintf("g%d", j), "/g.c", 1)))
 	}
-	stack := b.stack(locs...)
-	attrs := []int32{b.attr("thread.id", 9)}
+	stack := b.Stack(locs...)
+	attrs := []int32{b.Attr("thread.id", 9)}
 	seq := uint64(0)
 	batch := func() pprofile.Profiles {
 		pd := pprofile.NewProfiles()
-		b.pd.CopyTo(pd)
+		b.Profiles.CopyTo(pd)
 		p := pd.ResourceProfiles().AppendEmpty().ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()
 		s := p.Samples().AppendEmpty()
 		s.SetStackIndex(stack)

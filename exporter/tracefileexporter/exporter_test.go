@@ -249,7 +249,7 @@ func TestExportLegacy(t *testing.T) {
 	// A 300-frame stack is cut to 255 frames, leaf first.
 	deep := make([]int32, 300)
 	for i := range deep {
-		deep[i] = b.Location(0x500000+uint64(i), tracefiletest.F(fmt.Sprintf("rec%d", i), "/r.c", int64(i + 1)))
+		deep[i] = b.Location(0x500000+uint64(i), tracefiletest.F(fmt.Sprintf("rec%d", i), "/r.c", int64(i+1)))
 	}
 	p := b.Profile(4242, "checkout", false)
 	b.Sample(p, b.Stack(deep...), 0, []int32{b.Attr("thread.id", 103)}, []uint64{td.base + 3_000_000}, []int64{1})

@@ -96,7 +96,7 @@ func TestRotation(t *testing.T) {
 			for i := range 20 {
 				var locs []int32
 				for j := range 16 {
-					locs = append(locs, b.Location(uint64(0x400000+i*0x100+j), tracefiletest.F(fmt.Sprintf("f%d_%d", i, j), "/x.c", int64(j + 1))))
+					locs = append(locs, b.Location(uint64(0x400000+i*0x100+j), tracefiletest.F(fmt.Sprintf("f%d_%d", i, j), "/x.c", int64(j+1))))
 				}
 				stacks = append(stacks, b.Stack(locs...))
 			}

@@ -201,27 +201,31 @@ func (e *traceFile) countSkipped(ctx context.Context, reason string, n int) {
 }
 
 func (e *traceFile) pushProfiles(ctx context.Context, pd pprofile.Profiles) error {
+	clk := e.clock()
+	if clk == nil {
+		return errNotStarted
+	}
 	var b batch
-	b.addProfiles(pd, e.clock())
+	b.addProfiles(pd, clk.Mono)
 	return e.write(ctx, &b)
 }
 
 func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
+	clk := e.clock()
+	if clk == nil {
+		return errNotStarted
+	}
 	var b batch
-	b.addTraces(td, e.clock())
+	b.addTraces(td, clk.Mono)
 	e.countSkipped(ctx, "span_no_thread", b.noThread)
 	return e.write(ctx, &b)
 }
 
-// clock returns the Unix → CLOCK_MONOTONIC conversion.
-func (e *traceFile) clock() func(uint64) uint64 {
+// clock returns the Unix → CLOCK_MONOTONIC mapper, nil before start.
+func (e *traceFile) clock() *clock.Mapper {
 	e.mu.Lock()
-	clk := e.clk
-	e.mu.Unlock()
-	if clk == nil {
-		clk = clock.NewMapper()
-	}
-	return clk.Mono
+	defer e.mu.Unlock()
+	return e.clk
 }
 
 var errNotStarted = errors.New("tracefile: exporter not started")

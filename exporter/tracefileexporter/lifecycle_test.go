@@ -1,8 +1,10 @@
 package tracefileexporter
 
 import (
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,15 +193,17 @@ func TestRotation(t *testing.T) {
 // rawSize is the uncompressed size of a segment, the measure of max_total_size.
 func rawSize(t *testing.T, path string) int64 {
 	t.Helper()
-	if !strings.HasSuffix(path, ".gz") {
-		fi, err := os.Stat(path)
-		require.NoError(t, err)
-		return fi.Size()
-	}
-	out, err := exec.Command("sh", "-c", "gzip -dc "+path+" | wc -c").Output()
+	f, err := os.Open(path)
 	require.NoError(t, err)
-	var n int64
-	fmt.Sscan(string(out), &n)
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		require.NoError(t, err)
+		r = zr
+	}
+	n, err := io.Copy(io.Discard, r)
+	require.NoError(t, err)
 	return n
 }
 
@@ -302,4 +306,15 @@ func TestDiskFull(t *testing.T) {
 	assert.Zero(t, total%200, "a partial batch in the files: %d samples", total)
 	assert.Positive(t, kept)
 	assert.GreaterOrEqual(t, total, 600, "the batches written after space was freed")
+}
+
+// TestPushBeforeStart: data that arrives before start is refused, not lost silently.
+func TestPushBeforeStart(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Directory = t.TempDir()
+	e, err := newTraceFile(cfg, exportertest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	b, tr, _ := buildTestData()
+	require.ErrorIs(t, e.pushProfiles(t.Context(), b.Profiles), errNotStarted)
+	require.ErrorIs(t, e.pushTraces(t.Context(), tr), errNotStarted)
 }

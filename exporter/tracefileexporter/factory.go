@@ -33,7 +33,8 @@ var (
 
 type sharedFile struct {
 	*traceFile
-	users int // signals created and not shut down
+	cfg   *Config // its key in instances
+	users int     // signals created and not shut down
 }
 
 func getOrCreate(cfg *Config, set exporter.Settings) (*sharedFile, error) {
@@ -47,7 +48,7 @@ func getOrCreate(cfg *Config, set exporter.Settings) (*sharedFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sharedFile{traceFile: tf, users: 1}
+	s := &sharedFile{traceFile: tf, cfg: cfg, users: 1}
 	instances[cfg] = s
 	return s, nil
 }
@@ -59,12 +60,8 @@ func (s *sharedFile) release(ctx context.Context) error {
 	instancesMu.Lock()
 	defer instancesMu.Unlock()
 	s.users--
-	if s.users <= 0 {
-		for k, v := range instances {
-			if v == s {
-				delete(instances, k)
-			}
-		}
+	if s.users <= 0 && instances[s.cfg] == s {
+		delete(instances, s.cfg)
 	}
 	return err
 }

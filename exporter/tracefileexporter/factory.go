@@ -32,9 +32,8 @@ var (
 )
 
 type sharedFile struct {
-	*traceFile
-	cfg   *Config // its key in instances
-	users int     // signals created and not shut down
+	*traceFile     // its cfg is its key in instances
+	users      int // signals created and not shut down
 }
 
 func getOrCreate(cfg *Config, set exporter.Settings) (*sharedFile, error) {
@@ -48,7 +47,7 @@ func getOrCreate(cfg *Config, set exporter.Settings) (*sharedFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sharedFile{traceFile: tf, cfg: cfg, users: 1}
+	s := &sharedFile{traceFile: tf, users: 1}
 	instances[cfg] = s
 	return s, nil
 }

@@ -1,0 +1,118 @@
+// Package convention is perfprof's vocabulary: the attribute keys, state
+// values, profile types and trace-file metadata keys that the receiver
+// writes and the exporter, the CLI and the test builders read. Every key
+// string is defined here once, as the collector's semconv packages do, so
+// that a grep for a key finds its one definition.
+//
+// Keys taken from OpenTelemetry's semantic conventions keep their names;
+// perfprof's own keys are documented where they are declared. The attributes
+// the receiver emits are also listed in the receiver's metadata.yaml and its
+// generated documentation, checked against this package by a test.
+package convention
+
+// Resource attributes.
+const (
+	ProcessPid            = "process.pid"             // int
+	ProcessExecutableName = "process.executable.name" // base name of the executable
+	ProcessExecutablePath = "process.executable.path"
+	ServiceName           = "service.name"
+	HostName              = "host.name"
+)
+
+// Mapping attributes: the build id of the mapped file, GNU (40 hex digits)
+// or Go (a path-like id).
+const (
+	BuildIDGNU = "process.executable.build_id.gnu"
+	BuildIDGo  = "process.executable.build_id.go"
+)
+
+// Sample attributes of the profiles the receiver emits.
+const (
+	ThreadID   = "thread.id"   // int: OS thread id (gettid); also a span attribute
+	ThreadName = "thread.name" // string: the thread's comm
+	CPU        = "cpu.logical_number"
+	WorkerID   = "worker.id"      // int: runtime worker (tokio worker, pool slot); also a span attribute
+	RootName   = "span.root.name" // string: name of the local root of the linked span
+	// ThreadState is the state of an off-CPU sample's thread: ThreadStateBlocked
+	// or ThreadStateRunnable.
+	ThreadState = "thread.state"
+	// CPUTimeDelta is the thread's CPU time since its previous on-CPU sample,
+	// int ns (unit "ns"), rounded to CPUTimeDeltaQuantum; sched capture only.
+	CPUTimeDelta        = "thread.cpu.time_delta"
+	CPUTimeDeltaUnit    = "ns"
+	CPUTimeDeltaQuantum = 10_000 // ns
+)
+
+// Values of ThreadState, and their codes in trace files (the thread_state
+// field of a CpuSampleEvent).
+const (
+	ThreadStateBlocked  = "blocked"  // slept, waited on I/O or a lock
+	ThreadStateRunnable = "runnable" // preempted, waiting for a CPU
+
+	ThreadStateCodeBlocked  = 1
+	ThreadStateCodeRunnable = 2
+)
+
+// ThreadStateCode returns the trace-file code of a ThreadState value, 0 for
+// an unknown one.
+func ThreadStateCode(state string) uint8 {
+	switch state {
+	case ThreadStateBlocked:
+		return ThreadStateCodeBlocked
+	case ThreadStateRunnable:
+		return ThreadStateCodeRunnable
+	}
+	return 0
+}
+
+// ThreadStateName returns the ThreadState value of a trace-file code, "" for
+// an unknown one.
+func ThreadStateName(code uint8) string {
+	switch code {
+	case ThreadStateCodeBlocked:
+		return ThreadStateBlocked
+	case ThreadStateCodeRunnable:
+		return ThreadStateRunnable
+	}
+	return ""
+}
+
+// Span attributes that runtime instrumentation sets, besides ThreadID and
+// WorkerID.
+const (
+	// WorkerPark (bool) marks a worker span as a park (the worker waits for
+	// work) rather than a poll.
+	WorkerPark = "worker.park"
+	// SpanCPUTime (int ns) is the thread CPU time a park span reports.
+	SpanCPUTime      = "thread.cpu_time_ns"
+	CodeFilePath     = "code.file.path"
+	CodeLineNumber   = "code.line.number"
+	CodeColumnNumber = "code.column.number"
+)
+
+// Profile types: each profile has one sample type and one period type.
+const (
+	// On-CPU: a sample counts one period of CPU time.
+	OnCPUSampleType = "samples"
+	OnCPUSampleUnit = "count"
+	OnCPUPeriodType = "cpu"
+	OnCPUPeriodUnit = "nanoseconds"
+	// Off-CPU: a sample's value is the time off CPU it stands for.
+	OffCPUType = "off_cpu"
+	OffCPUUnit = "nanoseconds"
+)
+
+// ScopeName is the instrumentation scope of the receiver's profiles.
+const ScopeName = "github.com/perfprof/perfprof/receiver/perfprofreceiver"
+
+// Segment metadata keys of the trace files the exporter writes.
+const (
+	MetaService      = "service"
+	MetaHost         = "host"
+	MetaPid          = "pid"
+	MetaWorkers      = "runtime.perfprof" // worker ids, "0,1,2" (the dial9 convention)
+	MetaSamplePeriod = "perfprof.sample_period_ns"
+)
+
+// NoWorker is the worker id of a trace-file sample outside any worker.
+const NoWorker = 255

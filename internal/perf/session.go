@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -65,6 +66,9 @@ const (
 	EventSwitch
 )
 
+// readWake is the longest Read sleeps between passes over the rings.
+const readWake = 20 * time.Millisecond
+
 // Stats are cumulative counters of a session.
 type Stats struct {
 	Records uint64 // records decoded and delivered (after the target filter)
@@ -74,6 +78,10 @@ type Stats struct {
 	Lost uint64
 	// Corrupt counts records that did not decode; they are skipped.
 	Corrupt uint64
+	// LongestGap is the longest time between the starts of two
+	// consecutive passes over the rings. Read wakes at least every
+	// readWake, so a longer gap means fn held the reader up.
+	LongestGap time.Duration
 }
 
 // Session samples a changing set of processes. Attach and Detach may be
@@ -100,6 +108,7 @@ type Session struct {
 	kindsMu sync.Mutex
 
 	records, samples, lost, corrupt atomic.Uint64
+	longestGap                      atomic.Int64 // ns
 
 	readMu    sync.Mutex // held by Read; Close waits for it
 	closeOnce sync.Once
@@ -462,6 +471,8 @@ func (s *Session) Stats() Stats {
 		Samples: s.samples.Load(),
 		Lost:    s.lost.Load(),
 		Corrupt: s.corrupt.Load(),
+
+		LongestGap: time.Duration(s.longestGap.Load()),
 	}
 }
 
@@ -512,13 +523,21 @@ func (s *Session) Read(fn func(*Record)) error {
 		fn(r)
 	}
 	events := make([]unix.EpollEvent, len(s.rings)+1)
+	var lastPass time.Time
 	for {
-		// Wake at least every 100 ms, so that a quiet target's records do
-		// not wait for the watermark for long.
-		_, err := unix.EpollWait(s.epfd, events, 100)
+		// Wake at least every readWake, so that a quiet target's records
+		// do not wait for the watermark for long.
+		_, err := unix.EpollWait(s.epfd, events, int(readWake/time.Millisecond))
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("wait for perf rings: %w", err)
 		}
+		now := time.Now()
+		if !lastPass.IsZero() {
+			if gap := int64(now.Sub(lastPass)); gap > s.longestGap.Load() {
+				s.longestGap.Store(gap)
+			}
+		}
+		lastPass = now
 		closed := s.closed.Load()
 		targets = *s.targets.Load()
 		kinds = *s.kinds.Load()

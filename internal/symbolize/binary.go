@@ -123,6 +123,8 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 	}
 	if !b.parsed {
 		b.parse(c)
+		c.touch(b) // the binary in use is never the one trimmed
+		c.Trim()
 	}
 	if b.parseErr != nil {
 		return nil

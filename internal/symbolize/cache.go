@@ -20,6 +20,10 @@ type Options struct {
 	// recently used one is dropped (and parsed again if needed again). 0 means
 	// DefaultMaxBinaries.
 	MaxBinaries int
+	// MaxBytes bounds Stats.BytesHeld: after a binary is parsed, and on
+	// Trim, the least recently used parsed binaries are dropped until the
+	// rest fit (the most recently used one always stays). 0: no bound.
+	MaxBytes int64
 	// UnwindTables reads, with each binary's symbols, what
 	// Process.ReturnAddressAtSP needs: the CFA rules of .eh_frame (Go
 	// binaries answer from their pcln tables without it).
@@ -31,7 +35,7 @@ type Stats struct {
 	Binaries        int // binaries held now
 	FilesOpened     int // binary files (or vDSO images) opened to identify them
 	BinariesParsed  int // symbol and line tables read: once per binary while it stays cached
-	BinariesEvicted int // binaries dropped to stay within Options.MaxBinaries
+	BinariesEvicted int // binaries dropped to stay within Options.MaxBinaries or MaxBytes
 	LookupsCached   int // addresses answered from a per-binary cache
 	LookupsResolved int // addresses resolved from the tables
 
@@ -53,6 +57,7 @@ type Stats struct {
 // A Cache and its Processes must be used by one goroutine at a time.
 type Cache struct {
 	max       int
+	maxBytes  int64
 	unwind    bool // Options.UnwindTables
 	byBuildID map[string]*objfile
 	byFile    map[fileKey]*objfile
@@ -69,6 +74,7 @@ func NewCache(opts Options) *Cache {
 	}
 	return &Cache{
 		max:       opts.MaxBinaries,
+		maxBytes:  opts.MaxBytes,
 		unwind:    opts.UnwindTables,
 		byBuildID: make(map[string]*objfile),
 		byFile:    make(map[fileKey]*objfile),
@@ -252,6 +258,29 @@ func (c *Cache) evict(b *objfile) {
 	delete(c.tableSize, b)
 	b.release() // read-only file: nothing to report
 	c.stats.BinariesEvicted++
+}
+
+// Trim drops the least recently used parsed binaries while the cache holds
+// more than Options.MaxBytes; the most recently used one stays, however
+// large. Address caches grow between parses, so callers trim now and then
+// (the engine after every report).
+func (c *Cache) Trim() {
+	if c.maxBytes <= 0 || c.lru.Len() < 2 {
+		return
+	}
+	var total int64
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		total += c.bytesHeld(e.Value.(*objfile))
+	}
+	for e := c.lru.Back(); total > c.maxBytes && e != nil && e != c.lru.Front(); {
+		prev := e.Prev()
+		b := e.Value.(*objfile)
+		if n := c.bytesHeld(b); n > 0 {
+			total -= n
+			c.evict(b)
+		}
+		e = prev
+	}
 }
 
 func (c *Cache) touch(b *objfile) {

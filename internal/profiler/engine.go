@@ -1,0 +1,314 @@
+package profiler
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/tidmap"
+)
+
+// engine is the state behind a Profiler, without its goroutines: records go
+// in through handle, spans through addSpans, reports come out of take. The
+// read loop calls handle for every record, so handle takes no lock but mu
+// and does nothing slow: no symbolization, no binary reads.
+type engine struct {
+	opts  Options
+	procs Procs
+	log   *zap.Logger
+	clock *clock.Mapper
+	syms  *symbols
+
+	// mu guards the process states and their batches, the sched state
+	// and the counters of the read loop.
+	mu       sync.Mutex
+	live     map[int]*procState      // the process that has each pid now
+	all      map[procKey]*procState  // every process with samples to report, live or not
+	buffered int                     // samples in all batches
+	windowA  uint64                  // start of the next report window, CLOCK_MONOTONIC
+	sched    *schedState             // nil without sched capture
+	flush    chan struct{}           // asks for an early report at the buffer bound
+	counts   readCounts              // cumulative
+	attached int                     // processes attached now
+
+	// spansMu guards the span index. It is apart from mu so that span
+	// ingest never waits for the read loop; when both are held, mu is
+	// taken first.
+	spansMu     sync.Mutex
+	spans       *tidmap.Map
+	watermark   uint64 // samples before it have been taken
+	pidResource map[int]int32
+	spanCounts  SpanCounts // cumulative
+	joinCounts  JoinCounts // cumulative
+}
+
+// readCounts are what the read loop counts.
+type readCounts struct {
+	samples    int64 // on-CPU samples accepted
+	bufferFull int64 // dropped at twice MaxBufferedSamples
+	execs      int64 // programs replaced by exec
+}
+
+// procKey names one process image: a pid is reused by later processes
+// (start time tells them apart) and a process that execs becomes another
+// program (gen counts its execs).
+type procKey struct {
+	pid   int
+	start uint64
+	gen   uint32
+}
+
+// procState is one target process image. The fields below sym are the
+// symbol side, guarded by symbols.mu; the rest by engine.mu.
+type procState struct {
+	key     procKey
+	info    perf.Process
+	threads map[uint32]string
+	batch   *batch
+	gone    bool // exited, detached or exec'ed; dropped once its last batch is taken
+	removed bool // dropped: late sched events must not add to it
+	// mapsDirty says code was mapped since the memory map was read.
+	mapsDirty bool
+	// resource is the caller's handle of the span resource of the
+	// process, -1 until its spans are seen, so that every snapshot of it
+	// names its service, also when none of its samples fell in a span.
+	resource int32
+
+	sym *procSymbols
+}
+
+func newEngine(opts Options) *engine {
+	e := &engine{
+		opts:        opts,
+		procs:       opts.Procs,
+		log:         opts.Logger,
+		clock:       clock.NewMapper(),
+		live:        map[int]*procState{},
+		all:         map[procKey]*procState{},
+		flush:       make(chan struct{}, 1),
+		spans:       tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
+		pidResource: map[int]int32{},
+	}
+	e.syms = newSymbols(opts)
+	if opts.Perf.Sched {
+		e.sched = newSchedState(uint64(opts.OffCPUInterval))
+	}
+	e.windowA = clock.Monotonic()
+	return e
+}
+
+// addProcess makes the state of p live, before its first record can
+// arrive. A previous process with the same pid stays until its samples
+// are taken. It reports false when p is live already.
+func (e *engine) addProcess(p perf.Process) (*procState, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old := e.live[p.Pid]; old != nil {
+		if old.info.StartTime == p.StartTime {
+			return old, false
+		}
+		old.gone = true // pid reused: the old process has exited
+		e.attached--
+	}
+	st := &procState{
+		key:      procKey{pid: p.Pid, start: p.StartTime},
+		info:     p,
+		threads:  map[uint32]string{},
+		batch:    newBatch(),
+		resource: -1,
+		sym:      &procSymbols{},
+	}
+	e.live[p.Pid] = st
+	e.all[st.key] = st
+	e.attached++
+	return st, true
+}
+
+// dropProcess undoes addProcess when attaching failed.
+func (e *engine) dropProcess(st *procState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.live[st.key.pid] == st {
+		delete(e.live, st.key.pid)
+		e.attached--
+	}
+	if len(st.batch.samples) == 0 {
+		delete(e.all, st.key)
+		st.removed = true
+	}
+	st.gone = true
+}
+
+// releaseProcess marks the live process of pid gone; its samples are
+// still reported. It reports whether there was one.
+func (e *engine) releaseProcess(pid int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.live[pid]
+	if st == nil {
+		return false
+	}
+	delete(e.live, pid)
+	st.gone = true
+	e.attached--
+	return true
+}
+
+// liveProcesses returns what identifies the live processes.
+func (e *engine) liveProcesses() []perf.Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]perf.Process, 0, len(e.live))
+	for _, st := range e.live {
+		out = append(out, st.info)
+	}
+	return out
+}
+
+// handle takes one record of a target. It runs on the read loop.
+func (e *engine) handle(rec *perf.Record) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch rec.Type {
+	case perf.RecordSample:
+		s := &rec.Sample
+		st := e.live[int(s.Pid)]
+		if st == nil || len(s.Callchain) == 0 {
+			return
+		}
+		if s.Kind == perf.EventSwitch {
+			if e.sched != nil {
+				e.handleSched(rec, st)
+			}
+			return
+		}
+		if max := e.opts.MaxBufferedSamples; e.buffered >= max {
+			// Ask for an early report, which takes the oldest samples
+			// without waiting for their spans; drop only past twice the
+			// bound, when reports cannot keep up.
+			select {
+			case e.flush <- struct{}{}:
+			default:
+			}
+			if e.buffered >= 2*max {
+				e.counts.bufferFull++
+				return
+			}
+		}
+		if _, ok := st.threads[s.Tid]; !ok {
+			st.threads[s.Tid] = e.procs.ThreadName(int(s.Pid), int(s.Tid))
+		}
+		var leaf uint64
+		if e.opts.RecoverLeafCaller {
+			leaf = leafCandidate(s)
+		}
+		idx := st.batch.intern(s.Callchain, leaf)
+		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
+		e.buffered++
+		e.counts.samples++
+		if e.sched != nil {
+			e.handleSched(rec, st)
+		}
+	case perf.RecordSwitch, perf.RecordSwitchCPU:
+		if st := e.live[int(rec.ID.Pid)]; st != nil && e.sched != nil {
+			e.handleSched(rec, st)
+		}
+	case perf.RecordExit:
+		if st := e.live[int(rec.Task.Pid)]; st != nil && e.sched != nil {
+			e.handleSched(rec, st)
+		}
+	case perf.RecordComm:
+		st := e.live[int(rec.Comm.Pid)]
+		if st == nil {
+			return
+		}
+		st.threads[rec.Comm.Tid] = string(rec.Comm.Comm)
+		if rec.Misc&perf.MiscCommExec != 0 && rec.Comm.Pid == rec.Comm.Tid {
+			e.exec(st, string(rec.Comm.Comm))
+		}
+	case perf.RecordMmap2:
+		// New code mapped (dlopen, JIT): the map must be read again before
+		// the next stacks are symbolized. The symbol worker does it soon,
+		// off this loop.
+		if st := e.live[int(rec.Mmap2.Pid)]; st != nil && rec.Mmap2.Prot&unix.PROT_EXEC != 0 {
+			st.mapsDirty = true
+			e.syms.kick()
+		}
+	}
+}
+
+// exec replaces a live process image by a new program: the samples taken
+// so far belong to the old image, whose memory map (read before) names
+// their addresses; later ones to the new image, whose map the symbol worker
+// reads. Called with mu held.
+func (e *engine) exec(old *procState, comm string) {
+	info := old.info
+	info.Comm = comm
+	if p, err := e.procs.Read(info.Pid); err == nil && p.StartTime == info.StartTime {
+		info.Exe = p.Exe
+	}
+	st := &procState{
+		key:       procKey{pid: info.Pid, start: info.StartTime, gen: old.key.gen + 1},
+		info:      info,
+		threads:   old.threads,
+		batch:     newBatch(),
+		resource:  old.resource,
+		mapsDirty: true,
+		sym:       &procSymbols{},
+	}
+	old.gone = true
+	e.live[info.Pid] = st
+	e.all[st.key] = st
+	e.counts.execs++
+	e.syms.kick()
+}
+
+// dirtyProcesses returns the live processes whose memory map changed, and
+// marks them clean: the caller reads their maps.
+func (e *engine) dirtyProcesses() []*procState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*procState
+	for _, st := range e.live {
+		if st.mapsDirty {
+			st.mapsDirty = false
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// leafCandidate returns the word at SP of an on-CPU sample whose leaf may
+// not have pushed its frame yet, 0 when there is none. Whether it is the
+// leaf's caller is for the binary's unwind tables to say, at symbolization.
+func leafCandidate(s *perf.Sample) uint64 {
+	var leafPC uint64
+	reached := false
+	// InsertLeafCaller checks the chain and the stack copy, and calls back
+	// for the leaf pc only when the word at SP could be inserted.
+	perf.InsertLeafCaller(nil, s.Callchain, s.StackUser, func(pc uint64) bool {
+		leafPC, reached = pc, true
+		return false
+	})
+	if !reached {
+		return 0
+	}
+	// The registers must describe the same leaf as the chain.
+	if ip, ok := s.UserIP(); !ok || ip != leafPC {
+		return 0
+	}
+	return ne.Uint64(s.StackUser)
+}
+
+// ne reads the stack copy, which is in the machine's byte order.
+var ne = binary.NativeEndian
+
+func (st *procState) String() string {
+	return fmt.Sprintf("pid %d (%s)", st.info.Pid, st.info.Comm)
+}

@@ -1,0 +1,169 @@
+package profiler
+
+import (
+	"errors"
+
+	"github.com/perfprof/perfprof/internal/tidmap"
+)
+
+// Span is a span that ran on an OS thread, as the join needs it.
+type Span struct {
+	Tid          uint32 // OS thread id (gettid) the span ran on
+	TraceID      [16]byte
+	SpanID       [8]byte
+	ParentSpanID [8]byte // zero: no parent
+	ParentRemote bool    // the parent ran in another process: this span is a local root
+	Start, End   uint64  // Unix ns
+	Name         string
+	WorkerID     int64 // runtime worker; -1 when none
+	// Resource is the caller's handle of the span's resource (service
+	// name, ...), returned in Snapshot.Resource; -1 when none.
+	Resource int32
+}
+
+// SpanCounts are the outcomes of AddSpans, cumulative in Stats.
+type SpanCounts struct {
+	Indexed   int64
+	Late      int64 // ended before the samples of its time were taken
+	OverLimit int64 // MaxSpans reached
+	Invalid   int64 // no thread, or ends before it starts
+	// Unmatched counts spans dropped behind the watermark that no sample
+	// fell in (Stats only).
+	Unmatched int64
+}
+
+// JoinCounts are the outcomes of the join of taken samples, cumulative in
+// Stats.
+type JoinCounts struct {
+	Span   int64 // linked to a span
+	NoSpan int64 // no span covered the sample on its thread
+	Early  int64 // taken before the window passed (buffer bound), not joined
+}
+
+// AddSpans indexes spans for the join. It may be called from any
+// goroutine; it never waits for the read loop.
+func (e *engine) AddSpans(spans []Span) SpanCounts {
+	var c SpanCounts
+	e.spansMu.Lock()
+	defer e.spansMu.Unlock()
+	for i := range spans {
+		sp := &spans[i]
+		end := e.clock.Mono(sp.End)
+		if end <= e.watermark {
+			// Its samples were taken already: it came later than the
+			// window allows.
+			c.Late++
+			continue
+		}
+		err := e.spans.Add(sp.Tid, tidmap.Span{
+			TraceID:      sp.TraceID,
+			SpanID:       sp.SpanID,
+			ParentSpanID: sp.ParentSpanID,
+			ParentRemote: sp.ParentRemote,
+			Start:        e.clock.Mono(sp.Start),
+			End:          end,
+			Name:         sp.Name,
+			WorkerID:     sp.WorkerID,
+			Resource:     sp.Resource,
+		})
+		switch {
+		case err == nil:
+			c.Indexed++
+		case errors.Is(err, tidmap.ErrFull):
+			c.OverLimit++
+		default:
+			c.Invalid++
+		}
+	}
+	e.spanCounts.Indexed += c.Indexed
+	e.spanCounts.Late += c.Late
+	e.spanCounts.OverLimit += c.OverLimit
+	e.spanCounts.Invalid += c.Invalid
+	return c
+}
+
+// maxNamedProcesses bounds the pids whose spans named their resource.
+const maxNamedProcesses = 4096
+
+// NameProcess says that the spans of resource came from process pid (their
+// resource's process.pid): its snapshots carry that resource from now on,
+// also when none of their samples fell in a span.
+func (e *engine) NameProcess(pid int, resource int32) {
+	if resource < 0 {
+		return
+	}
+	e.spansMu.Lock()
+	defer e.spansMu.Unlock()
+	if _, ok := e.pidResource[pid]; ok || len(e.pidResource) < maxNamedProcesses {
+		e.pidResource[pid] = resource
+	}
+}
+
+// Lookup returns what the join would link a sample of thread tid at Unix
+// time t to, if a span covers it now.
+func (e *engine) Lookup(tid uint32, t uint64) (Link, bool) {
+	e.spansMu.Lock()
+	defer e.spansMu.Unlock()
+	l := Link{Worker: -1}
+	if w, ok := e.spans.Worker(tid); ok {
+		l.Worker = w
+	}
+	sp := e.spans.Lookup(tid, e.clock.Mono(t))
+	if sp == nil {
+		return l, false
+	}
+	e.link(&l, sp)
+	return l, true
+}
+
+func (e *engine) link(l *Link, sp *tidmap.Span) {
+	l.Linked = true
+	l.TraceID, l.SpanID = sp.TraceID, sp.SpanID
+	if sp.WorkerID >= 0 {
+		l.Worker = sp.WorkerID
+	}
+	l.Root = e.spans.LocalRoot(sp).Name
+}
+
+// join looks up, for every sample of b older than the watermark, the span
+// that ran on its thread at its time. It returns the link of each sample
+// and sets the process's resource: the one most of the linked samples
+// share, else the one its spans named it by, else the last it had. Called
+// with mu and spansMu held.
+func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) []Link {
+	links := make([]Link, len(b.samples))
+	votes := map[int32]int{}
+	for i, s := range b.samples {
+		l := &links[i]
+		l.Worker = -1
+		if w, ok := e.spans.Worker(s.tid); ok {
+			l.Worker = w
+		}
+		if s.time >= watermark {
+			c.Early++
+			continue
+		}
+		sp := e.spans.Lookup(s.tid, s.time)
+		if sp == nil {
+			c.NoSpan++
+			continue
+		}
+		c.Span++
+		e.link(l, sp)
+		if sp.Resource >= 0 {
+			votes[sp.Resource]++
+		}
+	}
+	best, bestN := int32(-1), 0
+	for h, n := range votes {
+		if n > bestN || (n == bestN && h < best) {
+			best, bestN = h, n
+		}
+	}
+	if best >= 0 {
+		st.resource = best
+	} else if h, ok := e.pidResource[st.info.Pid]; ok {
+		st.resource = h
+	}
+	return links
+}

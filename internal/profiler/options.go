@@ -1,0 +1,91 @@
+package profiler
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/perf"
+)
+
+// Options configure a [Profiler]. The zero values of the optional fields
+// take the defaults noted.
+type Options struct {
+	// Pids are sampled from Open; each must exist then.
+	Pids []int
+	// Executables are matched (base name of the executable, or comm)
+	// against running processes at Open and every DiscoveryInterval.
+	Executables []string
+	// DiscoveryInterval: default 1 s.
+	DiscoveryInterval time.Duration
+
+	// Perf is the sampling configuration (scope, frequency, kernel
+	// stacks, ring size, sched capture). Perf.StackUser is set by Open
+	// from RecoverLeafCaller.
+	Perf perf.Options
+	// OffCPUInterval is the off-CPU sampling interval of sched capture:
+	// off-CPU time is accumulated across sleeps and emitted in multiples
+	// of it. Default 10 ms.
+	OffCPUInterval time.Duration
+	// RecoverLeafCaller restores the caller of a function sampled before
+	// it pushed a frame (see perf.InsertLeafCaller).
+	RecoverLeafCaller bool
+
+	// Symbolize resolves frames to functions and lines; without it
+	// locations keep their raw addresses with their mappings and build ids.
+	Symbolize bool
+	// MaxSymbolBytes bounds the memory of parsed binaries held for
+	// symbolization (symbolize.Options.MaxBytes). Default 256 MiB.
+	MaxSymbolBytes int64
+
+	// Window is how long a sample waits for the spans that cover it.
+	Window time.Duration
+	// MaxBufferedSamples bounds the samples waiting for the window: past
+	// it the oldest are taken early, without waiting for their spans, and
+	// at twice it new samples are dropped. Default 1 000 000.
+	MaxBufferedSamples int
+	// MaxSpans bounds the spans held for the join. Default 100 000.
+	MaxSpans int
+
+	// Source delivers perf records; nil opens a perf session with Perf.
+	Source Source
+	// Procs answers questions about processes; nil reads /proc.
+	Procs Procs
+	// Logger receives what the engine has to say; nil discards it.
+	Logger *zap.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.DiscoveryInterval <= 0 {
+		o.DiscoveryInterval = time.Second
+	}
+	if o.OffCPUInterval <= 0 {
+		o.OffCPUInterval = 10 * time.Millisecond
+	}
+	if o.MaxSymbolBytes <= 0 {
+		o.MaxSymbolBytes = 256 << 20
+	}
+	if o.MaxBufferedSamples <= 0 {
+		o.MaxBufferedSamples = 1_000_000
+	}
+	if o.MaxSpans <= 0 {
+		o.MaxSpans = 100_000
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Procs == nil {
+		o.Procs = procfs{}
+	}
+	if o.RecoverLeafCaller {
+		o.Perf.StackUser = leafStackBytes
+	} else {
+		o.Perf.StackUser = 0
+	}
+}
+
+// leafStackBytes is the user stack copied per sample for
+// RecoverLeafCaller: the return address is at SP, so 8 would do; 512
+// leaves room to recover deeper prologue states later, for little more
+// (the kernel's copy is a memcpy and the record stays under a cache page).
+const leafStackBytes = 512

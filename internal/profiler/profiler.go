@@ -1,0 +1,231 @@
+package profiler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
+
+// Profiler samples the target processes and keeps what they did until it
+// is taken. Its methods may be called from any goroutine.
+type Profiler struct {
+	*engine
+	src Source
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Open starts sampling: it opens the source (a perf session unless
+// Options.Source is set), attaches the pids and the running processes of
+// the executables, and starts reading. It fails whole, releasing what it
+// opened: when perf events are denied (errors.Is(err, perf.ErrPermission))
+// or a pid does not exist (perf.ErrNoProcess).
+func Open(opts Options) (_ *Profiler, err error) {
+	opts.setDefaults()
+	src := opts.Source
+	if src == nil {
+		s, err := perf.Open(opts.Perf)
+		if err != nil {
+			return nil, err
+		}
+		src = s
+	}
+	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			src.Close()
+			_ = p.syms.close()
+		}
+	}()
+	if opts.Perf.KernelStacks {
+		p.syms.loadKernel()
+	}
+	p.clock.Refresh()
+	for _, pid := range opts.Pids {
+		proc, err := p.procs.Read(pid)
+		if err != nil {
+			return nil, fmt.Errorf("target pid %d: %w", pid, err)
+		}
+		if err := p.attach(proc); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.Executables) > 0 {
+		procs, err := p.procs.Scan(opts.Executables)
+		if err != nil {
+			return nil, err
+		}
+		for _, proc := range procs {
+			if err := p.attach(proc); err != nil {
+				if errors.Is(err, perf.ErrPermission) {
+					return nil, err
+				}
+				p.log.Warn("Cannot attach to process", zap.Int("pid", proc.Pid), zap.Error(err))
+			}
+		}
+	}
+	p.wg.Add(3)
+	go p.readLoop()
+	go p.every(opts.DiscoveryInterval, p.discover)
+	go p.symbolWorker()
+	return p, nil
+}
+
+// attach starts sampling a process. Its state exists before its first
+// record can arrive, and its memory map is read now, while it runs.
+func (p *Profiler) attach(proc perf.Process) error {
+	st, fresh := p.addProcess(proc)
+	if !fresh {
+		return nil
+	}
+	if err := p.src.Attach(proc.Pid); err != nil {
+		p.dropProcess(st)
+		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, err)
+	}
+	p.syms.refresh([]*procState{st})
+	p.log.Info("Sampling process", zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm))
+	return nil
+}
+
+func (p *Profiler) readLoop() {
+	defer p.wg.Done()
+	if err := p.src.Read(p.handle); err != nil {
+		p.log.Error("Reading perf rings failed; sampling stopped", zap.Error(err))
+	}
+}
+
+// every runs fn every d until Close.
+func (p *Profiler) every(d time.Duration, fn func()) {
+	defer p.wg.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// discover releases targets that exited and attaches new processes of the
+// target executables.
+func (p *Profiler) discover() {
+	for _, proc := range p.liveProcesses() {
+		if !p.procs.Alive(proc) {
+			p.src.Detach(proc.Pid)
+			if p.releaseProcess(proc.Pid) {
+				p.log.Info("Released process", zap.Int("pid", proc.Pid), zap.String("reason", "exited"))
+			}
+		}
+	}
+	if len(p.opts.Executables) > 0 {
+		procs, err := p.procs.Scan(p.opts.Executables)
+		if err != nil {
+			p.log.Warn("Scanning for target processes failed", zap.Error(err))
+		}
+		for _, proc := range procs {
+			if p.src.Attached(proc.Pid) {
+				continue
+			}
+			if err := p.attach(proc); err != nil {
+				p.log.Warn("Cannot attach to process", zap.Int("pid", proc.Pid), zap.Error(err))
+			}
+		}
+	}
+	p.src.Refresh()
+}
+
+// symbolWorker reads the memory maps of processes that mapped new code, so
+// that a process that exits soon after a dlopen still resolves.
+func (p *Profiler) symbolWorker() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.syms.wake:
+			p.syms.refresh(p.dirtyProcesses())
+		}
+	}
+}
+
+// Flush delivers when the samples waiting for the window reach
+// MaxBufferedSamples: the caller should Take early.
+func (p *Profiler) Flush() <-chan struct{} { return p.flush }
+
+// Take returns, per process, the samples that the correlation window has
+// passed, joined and symbolized. With final it takes everything, joined
+// with the spans at hand.
+func (p *Profiler) Take(final bool) []Snapshot {
+	now := clock.Monotonic()
+	p.clock.Refresh()
+	watermark := uint64(math.MaxUint64)
+	if !final {
+		watermark = 0
+		if w := uint64(p.opts.Window); now > w {
+			watermark = now - w
+		}
+	}
+	return p.take(now, watermark, final)
+}
+
+// Stats are cumulative counters of a Profiler, for telemetry.
+type Stats struct {
+	Processes int // attached now
+	Samples   int64
+	// BufferFull counts samples dropped at twice MaxBufferedSamples.
+	BufferFull int64
+	Execs      int64
+	Source     perf.Stats // records read, lost and corrupt
+	Spans      SpanCounts
+	Joins      JoinCounts
+	Symbols    symbolize.Stats
+}
+
+// Stats returns the counters.
+func (p *Profiler) Stats() Stats {
+	p.mu.Lock()
+	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs}
+	p.mu.Unlock()
+	p.spansMu.Lock()
+	s.Spans, s.Joins = p.spanCounts, p.joinCounts
+	p.spansMu.Unlock()
+	s.Source = p.src.Stats()
+	s.Symbols = p.syms.stats()
+	return s
+}
+
+// Close stops sampling and returns everything still buffered, joined
+// with the spans at hand and symbolized, then releases the symbol cache.
+// Later calls return nothing.
+func (p *Profiler) Close() ([]Snapshot, error) {
+	var snaps []Snapshot
+	var err error
+	p.closeOnce.Do(func() {
+		close(p.stop)
+		err = p.src.Close()
+		p.wg.Wait()
+		p.mu.Lock()
+		for pid, st := range p.live {
+			st.gone = true
+			delete(p.live, pid)
+		}
+		p.attached = 0
+		p.mu.Unlock()
+		snaps = p.Take(true)
+		err = errors.Join(err, p.syms.close())
+	})
+	return snaps, err
+}

@@ -1,0 +1,286 @@
+// Package profilertest feeds a profiler.Profiler synthetic records and
+// processes, so that the engine's logic (the join, the context-switch
+// pairing, batch splitting, process churn) is tested without a kernel.
+package profilertest
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/perfprof/perfprof/internal/perf"
+)
+
+// Source is a profiler.Source whose records the test pushes.
+type Source struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []perf.Record
+	pending  int // pushed and not yet handled
+	attached map[int]bool
+	failPids map[int]error
+	stats    perf.Stats
+	closed   bool
+}
+
+// NewSource returns an empty source.
+func NewSource() *Source {
+	s := &Source{attached: map[int]bool{}, failPids: map[int]error{}}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// Push queues records for delivery, in order. Records of processes that
+// are not attached are dropped on delivery, as the perf session does.
+func (s *Source) Push(recs ...perf.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		if r.Type == perf.RecordSample {
+			r.Sample.Callchain = append([]uint64(nil), r.Sample.Callchain...)
+		}
+		s.queue = append(s.queue, r)
+	}
+	s.pending += len(recs)
+	s.cond.Broadcast()
+}
+
+// Sync waits until every pushed record has been handled.
+func (s *Source) Sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.pending > 0 && !s.closed {
+		s.cond.Wait()
+	}
+}
+
+// AddLost counts records lost, as a full ring would.
+func (s *Source) AddLost(n uint64) {
+	s.mu.Lock()
+	s.stats.Lost += n
+	s.mu.Unlock()
+}
+
+// FailAttach makes Attach of pid fail with err.
+func (s *Source) FailAttach(pid int, err error) {
+	s.mu.Lock()
+	s.failPids[pid] = err
+	s.mu.Unlock()
+}
+
+// Read implements profiler.Source.
+func (s *Source) Read(fn func(*perf.Record)) error {
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if s.closed && len(s.queue) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		rec := s.queue[0]
+		s.queue = s.queue[1:]
+		deliver := s.attached[pidOf(&rec)]
+		if deliver {
+			s.stats.Records++
+			if rec.Type == perf.RecordSample && rec.Sample.Kind == perf.EventCPUClock {
+				s.stats.Samples++
+			}
+		}
+		s.mu.Unlock()
+		if deliver {
+			fn(&rec)
+		}
+		s.mu.Lock()
+		s.pending--
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+func pidOf(r *perf.Record) int {
+	switch r.Type {
+	case perf.RecordSample:
+		return int(r.Sample.Pid)
+	case perf.RecordComm:
+		return int(r.Comm.Pid)
+	case perf.RecordFork, perf.RecordExit:
+		return int(r.Task.Pid)
+	case perf.RecordMmap2:
+		return int(r.Mmap2.Pid)
+	}
+	return int(r.ID.Pid)
+}
+
+// Attach implements profiler.Source.
+func (s *Source) Attach(pid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.failPids[pid]; err != nil {
+		return err
+	}
+	s.attached[pid] = true
+	return nil
+}
+
+// Detach implements profiler.Source.
+func (s *Source) Detach(pid int) {
+	s.mu.Lock()
+	delete(s.attached, pid)
+	s.mu.Unlock()
+}
+
+// Attached implements profiler.Source.
+func (s *Source) Attached(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attached[pid]
+}
+
+// Refresh implements profiler.Source.
+func (s *Source) Refresh() {}
+
+// Stats implements profiler.Source.
+func (s *Source) Stats() perf.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close implements profiler.Source: Read delivers what is queued, then
+// returns; every process is detached, as a perf session releases its events.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	clear(s.attached)
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+// Procs is a profiler.Procs over processes the test declares.
+type Procs struct {
+	mu      sync.Mutex
+	procs   map[int]perf.Process
+	threads map[[2]int]string
+	scans   int
+}
+
+// NewProcs returns a Procs with the given processes running.
+func NewProcs(procs ...perf.Process) *Procs {
+	p := &Procs{procs: map[int]perf.Process{}, threads: map[[2]int]string{}}
+	for _, proc := range procs {
+		p.Start(proc)
+	}
+	return p
+}
+
+// Start makes proc run (replacing a process with its pid).
+func (p *Procs) Start(proc perf.Process) {
+	p.mu.Lock()
+	p.procs[proc.Pid] = proc
+	p.mu.Unlock()
+}
+
+// Exit ends the process pid.
+func (p *Procs) Exit(pid int) {
+	p.mu.Lock()
+	delete(p.procs, pid)
+	p.mu.Unlock()
+}
+
+// NameThread sets the comm of a thread.
+func (p *Procs) NameThread(pid, tid int, name string) {
+	p.mu.Lock()
+	p.threads[[2]int{pid, tid}] = name
+	p.mu.Unlock()
+}
+
+// Read implements profiler.Procs.
+func (p *Procs) Read(pid int) (perf.Process, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	proc, ok := p.procs[pid]
+	if !ok {
+		return perf.Process{Pid: pid}, fmt.Errorf("process %d: %w", pid, perf.ErrNoProcess)
+	}
+	return proc, nil
+}
+
+// Scans returns how many times Scan was called.
+func (p *Procs) Scans() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.scans
+}
+
+// Scan implements profiler.Procs.
+func (p *Procs) Scan(names []string) ([]perf.Process, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scans++
+	var out []perf.Process
+	for _, proc := range p.procs {
+		if proc.Matches(names) {
+			out = append(out, proc)
+		}
+	}
+	return out, nil
+}
+
+// Alive implements profiler.Procs.
+func (p *Procs) Alive(proc perf.Process) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, ok := p.procs[proc.Pid]
+	return ok && q.StartTime == proc.StartTime
+}
+
+// ThreadName implements profiler.Procs.
+func (p *Procs) ThreadName(pid, tid int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.threads[[2]int{pid, tid}]
+}
+
+// Sample returns an on-CPU sample record of pid/tid at CLOCK_MONOTONIC
+// time t with a user callchain of addrs (leaf first).
+func Sample(pid, tid int, t uint64, addrs ...uint64) perf.Record {
+	rec := perf.Record{Type: perf.RecordSample}
+	rec.Sample = perf.Sample{Pid: uint32(pid), Tid: uint32(tid), Time: t, Kind: perf.EventCPUClock,
+		Callchain: append([]uint64{perf.ContextUser}, addrs...)}
+	return rec
+}
+
+// SwitchSample returns the sample taken as tid left the CPU at t, with the
+// stack where it blocked.
+func SwitchSample(pid, tid int, t uint64, addrs ...uint64) perf.Record {
+	rec := Sample(pid, tid, t, addrs...)
+	rec.Sample.Kind = perf.EventSwitch
+	return rec
+}
+
+// SwitchOut returns the record of tid leaving the CPU at t, preempted or
+// not.
+func SwitchOut(pid, tid int, t uint64, preempt bool) perf.Record {
+	rec := perf.Record{Type: perf.RecordSwitch, Misc: perf.MiscSwitchOut}
+	if preempt {
+		rec.Misc |= perf.MiscSwitchOutPreempt
+	}
+	rec.ID = perf.SampleID{Pid: uint32(pid), Tid: uint32(tid), Time: t}
+	return rec
+}
+
+// SwitchIn returns the record of tid coming back on a CPU at t.
+func SwitchIn(pid, tid int, t uint64) perf.Record {
+	rec := perf.Record{Type: perf.RecordSwitch}
+	rec.ID = perf.SampleID{Pid: uint32(pid), Tid: uint32(tid), Time: t}
+	return rec
+}
+
+// Exec returns the record of pid replacing its program by comm.
+func Exec(pid int, comm string) perf.Record {
+	rec := perf.Record{Type: perf.RecordComm, Misc: perf.MiscCommExec}
+	rec.Comm = perf.Comm{Pid: uint32(pid), Tid: uint32(pid), Comm: []byte(comm)}
+	return rec
+}

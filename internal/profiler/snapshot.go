@@ -1,0 +1,62 @@
+package profiler
+
+import (
+	"github.com/perfprof/perfprof/internal/sched"
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
+
+// Snapshot is what one process produced between two reports: its samples,
+// joined to spans, and their symbolized stacks.
+type Snapshot struct {
+	Pid  int
+	Exe  string // path of the executable; "" when unknown
+	Comm string
+	// Resource is the caller's handle of the process's span resource
+	// (see [Span.Resource]): the one most of its linked samples share,
+	// else the one its spans named it by ([Profiler.NameProcess]), else
+	// the last it had; -1 when none.
+	Resource int32
+	// Start and End bound the report window in Unix ns, [Start, End).
+	// Records read late may predate Start; the profile widens to them.
+	Start, End uint64
+	Samples    []Sample
+	// Stacks are the stacks the samples index, leaf first.
+	Stacks  [][]*Location
+	Threads map[uint32]string // names of the samples' threads
+}
+
+// Sample is one on-CPU perf sample, or one group of off-CPU time.
+type Sample struct {
+	Time uint64 // Unix ns
+	// Weight is, on-CPU, the thread's CPU time since its previous sample
+	// (0 when unknown: without sched capture) and, off-CPU, the time the
+	// group stands for; both ns.
+	Weight uint64
+	Tid    uint32
+	CPU    uint32
+	Stack  int32       // index into Snapshot.Stacks; -1: unknown (off-CPU only)
+	State  sched.State // 0: on-CPU
+	Link   Link
+}
+
+// OffCPU reports whether s is a group of off-CPU time.
+func (s *Sample) OffCPU() bool { return s.State != 0 }
+
+// Link is what the join found for a sample.
+type Link struct {
+	Linked  bool // TraceID and SpanID name the span
+	TraceID [16]byte
+	SpanID  [8]byte
+	Worker  int64  // runtime worker of the span or thread; -1: unknown
+	Root    string // name of the span's local root; "" when not linked
+}
+
+// Location is one stack address of one process, resolved. Locations are
+// shared by pointer between the stacks of a process, so a dictionary can
+// intern them by identity.
+type Location struct {
+	Addr    uint64
+	Kernel  bool
+	Mapping *symbolize.Mapping // nil when in no known mapping (or kernel)
+	Frames  []symbolize.Frame  // innermost first; empty when unresolved
+}

@@ -1,0 +1,100 @@
+package profiler_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/profiler"
+	"github.com/perfprof/perfprof/internal/testchild"
+)
+
+// libcBurner spends its CPU in libc (qsort calling back into the program,
+// snprintf), so that its stacks need libc's symbols, whose first parse
+// (with the debug file) takes a large fraction of a second.
+const libcBurner = `
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int cmp(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+int main(void) {
+	int v[4096];
+	char buf[64];
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	for (unsigned long i = 0;; i++) {
+		for (int j = 0; j < 4096; j++) v[j] = (int)((j * 2654435761u) ^ i);
+		qsort(v, 4096, sizeof v[0], cmp);
+		snprintf(buf, sizeof buf, "%d %g", v[i % 4096], (double)i / 3.0);
+	}
+}
+`
+
+// TestFirstSymbolizationDoesNotStallReading profiles a 999 Hz target with a
+// cold symbol cache and takes reports while it runs: the reports pay for
+// parsing libc, the read loop must not. It fails if a ring overflows or the
+// reader is away from the rings for more than 50 ms.
+func TestFirstSymbolizationDoesNotStallReading(t *testing.T) {
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "burn.c"), filepath.Join(dir, "burn")
+	if err := os.WriteFile(src, []byte(libcBurner), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	child := testchild.Start(t, bin)
+	p, err := profiler.Open(profiler.Options{
+		Pids:              []int{child.Pid},
+		Perf:              perf.Options{Frequency: 999, RingPages: 16},
+		RecoverLeafCaller: true,
+		Symbolize:         true,
+		Window:            0,
+	})
+	testchild.RequirePerf(t, err)
+	defer p.Close()
+
+	var longest time.Duration
+	var libc, main int
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(150 * time.Millisecond)
+		start := time.Now()
+		snaps := p.Take(false)
+		longest = max(longest, time.Since(start))
+		for _, sn := range snaps {
+			for _, stack := range sn.Stacks {
+				for _, l := range stack {
+					if l == nil || len(l.Frames) == 0 {
+						continue
+					}
+					if l.Mapping != nil && strings.Contains(l.Mapping.Path, "libc") {
+						libc++
+					}
+					if l.Frames[len(l.Frames)-1].Function == "main" {
+						main++
+					}
+				}
+			}
+		}
+	}
+	st := p.Stats()
+	t.Logf("longest report: %v (symbolization included); longest gap between ring passes: %v; lost records: %d; samples: %d; binaries parsed: %d, holding %d KiB",
+		longest, st.Source.LongestGap, st.Source.Lost, st.Samples, st.Symbols.BinariesParsed, st.Symbols.BytesHeld>>10)
+	if st.Samples < 1000 {
+		t.Fatalf("only %d samples in 3 s at 999 Hz", st.Samples)
+	}
+	if libc == 0 || main == 0 {
+		t.Fatalf("stacks were not symbolized: %d libc locations, %d in main", libc, main)
+	}
+	if st.Source.Lost != 0 {
+		t.Errorf("%d records lost", st.Source.Lost)
+	}
+	if st.Source.LongestGap > 50*time.Millisecond {
+		t.Errorf("the reader was away from the rings for %v", st.Source.LongestGap)
+	}
+}

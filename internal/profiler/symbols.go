@@ -1,0 +1,207 @@
+package profiler
+
+import (
+	"errors"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
+
+// symbols resolves the raw stacks of batches. It owns the symbolize cache,
+// which is used by one goroutine at a time: under mu, which the read loop
+// never takes. A binary's first parse (libc with its debug file: ~250 ms)
+// holds mu, delaying reports and map reads, not ring reading.
+type symbols struct {
+	log         *zap.Logger
+	symbolize   bool
+	recoverLeaf bool
+
+	mu       sync.Mutex
+	cache    *symbolize.Cache
+	kernel   *symbolize.Kernel
+	chainBuf []uint64
+	leafBuf  [8]byte
+
+	wake chan struct{} // kicks the worker: a memory map changed
+}
+
+// procSymbols is the symbol side of a process image, guarded by symbols.mu.
+type procSymbols struct {
+	proc   *symbolize.Process // nil until read, or when its map is unreadable
+	failed bool               // the map could not be read: do not retry per stack
+	// addrs caches resolved addresses across the batches of the process;
+	// the binary-level cache in symbolize keeps the expensive part.
+	addrs map[uint64]*Location
+}
+
+// maxAddrCache bounds a process's address cache; it is cleared when full.
+const maxAddrCache = 1 << 17
+
+func newSymbols(opts Options) *symbols {
+	return &symbols{
+		log:         opts.Logger,
+		symbolize:   opts.Symbolize,
+		recoverLeaf: opts.RecoverLeafCaller,
+		cache: symbolize.NewCache(symbolize.Options{
+			UnwindTables: opts.RecoverLeafCaller,
+			MaxBytes:     opts.MaxSymbolBytes,
+		}),
+		wake: make(chan struct{}, 1),
+	}
+}
+
+// loadKernel reads the kernel's symbols for kernel frames.
+func (s *symbols) loadKernel() {
+	k, err := symbolize.LoadKernel()
+	switch {
+	case errors.Is(err, symbolize.ErrKernelAddressesHidden):
+		s.log.Warn("Kernel symbol addresses are hidden (kernel.kptr_restrict); kernel frames stay unnamed. Run as root or set kernel.kptr_restrict=0.")
+	case err != nil:
+		s.log.Warn("Cannot read kernel symbols; kernel frames stay unnamed", zap.Error(err))
+	}
+	s.mu.Lock()
+	s.kernel = k
+	s.mu.Unlock()
+}
+
+// kick asks the worker to read changed memory maps; it never blocks.
+func (s *symbols) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// open reads the memory map of a process image the first time it is
+// needed. Called with mu held.
+func (s *symbols) open(st *procState) *symbolize.Process {
+	ps := st.sym
+	if ps.proc == nil && !ps.failed {
+		p, err := s.cache.Process(st.info.Pid)
+		if err != nil {
+			ps.failed = true
+			s.log.Debug("Cannot read memory map; stacks stay unsymbolized", zap.Int("pid", st.info.Pid), zap.Error(err))
+		} else {
+			ps.proc = p
+		}
+	}
+	return ps.proc
+}
+
+// refresh re-reads the memory maps of processes whose code changed, so
+// that their new code resolves. A process that exits before its samples
+// are symbolized keeps the map read here.
+func (s *symbols) refresh(sts []*procState) {
+	if len(sts) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range sts {
+		if st.sym.proc == nil {
+			s.open(st)
+			continue
+		}
+		_ = st.sym.proc.Refresh() // a process that is gone keeps its last map
+	}
+}
+
+// resolve returns the locations of the stacks of b that its samples use
+// (the others stay nil), for the process image st.
+func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	proc := s.open(st)
+	ps := st.sym
+	if ps.addrs == nil {
+		ps.addrs = map[uint64]*Location{}
+	}
+	out := make([][]*Location, len(b.stacks))
+	for _, smp := range b.samples {
+		i := smp.stack
+		if i < 0 || out[i] != nil {
+			continue
+		}
+		rs := &b.stacks[i]
+		chain := rs.chain
+		if rs.leafCall != 0 && proc != nil {
+			ne.PutUint64(s.leafBuf[:], rs.leafCall)
+			chain = perf.InsertLeafCaller(s.chainBuf, chain, s.leafBuf[:], func(pc uint64) bool {
+				yes, _ := proc.ReturnAddressAtSP(pc)
+				return yes
+			})
+			if len(chain) > len(rs.chain) {
+				s.chainBuf = chain[:0]
+			}
+		}
+		out[i] = s.locations(proc, ps, chain)
+	}
+	return out
+}
+
+// locations resolves one raw chain. Every address but the leaf is a return
+// address: it is looked up one byte earlier, inside the call instruction,
+// so that the caller's line is the line of the call.
+func (s *symbols) locations(proc *symbolize.Process, ps *procSymbols, chain []uint64) []*Location {
+	locs := make([]*Location, 0, len(chain))
+	first := true
+	perf.Frames(chain, func(addr uint64, kernel bool) {
+		if l, ok := ps.addrs[addr]; ok {
+			locs = append(locs, l)
+			first = false
+			return
+		}
+		pc := addr
+		if !first {
+			pc--
+		}
+		first = false
+		l := &Location{Addr: addr, Kernel: kernel}
+		switch {
+		case kernel:
+			if s.kernel != nil {
+				if f, ok := s.kernel.Lookup(pc); ok {
+					l.Frames = []symbolize.Frame{f}
+				}
+			}
+			if len(l.Frames) == 0 {
+				l.Frames = []symbolize.Frame{{Function: "[kernel]", SystemName: "[kernel]"}}
+			}
+		case proc != nil && !s.symbolize:
+			l.Mapping = proc.MappingOf(pc)
+		case proc != nil:
+			res := proc.Lookup(pc)
+			l.Mapping, l.Frames = res.Mapping, res.Frames
+		}
+		if len(ps.addrs) >= maxAddrCache {
+			clear(ps.addrs)
+		}
+		ps.addrs[addr] = l
+		locs = append(locs, l)
+	})
+	return locs
+}
+
+// stats returns the counters of the symbol cache.
+func (s *symbols) stats() symbolize.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache.Stats()
+}
+
+func (s *symbols) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache.Close()
+}
+
+// trim drops parsed binaries beyond the memory bound: address caches grow
+// between parses.
+func (s *symbols) trim() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache.Trim()
+}

@@ -1,0 +1,141 @@
+package profiler
+
+import (
+	"math"
+	"slices"
+
+	"github.com/perfprof/perfprof/internal/sched"
+)
+
+// taken is one process's samples split off for a report, not yet
+// symbolized.
+type taken struct {
+	st         *procState
+	b          *batch
+	links      []Link
+	threads    map[uint32]string
+	resource   int32
+	refreshMap bool
+}
+
+// take splits off, joins and symbolizes the samples older than watermark
+// (all of them when final), and returns them by process. now is the
+// CLOCK_MONOTONIC time of the report. Younger samples wait for the next
+// take, unless the buffer is over its bound: then the oldest go out early,
+// unjoined.
+func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
+	var out []taken
+	var jc JoinCounts
+	e.mu.Lock()
+	e.spansMu.Lock()
+	cut := watermark
+	if max := e.opts.MaxBufferedSamples; !final && e.buffered > max {
+		cut = e.earlyCut(watermark, max/2)
+	}
+	windowA, windowB := e.windowA, min(cut, now)
+	if e.sched != nil {
+		e.drainSched(now - min(now, reorderDelay))
+		if final {
+			e.drainSched(math.MaxUint64)
+		}
+	}
+	remaining := 0
+	for key, st := range e.all {
+		old := st.batch
+		b, keep, moved := old.takeBefore(cut)
+		st.batch = keep
+		if e.sched != nil && moved != nil {
+			e.sched.rebase(old, keep, moved)
+		}
+		remaining += len(keep.samples)
+		if b != nil {
+			t := taken{st: st, b: b, threads: map[uint32]string{}, refreshMap: st.mapsDirty}
+			st.mapsDirty = false
+			for _, s := range b.samples {
+				if _, ok := t.threads[s.tid]; !ok {
+					t.threads[s.tid] = st.threads[s.tid]
+				}
+			}
+			t.links = e.join(st, b, watermark, &jc)
+			t.resource = st.resource
+			out = append(out, t)
+		}
+		if st.gone && len(st.batch.samples) == 0 {
+			delete(e.all, key)
+			st.removed = true
+		}
+	}
+	e.buffered = remaining
+	e.windowA = windowB
+	if !final {
+		_, unmatched := e.spans.Forget(watermark)
+		e.spanCounts.Unmatched += int64(unmatched)
+		e.watermark = watermark
+	}
+	e.joinCounts.Span += jc.Span
+	e.joinCounts.NoSpan += jc.NoSpan
+	e.joinCounts.Early += jc.Early
+	e.spansMu.Unlock()
+	e.mu.Unlock()
+
+	// Symbolize without mu: the read loop goes on meanwhile.
+	var refresh []*procState
+	for _, t := range out {
+		if t.refreshMap {
+			refresh = append(refresh, t.st)
+		}
+	}
+	e.syms.refresh(refresh)
+	snaps := make([]Snapshot, 0, len(out))
+	for _, t := range out {
+		snaps = append(snaps, e.snapshot(t, windowA, windowB))
+	}
+	e.syms.trim()
+	return snaps
+}
+
+// snapshot symbolizes what was taken of one process.
+func (e *engine) snapshot(t taken, windowA, windowB uint64) Snapshot {
+	s := Snapshot{
+		Pid:      t.st.info.Pid,
+		Exe:      t.st.info.Exe,
+		Comm:     t.st.info.Comm,
+		Resource: t.resource,
+		Start:    e.clock.Unix(windowA),
+		End:      e.clock.Unix(windowB),
+		Samples:  make([]Sample, len(t.b.samples)),
+		Stacks:   e.syms.resolve(t.st, t.b),
+		Threads:  t.threads,
+	}
+	for i, r := range t.b.samples {
+		s.Samples[i] = Sample{
+			Time:   e.clock.Unix(r.time),
+			Weight: r.weight,
+			Tid:    r.tid,
+			CPU:    r.cpu,
+			Stack:  r.stack,
+			State:  sched.State(r.state),
+			Link:   t.links[i],
+		}
+	}
+	return s
+}
+
+// earlyCut returns the time before which samples must go out now so that
+// at most keep samples younger than the watermark stay buffered. Called
+// with mu held.
+func (e *engine) earlyCut(watermark uint64, keep int) uint64 {
+	var times []uint64
+	for _, st := range e.all {
+		for _, s := range st.batch.samples {
+			if s.time >= watermark {
+				times = append(times, s.time)
+			}
+		}
+	}
+	if len(times) <= keep {
+		return watermark
+	}
+	slices.Sort(times)
+	return times[len(times)-keep]
+}

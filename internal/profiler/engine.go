@@ -28,14 +28,14 @@ type engine struct {
 	// mu guards the process states and their batches, the sched state
 	// and the counters of the read loop.
 	mu       sync.Mutex
-	live     map[int]*procState      // the process that has each pid now
-	all      map[procKey]*procState  // every process with samples to report, live or not
-	buffered int                     // samples in all batches
-	windowA  uint64                  // start of the next report window, CLOCK_MONOTONIC
-	sched    *schedState             // nil without sched capture
-	flush    chan struct{}           // asks for an early report at the buffer bound
-	counts   readCounts              // cumulative
-	attached int                     // processes attached now
+	live     map[int]*procState     // the process that has each pid now
+	all      map[procKey]*procState // every process with samples to report, live or not
+	buffered int                    // samples in all batches
+	windowA  uint64                 // start of the next report window, CLOCK_MONOTONIC
+	sched    *schedState            // nil without sched capture
+	flush    chan struct{}          // asks for an early report at the buffer bound
+	counts   readCounts             // cumulative
+	attached int                    // processes attached now
 
 	// spansMu guards the span index. It is apart from mu so that span
 	// ingest never waits for the read loop; when both are held, mu is

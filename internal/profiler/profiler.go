@@ -161,6 +161,9 @@ func (p *Profiler) symbolWorker() {
 	}
 }
 
+// Attached reports whether process pid is being sampled.
+func (p *Profiler) Attached(pid int) bool { return p.src.Attached(pid) }
+
 // Flush delivers when the samples waiting for the window reach
 // MaxBufferedSamples: the caller should Take early.
 func (p *Profiler) Flush() <-chan struct{} { return p.flush }
@@ -189,6 +192,7 @@ type Stats struct {
 	BufferFull int64
 	Execs      int64
 	Source     perf.Stats // records read, lost and corrupt
+	SpansHeld  int        // spans in the join index now
 	Spans      SpanCounts
 	Joins      JoinCounts
 	Symbols    symbolize.Stats
@@ -200,7 +204,7 @@ func (p *Profiler) Stats() Stats {
 	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs}
 	p.mu.Unlock()
 	p.spansMu.Lock()
-	s.Spans, s.Joins = p.spanCounts, p.joinCounts
+	s.Spans, s.Joins, s.SpansHeld = p.spanCounts, p.joinCounts, p.spans.Len()
 	p.spansMu.Unlock()
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()

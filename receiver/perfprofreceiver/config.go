@@ -9,6 +9,11 @@ import (
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/profiler"
 )
 
 // Config configures the perfprof receiver. The mapstructure names are part
@@ -149,8 +154,8 @@ func createDefaultConfig() *Config {
 		},
 		Correlation: CorrelationConfig{
 			Window:             10 * time.Second,
-			ThreadIDAttribute:  "thread.id",
-			WorkerIDAttribute:  "worker.id",
+			ThreadIDAttribute:  convention.ThreadID,
+			WorkerIDAttribute:  convention.WorkerID,
 			MaxBufferedSamples: 1_000_000,
 			MaxSpans:           100_000,
 		},
@@ -209,4 +214,31 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("protocols.http.traces_url_path: %q must start with /", h.TracesURLPath))
 	}
 	return errors.Join(errs...)
+}
+
+// options turns the configuration into the engine's options.
+func (c *Config) options(log *zap.Logger) profiler.Options {
+	scope := perf.ScopeProcess
+	if c.Scope == scopeSystem {
+		scope = perf.ScopeSystem
+	}
+	return profiler.Options{
+		Pids:              c.Targets.Pids,
+		Executables:       c.Targets.Executables,
+		DiscoveryInterval: c.DiscoveryInterval,
+		Perf: perf.Options{
+			Scope:        scope,
+			Frequency:    c.Frequency,
+			KernelStacks: c.KernelStacks,
+			RingPages:    c.RingPages,
+			Sched:        c.Sched.Enabled,
+		},
+		OffCPUInterval:     c.Sched.OffCPUInterval,
+		RecoverLeafCaller:  c.RecoverLeafCaller,
+		Symbolize:          c.Symbolize,
+		Window:             c.Correlation.Window,
+		MaxBufferedSamples: c.Correlation.MaxBufferedSamples,
+		MaxSpans:           c.Correlation.MaxSpans,
+		Logger:             log,
+	}
 }

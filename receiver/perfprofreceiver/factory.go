@@ -2,7 +2,6 @@ package perfprofreceiver
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -10,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/xreceiver"
 
+	"github.com/perfprof/perfprof/internal/shared"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
 
@@ -25,44 +25,43 @@ func NewFactory() receiver.Factory {
 
 // receivers holds one instance per configuration, so that the signals of
 // one component ID (profiles and traces) share one perf session and one
-// span index. The collector's sharedcomponent package is internal to it.
-var (
-	receiversMu sync.Mutex
-	receivers   = map[*Config]*perfprofReceiver{}
-)
+// span index.
+var receivers shared.Map[*Config, *perfprofReceiver]
 
-func getOrCreate(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) {
-	receiversMu.Lock()
-	defer receiversMu.Unlock()
-	if r, ok := receivers[cfg]; ok {
-		return r, nil
-	}
-	r, err := newReceiver(cfg, set, func() {
-		receiversMu.Lock()
-		delete(receivers, cfg)
-		receiversMu.Unlock()
-	})
-	if err != nil {
-		return nil, err
-	}
-	receivers[cfg] = r
-	return r, nil
+// signal is one signal's handle on the shared receiver.
+type signal struct {
+	*shared.User[*Config, *perfprofReceiver]
+}
+
+func (s signal) Start(ctx context.Context, host component.Host) error {
+	r := s.Value()
+	return s.User.Start(func() error { return r.start(ctx, host) })
+}
+
+func (s signal) Shutdown(ctx context.Context) error {
+	r := s.Value()
+	return s.Stop(func(started bool) error { return r.shutdown(ctx, started) })
+}
+
+func acquire(cfg *Config, set receiver.Settings) (signal, error) {
+	u, err := receivers.Acquire(cfg, func() (*perfprofReceiver, error) { return newReceiver(cfg, set) })
+	return signal{u}, err
 }
 
 func createProfiles(_ context.Context, set receiver.Settings, cfg component.Config, next xconsumer.Profiles) (xreceiver.Profiles, error) {
-	r, err := getOrCreate(cfg.(*Config), set)
+	s, err := acquire(cfg.(*Config), set)
 	if err != nil {
 		return nil, err
 	}
-	r.profiles = next
-	return r, nil
+	s.Value().profiles = next
+	return s, nil
 }
 
 func createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
-	r, err := getOrCreate(cfg.(*Config), set)
+	s, err := acquire(cfg.(*Config), set)
 	if err != nil {
 		return nil, err
 	}
-	r.traces = next
-	return r, nil
+	s.Value().traces = next
+	return s, nil
 }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -27,7 +27,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/perfprof/perfprof/internal/tidmap"
+	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/profiler"
 )
 
 // Span flags of the OTLP data model (SpanFlags in trace.proto).
@@ -59,7 +60,7 @@ func (s *tracesServer) Export(ctx context.Context, req ptraceotlp.ExportRequest)
 		return ptraceotlp.NewExportResponse(), nil
 	}
 	s.r.indexSpans(td)
-	next := s.r.tracesConsumer()
+	next := s.r.traces
 	if next == nil {
 		return ptraceotlp.NewExportResponse(), nil
 	}
@@ -83,113 +84,79 @@ func grpcStatus(err error) error {
 	return status.New(code, err.Error()).Err()
 }
 
-// spanCounts are the outcomes of indexing, added to the telemetry per request.
-type spanCounts struct{ indexed, noThread, late, overLimit, invalid int64 }
-
-// indexSpans adds every span that names its thread to the join index. Span
-// times are converted from Unix to CLOCK_MONOTONIC, the clock of samples.
+// indexSpans hands every span that names its thread to the engine for the
+// join, and counts the outcomes.
 func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	threadKey, workerKey := r.cfg.Correlation.ThreadIDAttribute, r.cfg.Correlation.WorkerIDAttribute
-	var c spanCounts
-	r.spansMu.Lock()
+	var noThread int64
+	spans := make([]profiler.Span, 0, td.SpanCount())
 	for i := 0; i < td.ResourceSpans().Len(); i++ {
 		rs := td.ResourceSpans().At(i)
 		res := r.internResource(rs.Resource())
 		// SDKs name their process (resource detector process.pid): its
 		// profiles get this resource from now on.
-		if pid, ok := intAttr(rs.Resource().Attributes(), "process.pid"); ok && res >= 0 && len(r.pidResource) < maxResources {
-			r.pidResource[int(pid)] = res
+		if pid, ok := intAttr(rs.Resource().Attributes(), convention.ProcessPid); ok && pid > 0 && pid <= math.MaxInt32 {
+			r.prof.NameProcess(int(pid), res)
 		}
 		for j := 0; j < rs.ScopeSpans().Len(); j++ {
-			spans := rs.ScopeSpans().At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
+			ss := rs.ScopeSpans().At(j).Spans()
+			for k := 0; k < ss.Len(); k++ {
+				sp := ss.At(k)
 				attrs := sp.Attributes()
 				tid, ok := intAttr(attrs, threadKey)
-				if !ok || tid <= 0 || tid > 1<<32-1 {
-					c.noThread++
+				if !ok || tid <= 0 || tid > math.MaxUint32 {
+					noThread++
 					continue
 				}
 				worker := int64(-1)
 				if w, ok := intAttr(attrs, workerKey); ok && w >= 0 {
 					worker = w
 				}
-				end := r.clock.Mono(uint64(sp.EndTimestamp()))
-				if end <= r.watermark {
-					// Its samples were emitted already: it came later
-					// than correlation.window allows.
-					c.late++
-					continue
-				}
 				flags := sp.Flags()
 				kind := sp.Kind()
 				parent := sp.ParentSpanID()
 				remote := flags&(flagHasIsRemote|flagIsRemote) == flagHasIsRemote|flagIsRemote ||
 					(flags&flagHasIsRemote == 0 && !parent.IsEmpty() && (kind == ptrace.SpanKindServer || kind == ptrace.SpanKindConsumer))
-				err := r.spans.Add(uint32(tid), tidmap.Span{
+				spans = append(spans, profiler.Span{
+					Tid:          uint32(tid),
 					TraceID:      sp.TraceID(),
 					SpanID:       sp.SpanID(),
 					ParentSpanID: parent,
 					ParentRemote: remote,
-					Start:        r.clock.Mono(uint64(sp.StartTimestamp())),
-					End:          end,
+					Start:        uint64(sp.StartTimestamp()),
+					End:          uint64(sp.EndTimestamp()),
 					Name:         sp.Name(),
 					WorkerID:     worker,
 					Resource:     res,
 				})
-				switch {
-				case err == nil:
-					c.indexed++
-				case errors.Is(err, tidmap.ErrFull):
-					c.overLimit++
-				default:
-					c.invalid++
-				}
 			}
 		}
 	}
-	r.spansMu.Unlock()
+	c := r.prof.AddSpans(spans)
 	ctx := context.Background()
 	for _, o := range []struct {
 		n       int64
 		outcome string
-	}{{c.indexed, "indexed"}, {c.noThread, "no_thread_id"}, {c.late, "late"}, {c.overLimit, "over_limit"}, {c.invalid, "invalid"}} {
+	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}} {
 		if o.n > 0 {
 			r.telemetry.ReceiverPerfprofSpans.Add(ctx, o.n, metric.WithAttributes(attribute.String("outcome", o.outcome)))
 		}
 	}
-	if c.overLimit > 0 {
-		r.log.Warn("Spans not joined: correlation.max_spans reached", zap.Int64("spans", c.overLimit), zap.Int("max_spans", r.cfg.Correlation.MaxSpans))
+	if c.OverLimit > 0 {
+		r.log.Warn("Spans not joined: correlation.max_spans reached", zap.Int64("spans", c.OverLimit), zap.Int("max_spans", r.cfg.Correlation.MaxSpans))
 	}
 }
 
-// intAttr reads an integer attribute, also from a string or a double that
-// holds an integer (SDKs differ in how they type thread ids).
+// intAttr reads an integer attribute (see convention.Int).
 func intAttr(m pcommon.Map, key string) (int64, bool) {
-	if key == "" {
-		return 0, false
-	}
-	v, ok := m.Get(key)
-	if !ok {
-		return 0, false
-	}
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		d := v.Double()
-		if d == float64(int64(d)) {
-			return int64(d), true
-		}
-	case pcommon.ValueTypeStr:
-		n, err := strconv.ParseInt(v.Str(), 10, 64)
-		return n, err == nil
+	if v, ok := m.Get(key); ok && key != "" {
+		return convention.Int(v.AsRaw())
 	}
 	return 0, false
 }
 
 // internResource returns the handle of a span resource, remembering it for
-// the profiles of its process. Must be called with r.spansMu held.
+// the profiles of its process; -1 past maxResources.
 func (r *perfprofReceiver) internResource(res pcommon.Resource) int32 {
 	attrs := res.Attributes()
 	keys := make([]string, 0, attrs.Len())
@@ -199,6 +166,8 @@ func (r *perfprofReceiver) internResource(res pcommon.Resource) int32 {
 	})
 	sort.Strings(keys)
 	key := strings.Join(keys, "\x00")
+	r.resMu.Lock()
+	defer r.resMu.Unlock()
 	if h, ok := r.resourceIdx[key]; ok {
 		return h
 	}
@@ -211,6 +180,16 @@ func (r *perfprofReceiver) internResource(res pcommon.Resource) int32 {
 	r.resources = append(r.resources, cp)
 	r.resourceIdx[key] = h
 	return h
+}
+
+// resource returns the span resource of handle h, and false for none.
+func (r *perfprofReceiver) resource(h int32) (pcommon.Resource, bool) {
+	r.resMu.Lock()
+	defer r.resMu.Unlock()
+	if h < 0 || int(h) >= len(r.resources) {
+		return pcommon.Resource{}, false
+	}
+	return r.resources[h], true
 }
 
 // startServers starts the configured OTLP servers.

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadatatest"
 )
@@ -46,9 +47,10 @@ func ingestReceiver(t *testing.T, next consumer.Traces, tt *componenttest.Teleme
 	if tt != nil {
 		set = metadatatest.NewSettings(tt)
 	}
-	r, err := newReceiver(cfg, set, nil)
+	r, err := newReceiver(cfg, set)
 	require.NoError(t, err)
 	r.traces = next
+	r.prof = openScripted(t, profiler.Options{})
 	require.NoError(t, r.startServers(context.Background(), nil))
 	t.Cleanup(func() { r.stopServers(context.Background()); r.telemetry.Shutdown() })
 	return r
@@ -121,17 +123,13 @@ func TestIngestHTTPProtoAndJSON(t *testing.T) {
 		require.Equal(t, td, got)
 	}
 	// The same two spans twice: retries must not double the index.
-	r.spansMu.Lock()
-	n := r.spans.Len()
-	sp := r.spans.Lookup(4243, r.clock.Mono(uint64(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).StartTimestamp()))+1000)
-	require.NotNil(t, sp)
-	require.Equal(t, "price", sp.Name, "the child is innermost")
-	require.Equal(t, "GET /cart", r.spans.LocalRoot(sp).Name)
-	w, ok := r.spans.Worker(4243)
-	r.spansMu.Unlock()
-	require.Equal(t, 2, n)
+	child := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1)
+	l, ok := r.prof.Lookup(4243, uint64(child.StartTimestamp())+1000)
 	require.True(t, ok)
-	require.Equal(t, int64(1), w)
+	require.Equal(t, [8]byte(child.SpanID()), l.SpanID, "the child is innermost")
+	require.Equal(t, "GET /cart", l.Root)
+	require.Equal(t, 2, r.prof.Stats().SpansHeld)
+	require.Equal(t, int64(1), l.Worker)
 
 	metadatatest.AssertEqualReceiverPerfprofSpans(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 4, Attributes: attrSet("outcome", "indexed")},
@@ -164,9 +162,7 @@ func TestIngestHTTPRejectsBadRequests(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, get.StatusCode)
 
 	require.Empty(t, sink.AllTraces(), "nothing passed on")
-	r.spansMu.Lock()
-	defer r.spansMu.Unlock()
-	require.Zero(t, r.spans.Len(), "nothing indexed")
+	require.Zero(t, r.prof.Stats().SpansHeld, "nothing indexed")
 }
 
 func TestIngestPipelineErrors(t *testing.T) {
@@ -207,9 +203,7 @@ func TestIngestGRPC(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, sink.AllTraces(), 1)
 	assert.Equal(t, td, sink.AllTraces()[0])
-	r.spansMu.Lock()
-	defer r.spansMu.Unlock()
-	require.Equal(t, 2, r.spans.Len())
+	require.Equal(t, 2, r.prof.Stats().SpansHeld)
 }
 
 // FuzzIngestHTTP feeds arbitrary bodies to the OTLP/HTTP handler, as
@@ -223,11 +217,12 @@ func FuzzIngestHTTP(f *testing.F) {
 	f.Add(js, true)
 	f.Add([]byte{}, false)
 	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[{"key":"thread.id","value":{"intValue":"-1"}}]}]}]}]}`), true)
-	r, err := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type), nil)
+	r, err := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type))
 	if err != nil {
 		f.Fatal(err)
 	}
 	r.traces = consumertest.NewNop()
+	r.prof = openScripted(f, profiler.Options{})
 	ts := &tracesServer{r: r, transport: "http", obs: mustObs(f, r)}
 	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
 		ct := "application/x-protobuf"
@@ -241,12 +236,9 @@ func FuzzIngestHTTP(f *testing.F) {
 		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
 			t.Fatalf("status %d for %d bytes", w.Code, len(body))
 		}
-		r.spansMu.Lock()
-		if r.spans.Len() > r.cfg.Correlation.MaxSpans {
+		if r.prof.Stats().SpansHeld > r.cfg.Correlation.MaxSpans {
 			t.Fatalf("index over its bound")
 		}
-		r.spans.Forget(^uint64(0))
-		r.spansMu.Unlock()
 	})
 }
 

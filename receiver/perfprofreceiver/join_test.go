@@ -72,13 +72,13 @@ func TestJoinGroundTruth(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := f.CreateTraces(context.Background(), set, cfg, traces)
 	require.NoError(t, err)
-	require.Same(t, pr, tr, "one receiver instance for both signals")
+	require.Same(t, pr.(signal).Value(), tr.(signal).Value(), "one receiver instance for both signals")
 	require.NoError(t, pr.Start(context.Background(), nil))
 	require.NoError(t, tr.Start(context.Background(), nil))
-	addr := pr.(*perfprofReceiver).grpcAddr
+	addr := pr.(signal).Value().grpcAddr
 
 	child := testchild.Start(t, bin, "-endpoint", addr, "-workers", "2", "-late", "2s", "-duration", "16s", "-wait", "5ms")
-	require.Eventually(t, func() bool { return pr.(*perfprofReceiver).session.Attached(child.Pid) }, 3*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return pr.(signal).Value().prof.Attached(child.Pid) }, 3*time.Second, 50*time.Millisecond)
 	require.NoError(t, child.Cmd.Wait(), "spanner failed")
 	time.Sleep(cfg.Correlation.Window + 2*cfg.ReportInterval) // the last spans, then their samples
 	require.NoError(t, pr.Shutdown(context.Background()))

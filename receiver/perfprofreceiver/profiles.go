@@ -9,166 +9,18 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
+	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/sched"
 	"github.com/perfprof/perfprof/internal/symbolize"
 )
-
-// loc is one resolved stack address of one process. Locations are shared
-// by pointer between the stacks of a process, so the dictionary can intern
-// them by identity.
-type loc struct {
-	addr    uint64
-	kernel  bool
-	mapping *symbolize.Mapping // nil when in no known mapping (or kernel)
-	frames  []symbolize.Frame  // innermost first; empty when unresolved
-}
-
-// rawSample is one sample waiting for its report: an on-CPU perf sample,
-// or (state != 0) a group of off-CPU time.
-type rawSample struct {
-	time uint64 // CLOCK_MONOTONIC ns
-	// weight is, on-CPU, the thread's CPU time since its previous sample
-	// (0: unknown, without sched capture) and, off-CPU, the time the
-	// group stands for; both ns.
-	weight uint64
-	tid    uint32
-	cpu    uint32
-	stack  int32 // index into batch.stacks; -1: unknown (off-CPU only)
-	state  uint8 // 0: on-CPU; else a sched.State
-}
-
-// batch holds what one process produced during one report interval.
-type batch struct {
-	samples []rawSample
-	stacks  [][]*loc           // interned stacks, leaf first
-	byHash  map[uint64][]int32 // stack hash → candidates in stacks
-	raw     [][]uint64         // raw callchain of each stack, to settle hash collisions
-	threads map[uint32]string  // names of the threads in samples, set at snapshot
-}
-
-func newBatch() *batch { return &batch{byHash: map[uint64][]int32{}} }
-
-// internStack returns the index of the stack with raw callchain chain,
-// resolving it with resolve the first time it is seen in this batch.
-func (b *batch) internStack(chain []uint64, resolve func([]uint64) []*loc) int32 {
-	h := hashChain(chain)
-	for _, i := range b.byHash[h] {
-		if equalChain(b.raw[i], chain) {
-			return i
-		}
-	}
-	i := int32(len(b.stacks))
-	b.stacks = append(b.stacks, resolve(chain))
-	b.raw = append(b.raw, append([]uint64(nil), chain...))
-	b.byHash[h] = append(b.byHash[h], i)
-	return i
-}
-
-// takeBefore splits off the samples older than cut: out holds them (nil if
-// none) and shares b's stack tables; keep holds the rest, re-interned into
-// tables of its own so that out's can be dropped after the report. When
-// the samples were split, moved maps the index of each kept sample in b to
-// its index in keep.
-func (b *batch) takeBefore(cut uint64) (out, keep *batch, moved map[int32]int32) {
-	n := 0
-	for _, s := range b.samples {
-		if s.time < cut {
-			n++
-		}
-	}
-	switch n {
-	case 0:
-		return nil, b, nil
-	case len(b.samples):
-		return b, newBatch(), nil
-	}
-	out = &batch{samples: make([]rawSample, 0, n), stacks: b.stacks, raw: b.raw}
-	keep = newBatch()
-	moved = make(map[int32]int32, len(b.samples)-n)
-	stacks := map[int32]int32{}
-	for i, s := range b.samples {
-		if s.time < cut {
-			out.samples = append(out.samples, s)
-			continue
-		}
-		if s.stack >= 0 {
-			j, ok := stacks[s.stack]
-			if !ok {
-				j = keep.internLocs(b.raw[s.stack], b.stacks[s.stack])
-				stacks[s.stack] = j
-			}
-			s.stack = j
-		}
-		moved[int32(i)] = int32(len(keep.samples))
-		keep.samples = append(keep.samples, s)
-	}
-	return out, keep, moved
-}
-
-// internLocs interns a stack already resolved in another batch.
-func (b *batch) internLocs(chain []uint64, locs []*loc) int32 {
-	h := hashChain(chain)
-	for _, i := range b.byHash[h] {
-		if equalChain(b.raw[i], chain) {
-			return i
-		}
-	}
-	i := int32(len(b.stacks))
-	b.stacks = append(b.stacks, locs)
-	b.raw = append(b.raw, chain)
-	b.byHash[h] = append(b.byHash[h], i)
-	return i
-}
-
-// hashChain is FNV-1a over the addresses; collisions are settled by
-// comparing the chains.
-func hashChain(chain []uint64) uint64 {
-	h := uint64(14695981039346656037)
-	for _, a := range chain {
-		h ^= a
-		h *= 1099511628211
-	}
-	return h
-}
-
-func equalChain(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// joinInfo is what the join found for one sample.
-type joinInfo struct {
-	linked  bool
-	traceID [16]byte
-	spanID  [8]byte
-	worker  int64  // -1: unknown
-	root    string // name of the local root span, "" when not linked
-}
-
-// snapshot is one process's samples taken out for a report.
-type snapshot struct {
-	pid      int
-	exe      string
-	comm     string
-	batch    *batch
-	joins    []joinInfo       // one per batch sample
-	resource pcommon.Resource // span resource of the process; zero value if none
-	windowA  uint64           // report window in CLOCK_MONOTONIC ns: [windowA, windowB)
-	windowB  uint64
-}
 
 // profileParams are the fixed parts of every profile.
 type profileParams struct {
 	frequency      uint64
 	offCPUInterval uint64
-	toUnix         func(mono uint64) uint64
+	// resource returns the span resource of a handle (Snapshot.Resource).
+	resource func(h int32) (pcommon.Resource, bool)
 }
 
 // dict interns the entries of a ProfilesDictionary with maps. Index 0 of
@@ -178,7 +30,7 @@ type dict struct {
 	strings   map[string]int32
 	functions map[symbolize.Frame]int32
 	mappings  map[*symbolize.Mapping]int32
-	locations map[*loc]int32
+	locations map[*profiler.Location]int32
 	stacks    map[string]int32
 	attrs     map[attrKey]int32
 	links     map[[24]byte]int32
@@ -198,7 +50,7 @@ func newDict(d pprofile.ProfilesDictionary) *dict {
 		strings:   map[string]int32{},
 		functions: map[symbolize.Frame]int32{},
 		mappings:  map[*symbolize.Mapping]int32{},
-		locations: map[*loc]int32{},
+		locations: map[*profiler.Location]int32{},
 		stacks:    map[string]int32{},
 		attrs:     map[attrKey]int32{},
 		links:     map[[24]byte]int32{},
@@ -283,9 +135,9 @@ func (t *dict) mapping(m *symbolize.Mapping) int32 {
 	mp.SetFileOffset(m.Offset)
 	mp.SetFilenameStrindex(t.str(m.Path))
 	if m.BuildID != "" {
-		key := "process.executable.build_id.gnu"
+		key := convention.BuildIDGNU
 		if strings.ContainsRune(m.BuildID, '/') || len(m.BuildID) != 40 {
-			key = "process.executable.build_id.go"
+			key = convention.BuildIDGo
 		}
 		mp.AttributeIndices().Append(t.attrStr(key, m.BuildID))
 	}
@@ -293,22 +145,22 @@ func (t *dict) mapping(m *symbolize.Mapping) int32 {
 	return i
 }
 
-func (t *dict) location(l *loc) int32 {
+func (t *dict) location(l *profiler.Location) int32 {
 	if i, ok := t.locations[l]; ok {
 		return i
 	}
 	// Resolve the mapping and functions before appending the location,
 	// so that appends to the other tables cannot invalidate it.
-	mi := t.mapping(l.mapping)
-	fis := make([]int32, len(l.frames))
-	for j, f := range l.frames {
+	mi := t.mapping(l.Mapping)
+	fis := make([]int32, len(l.Frames))
+	for j, f := range l.Frames {
 		fis[j] = t.functionOf(f)
 	}
 	i := int32(t.d.LocationTable().Len())
 	pl := t.d.LocationTable().AppendEmpty()
-	pl.SetAddress(l.addr)
+	pl.SetAddress(l.Addr)
 	pl.SetMappingIndex(mi)
-	for j, f := range l.frames {
+	for j, f := range l.Frames {
 		ln := pl.Lines().AppendEmpty()
 		ln.SetFunctionIndex(fis[j])
 		ln.SetLine(int64(f.Line))
@@ -334,7 +186,7 @@ func (t *dict) functionOf(f symbolize.Frame) int32 {
 	return i
 }
 
-func (t *dict) stack(locs []*loc) int32 {
+func (t *dict) stack(locs []*profiler.Location) int32 {
 	t.keyBuf = t.keyBuf[:0]
 	idx := make([]int32, len(locs))
 	for j, l := range locs {
@@ -356,39 +208,38 @@ func (t *dict) stack(locs []*loc) int32 {
 // ResourceProfiles per process, sharing one dictionary. Samples with the
 // same stack and attributes are merged into one Sample that keeps every
 // timestamp (and a value of 1 per timestamp).
-func buildProfiles(snaps []snapshot, p profileParams) (pprofile.Profiles, int) {
+func buildProfiles(snaps []profiler.Snapshot, p profileParams) (pprofile.Profiles, int) {
 	out := pprofile.NewProfiles()
 	t := newDict(out.Dictionary())
 	total := 0
-	for _, s := range snaps {
-		if len(s.batch.samples) == 0 {
+	for i := range snaps {
+		s := &snaps[i]
+		if len(s.Samples) == 0 {
 			continue
 		}
 		rp := out.ResourceProfiles().AppendEmpty()
 		res := rp.Resource().Attributes()
 		// The span resource of the process (service.name, ...) first, so
 		// that what the kernel says of the process wins.
-		if s.resource != (pcommon.Resource{}) {
-			s.resource.Attributes().CopyTo(res)
+		if p.resource != nil {
+			if r, ok := p.resource(s.Resource); ok {
+				r.Attributes().CopyTo(res)
+			}
 		}
-		res.PutInt("process.pid", int64(s.pid))
-		if s.exe != "" {
-			res.PutStr("process.executable.name", filepath.Base(s.exe))
-			res.PutStr("process.executable.path", s.exe)
+		res.PutInt(convention.ProcessPid, int64(s.Pid))
+		if s.Exe != "" {
+			res.PutStr(convention.ProcessExecutableName, filepath.Base(s.Exe))
+			res.PutStr(convention.ProcessExecutablePath, s.Exe)
 		} else {
-			res.PutStr("process.executable.name", s.comm)
+			res.PutStr(convention.ProcessExecutableName, s.Comm)
 		}
 		sp := rp.ScopeProfiles().AppendEmpty()
-		sp.Scope().SetName("github.com/perfprof/perfprof/receiver/perfprofreceiver")
+		sp.Scope().SetName(convention.ScopeName)
 		total += addProfile(sp, t, s, p, false)
 		total += addProfile(sp, t, s, p, true)
 	}
 	return out, total
 }
-
-// cpuDeltaQuantum rounds the CPU delta of on-CPU samples, so that samples
-// of a busy thread, whose deltas differ by microseconds, still merge.
-const cpuDeltaQuantum = 10_000 // ns
 
 // addProfile adds to sp the on-CPU or the off-CPU profile of a snapshot
 // and returns its number of samples (none: no profile is added).
@@ -397,15 +248,16 @@ const cpuDeltaQuantum = 10_000 // ns
 // merges the perf samples of one stack, thread, CPU, span and CPU delta.
 // Off-CPU: sample type off_cpu/nanoseconds, each value the off-CPU time of
 // one group, with thread.state blocked or runnable.
-func addProfile(sp pprofile.ScopeProfiles, t *dict, s snapshot, p profileParams, off bool) int {
-	lo, hi, n := s.windowA, s.windowB, 0
-	for _, r := range s.batch.samples {
-		if (r.state != 0) == off {
+func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p profileParams, off bool) int {
+	lo, hi, n := s.Start, s.End, 0
+	for i := range s.Samples {
+		r := &s.Samples[i]
+		if r.OffCPU() == off {
 			n++
 			// The profile spans the report window, widened to hold every
 			// sample (records read late may predate the window).
-			lo = min(lo, r.time)
-			hi = max(hi, r.time+1)
+			lo = min(lo, r.Time)
+			hi = max(hi, r.Time+1)
 		}
 	}
 	if n == 0 {
@@ -416,73 +268,75 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s snapshot, p profileParams,
 	_, _ = rand.Read(id[:])
 	prof.SetProfileID(id)
 	if off {
-		prof.SampleType().SetTypeStrindex(t.str("off_cpu"))
-		prof.SampleType().SetUnitStrindex(t.str("nanoseconds"))
-		prof.PeriodType().SetTypeStrindex(t.str("off_cpu"))
-		prof.PeriodType().SetUnitStrindex(t.str("nanoseconds"))
+		prof.SampleType().SetTypeStrindex(t.str(convention.OffCPUType))
+		prof.SampleType().SetUnitStrindex(t.str(convention.OffCPUUnit))
+		prof.PeriodType().SetTypeStrindex(t.str(convention.OffCPUType))
+		prof.PeriodType().SetUnitStrindex(t.str(convention.OffCPUUnit))
 		prof.SetPeriod(int64(p.offCPUInterval))
 	} else {
-		prof.SampleType().SetTypeStrindex(t.str("samples"))
-		prof.SampleType().SetUnitStrindex(t.str("count"))
-		prof.PeriodType().SetTypeStrindex(t.str("cpu"))
-		prof.PeriodType().SetUnitStrindex(t.str("nanoseconds"))
+		prof.SampleType().SetTypeStrindex(t.str(convention.OnCPUSampleType))
+		prof.SampleType().SetUnitStrindex(t.str(convention.OnCPUSampleUnit))
+		prof.PeriodType().SetTypeStrindex(t.str(convention.OnCPUPeriodType))
+		prof.PeriodType().SetUnitStrindex(t.str(convention.OnCPUPeriodUnit))
 		prof.SetPeriod(int64(1_000_000_000 / p.frequency))
 	}
-	prof.SetTime(pcommon.Timestamp(p.toUnix(lo)))
+	prof.SetTime(pcommon.Timestamp(lo))
 	prof.SetDurationNano(hi - lo)
 
 	type sampleKey struct {
 		stack    int32
 		tid, cpu uint32
-		state    uint8
+		state    sched.State
 		delta    uint64
 		link     int32
 		worker   int64
 		root     string
 	}
 	merged := map[sampleKey]pprofile.Sample{}
-	for i, r := range s.batch.samples {
-		if (r.state != 0) != off {
+	for i := range s.Samples {
+		r := &s.Samples[i]
+		if r.OffCPU() != off {
 			continue
 		}
-		j := s.joins[i]
-		k := sampleKey{stack: r.stack, tid: r.tid, cpu: r.cpu, state: r.state, worker: j.worker, root: j.root}
+		j := &r.Link
+		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: j.Root}
 		if !off {
-			k.delta = (r.weight + cpuDeltaQuantum/2) / cpuDeltaQuantum * cpuDeltaQuantum
+			const q = convention.CPUTimeDeltaQuantum
+			k.delta = (r.Weight + q/2) / q * q
 		}
-		if j.linked {
-			k.link = t.link(j.traceID, j.spanID)
+		if j.Linked {
+			k.link = t.link(j.TraceID, j.SpanID)
 		}
 		ps, ok := merged[k]
 		if !ok {
 			ps = prof.Samples().AppendEmpty()
-			if r.stack >= 0 {
-				ps.SetStackIndex(t.stack(s.batch.stacks[r.stack]))
+			if r.Stack >= 0 {
+				ps.SetStackIndex(t.stack(s.Stacks[r.Stack]))
 			}
 			ps.SetLinkIndex(k.link)
 			ps.AttributeIndices().Append(
-				t.attrInt("thread.id", int64(r.tid)),
-				t.attrStr("thread.name", s.batch.threads[r.tid]),
+				t.attrInt(convention.ThreadID, int64(r.Tid)),
+				t.attrStr(convention.ThreadName, s.Threads[r.Tid]),
 			)
 			if off {
-				ps.AttributeIndices().Append(t.attrStr("thread.state", sched.State(r.state).String()))
+				ps.AttributeIndices().Append(t.attrStr(convention.ThreadState, r.State.String()))
 			} else {
-				ps.AttributeIndices().Append(t.attrInt("cpu.logical_number", int64(r.cpu)))
+				ps.AttributeIndices().Append(t.attrInt(convention.CPU, int64(r.CPU)))
 				if k.delta > 0 {
-					ps.AttributeIndices().Append(t.attrIntUnit("thread.cpu.time_delta", int64(k.delta), "ns"))
+					ps.AttributeIndices().Append(t.attrIntUnit(convention.CPUTimeDelta, int64(k.delta), convention.CPUTimeDeltaUnit))
 				}
 			}
-			if j.worker >= 0 {
-				ps.AttributeIndices().Append(t.attrInt("worker.id", j.worker))
+			if j.Worker >= 0 {
+				ps.AttributeIndices().Append(t.attrInt(convention.WorkerID, j.Worker))
 			}
-			if j.root != "" {
-				ps.AttributeIndices().Append(t.attrStr("span.root.name", j.root))
+			if j.Root != "" {
+				ps.AttributeIndices().Append(t.attrStr(convention.RootName, j.Root))
 			}
 			merged[k] = ps
 		}
-		ps.TimestampsUnixNano().Append(p.toUnix(r.time))
+		ps.TimestampsUnixNano().Append(r.Time)
 		if off {
-			ps.Values().Append(int64(r.weight))
+			ps.Values().Append(int64(r.Weight))
 		} else {
 			ps.Values().Append(1)
 		}

@@ -122,7 +122,7 @@ func TestReceiverProfilesRealProcess(t *testing.T) {
 	before := testchild.ThreadCPU(t, child.Pid)
 	r := startReceiver(t, cfg, sink)
 	time.Sleep(4 * time.Second)
-	st := r.(*perfprofReceiver).session.Stats()
+	st := r.(signal).Value().prof.Stats().Source
 	require.NoError(t, r.Shutdown(context.Background()))
 	after := testchild.ThreadCPU(t, child.Pid)
 	t.Logf("session: %+v", st)
@@ -197,11 +197,9 @@ func TestReceiverFindsExecutablesStartedLater(t *testing.T) {
 	n := count(long.Pid)
 	require.Eventually(t, func() bool { return count(long.Pid) > n+50 }, 5*time.Second, 100*time.Millisecond,
 		"the surviving target stopped being sampled after the other exited")
-	rr := r.(*perfprofReceiver)
-	rr.mu.Lock()
-	_, stillThere := rr.procs[short.Pid]
-	rr.mu.Unlock()
-	require.False(t, stillThere, "exited process not released")
+	prof := r.(signal).Value().prof
+	require.False(t, prof.Attached(short.Pid), "exited process not released")
+	require.Equal(t, 1, prof.Stats().Processes, "exited process still counted")
 }
 
 func TestReceiverFailsOnMissingPid(t *testing.T) {

@@ -1,4 +1,4 @@
-package perfprofreceiver
+package profiler
 
 import (
 	"math/rand"

@@ -1,0 +1,171 @@
+package profiler
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/perfprof/perfprof/internal/perf"
+)
+
+// realChains returns n distinct callchains of 16 real return addresses of
+// this test binary, as perf would report them for it.
+func realChains(b *testing.B, n int) [][]uint64 {
+	pcs := make([]uintptr, 64)
+	k := runtime.Callers(0, pcs)
+	if k < 4 {
+		b.Fatal("too few frames")
+	}
+	chains := make([][]uint64, n)
+	for i := range chains {
+		c := []uint64{perf.ContextUser}
+		for j := 0; j < 16; j++ {
+			c = append(c, uint64(pcs[(i+j)%k])+uint64(i%3))
+		}
+		chains[i] = c
+	}
+	return chains
+}
+
+// benchEngine is an engine sampling this test process, with symbolization
+// on and no perf session.
+func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
+	opts := Options{Symbolize: true, RecoverLeafCaller: true, MaxBufferedSamples: 1 << 30, Perf: perf.Options{Sched: sched}}
+	opts.setDefaults()
+	e := newEngine(opts)
+	b.Cleanup(func() { _ = e.syms.close() })
+	p, err := perf.ReadProcess(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, _ := e.addProcess(p)
+	e.syms.refresh([]*procState{st})
+	return e, st
+}
+
+// BenchmarkHandleSample is the engine's per-sample work on the read loop:
+// locking, stack interning and buffering, over 64 distinct 16-frame stacks
+// (the steady state of a profiled service). Nothing is symbolized here.
+func BenchmarkHandleSample(b *testing.B) {
+	e, st := benchEngine(b, false)
+	chains := realChains(b, 64)
+	rec := perf.Record{Type: perf.RecordSample}
+	rec.Sample.Pid = uint32(os.Getpid())
+	rec.Sample.Tid = 1
+	for _, c := range chains {
+		rec.Sample.Callchain = c
+		e.handle(&rec)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%(1<<16) == 0 {
+			b.StopTimer()
+			st.batch.samples = st.batch.samples[:0]
+			b.StartTimer()
+		}
+		rec.Sample.Callchain = chains[i%len(chains)]
+		rec.Sample.Time = uint64(i)
+		e.handle(&rec)
+	}
+}
+
+// BenchmarkTake is one report of 10 000 samples over 64 stacks and 8
+// threads: the split, the join (against 8 threads' spans) and the
+// symbolization of the stacks with warm binary caches (a new batch's
+// stacks are resolved through the process's address cache).
+func BenchmarkTake(b *testing.B) {
+	e, _ := benchEngine(b, false)
+	chains := realChains(b, 64)
+	rec := perf.Record{Type: perf.RecordSample}
+	rec.Sample.Pid = uint32(os.Getpid())
+	fill := func() {
+		for i := 0; i < 10000; i++ {
+			rec.Sample.Callchain = chains[i%len(chains)]
+			rec.Sample.Tid = uint32(1 + i%8)
+			rec.Sample.Time = uint64(i) * 1000
+			e.handle(&rec)
+		}
+	}
+	for tid := uint32(1); tid <= 8; tid++ {
+		spans := make([]Span, 50)
+		for j := range spans {
+			spans[j] = Span{Tid: tid, SpanID: [8]byte{byte(j), 1}, Name: "GET /items", WorkerID: -1, Resource: -1,
+				Start: e.clock.Unix(uint64(j) * 200_000), End: e.clock.Unix(uint64(j)*200_000 + 100_000)}
+		}
+		e.AddSpans(spans)
+	}
+	fill()
+	e.take(1e12, 1e12, false) // warm the symbol caches
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		fill()
+		b.StartTimer()
+		snaps := e.take(1e12, 1e12, false)
+		if len(snaps) != 1 || len(snaps[0].Samples) != 10000 {
+			b.Fatalf("took %d snapshots", len(snaps))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/sample")
+}
+
+// BenchmarkBufferedSampleMemory reports the heap held per sample waiting
+// for the correlation window: 1 M samples over 64 stacks and 8 threads.
+func BenchmarkBufferedSampleMemory(b *testing.B) {
+	const n = 1 << 20
+	chains := realChains(b, 64)
+	for i := 0; i < b.N; i++ {
+		e, _ := benchEngine(b, false)
+		rec := perf.Record{Type: perf.RecordSample}
+		rec.Sample.Pid = uint32(os.Getpid())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for j := 0; j < n; j++ {
+			rec.Sample.Callchain = chains[j%len(chains)]
+			rec.Sample.Tid = uint32(1 + j%8)
+			rec.Sample.Time = uint64(j)
+			e.handle(&rec)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/sample")
+		runtime.KeepAlive(e)
+	}
+}
+
+// BenchmarkHandleSwitch is the engine's work per context-switch record on
+// the read loop: a switch-out sample (stack interned), the switch-out and
+// switch-in records, through the reorder queue and the off-CPU accounting,
+// over 64 threads. ns/op is per record.
+func BenchmarkHandleSwitch(b *testing.B) {
+	e, st := benchEngine(b, true)
+	chains := realChains(b, 16)
+	pid := uint32(os.Getpid())
+	var rec perf.Record
+	t := uint64(1_000_000_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 3 {
+		tid := uint32(1 + i%64)
+		t += 7_000 // 3 records every 7 µs: about 430 k records/s of input
+		rec = perf.Record{Type: perf.RecordSample}
+		rec.Sample = perf.Sample{Pid: pid, Tid: tid, Time: t, Kind: perf.EventSwitch, Callchain: chains[i%len(chains)]}
+		e.handle(&rec)
+		rec = perf.Record{Type: perf.RecordSwitch, Misc: perf.MiscSwitchOut}
+		rec.ID = perf.SampleID{Pid: pid, Tid: tid, Time: t + 100}
+		e.handle(&rec)
+		rec = perf.Record{Type: perf.RecordSwitch}
+		rec.ID = perf.SampleID{Pid: pid, Tid: tid, Time: t + 3_000_000}
+		e.handle(&rec)
+		if len(st.batch.samples) > 1<<16 {
+			b.StopTimer()
+			st.batch = newBatch()
+			e.buffered = 0
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}

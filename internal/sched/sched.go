@@ -1,6 +1,10 @@
 package sched
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/perfprof/perfprof/internal/convention"
+)
 
 // State is why a thread is off-CPU.
 type State uint8
@@ -17,9 +21,9 @@ const (
 func (s State) String() string {
 	switch s {
 	case Blocked:
-		return "blocked"
+		return convention.ThreadStateBlocked
 	case Runnable:
-		return "runnable"
+		return convention.ThreadStateRunnable
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }

@@ -1,0 +1,85 @@
+package perfprofreceiver
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/perfprof/perfprof/internal/profiler"
+	"github.com/perfprof/perfprof/internal/sched"
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
+
+// TestREADMEListsEveryAttribute builds profiles from a snapshot that takes
+// every branch of the conversion (on- and off-CPU, joined, with worker and
+// CPU delta, GNU and Go build ids) and checks that the README's attribute
+// table lists exactly the keys that come out, so that it cannot drift.
+func TestREADMEListsEveryAttribute(t *testing.T) {
+	gnu := &symbolize.Mapping{Start: 0x1000, Limit: 0x2000, Path: "/usr/lib/libc.so.6", BuildID: "0123456789012345678901234567890123456789"}
+	gob := &symbolize.Mapping{Start: 0x3000, Limit: 0x4000, Path: "/app", BuildID: "abc/def"}
+	locs := []*profiler.Location{
+		{Addr: 0x1100, Mapping: gnu, Frames: []symbolize.Frame{{Function: "memcpy"}}},
+		{Addr: 0x3100, Mapping: gob, Frames: []symbolize.Frame{{Function: "main.main"}}},
+	}
+	snap := profiler.Snapshot{
+		Pid: 100, Exe: "/app", Comm: "app", Resource: -1, Start: 1, End: 1e9,
+		Stacks:  [][]*profiler.Location{locs},
+		Threads: map[uint32]string{7: "worker"},
+		Samples: []profiler.Sample{
+			{Time: 10, Weight: 20_000, Tid: 7, CPU: 1, Stack: 0,
+				Link: profiler.Link{Linked: true, TraceID: [16]byte{1}, SpanID: [8]byte{1}, Worker: 2, Root: "GET /"}},
+			{Time: 20, Weight: 10_000_000, Tid: 7, Stack: 0, State: sched.Blocked, Link: profiler.Link{Worker: -1}},
+		},
+	}
+	pd, n := buildProfiles([]profiler.Snapshot{snap}, profileParams{frequency: 99, offCPUInterval: 10_000_000})
+	require.Equal(t, 2, n)
+	emitted := map[string]string{}
+	dict := pd.Dictionary()
+	key := func(i int32) string { return dict.StringTable().At(int(dict.AttributeTable().At(int(i)).KeyStrindex())) }
+	rp := pd.ResourceProfiles().At(0)
+	for k := range rp.Resource().Attributes().All() {
+		emitted[k] = "resource"
+	}
+	profs := rp.ScopeProfiles().At(0).Profiles()
+	for i := range profs.Len() {
+		forEachSample(profs.At(i), func(s pprofile.Sample) {
+			for _, a := range s.AttributeIndices().AsRaw() {
+				emitted[key(a)] = "sample"
+			}
+		})
+	}
+	for i := 1; i < dict.MappingTable().Len(); i++ {
+		for _, a := range dict.MappingTable().At(i).AttributeIndices().AsRaw() {
+			emitted[key(a)] = "mapping"
+		}
+	}
+
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	row := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| (resource|sample|mapping) \\|")
+	listed := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		listed[m[1]] = m[2]
+	}
+	require.Equal(t, sorted(emitted), sorted(listed), "README attribute table (key and where) against what buildProfiles emits")
+}
+
+func forEachSample(p pprofile.Profile, fn func(pprofile.Sample)) {
+	for i := range p.Samples().Len() {
+		fn(p.Samples().At(i))
+	}
+}
+
+func sorted(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, v+" "+k)
+	}
+	sort.Strings(out)
+	return slices.Clip(out)
+}

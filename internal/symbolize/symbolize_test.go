@@ -334,6 +334,39 @@ func TestCacheSharing(t *testing.T) {
 	}
 }
 
+// TestCacheByteBound bounds the cache below what libc's tables take: the
+// binaries stay within the bound except the one in use, lookups that
+// alternate stay right, and without a bound both stay parsed.
+func TestCacheByteBound(t *testing.T) {
+	ch := start(t, build(t, "c-nog"))
+	p, c := openProcess(t, ch.pid, Options{})
+	lookupOne(t, p, ch.addr(t, "burn_a"))
+	lookupOne(t, p, ch.addr(t, "getpid"))
+	both := c.Stats()
+	if both.BinariesParsed < 2 || both.BinariesEvicted != 0 {
+		t.Fatalf("unbounded: %+v", both)
+	}
+	bound := both.BytesHeld / 2
+	p, c = openProcess(t, ch.pid, Options{MaxBytes: bound})
+	for range 3 {
+		if f := lookupOne(t, p, ch.addr(t, "getpid")); !strings.Contains(f.Function, "getpid") {
+			t.Errorf("getpid: %+v", f)
+		}
+		// libc alone is over the bound, but it is in use: it stays.
+		if f := lookupOne(t, p, ch.addr(t, "burn_a")); f.Function != "burn_a" {
+			t.Errorf("burn_a: %+v", f)
+		}
+		// The program is the binary in use now: libc goes.
+		c.Trim()
+		if s := c.Stats(); s.BytesHeld > bound {
+			t.Errorf("holds %d bytes with a bound of %d", s.BytesHeld, bound)
+		}
+	}
+	if s := c.Stats(); s.BinariesEvicted < 2 {
+		t.Errorf("nothing evicted for bytes: %+v", s)
+	}
+}
+
 // TestCacheEviction runs with room for one binary: lookups that alternate
 // between the executable and libc evict and re-open, and stay right.
 func TestCacheEviction(t *testing.T) {

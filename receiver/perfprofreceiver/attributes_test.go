@@ -40,7 +40,9 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 	require.Equal(t, 2, n)
 	emitted := map[string]string{}
 	dict := pd.Dictionary()
-	key := func(i int32) string { return dict.StringTable().At(int(dict.AttributeTable().At(int(i)).KeyStrindex())) }
+	key := func(i int32) string {
+		return dict.StringTable().At(int(dict.AttributeTable().At(int(i)).KeyStrindex()))
+	}
 	rp := pd.ResourceProfiles().At(0)
 	for k := range rp.Resource().Attributes().All() {
 		emitted[k] = "resource"

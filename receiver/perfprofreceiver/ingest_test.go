@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -32,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/perfprof/perfprof/internal/profiler"
+	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadatatest"
 )
@@ -110,10 +110,10 @@ func TestIngestHTTPProtoAndJSON(t *testing.T) {
 	js, err := req.MarshalJSON()
 	require.NoError(t, err)
 
-	resp, body := post(t, "http://"+r.httpAddr+"/v1/traces", "application/x-protobuf", pb)
+	resp, body := post(t, "http://"+r.server.HTTPAddr+"/v1/traces", "application/x-protobuf", pb)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Equal(t, "application/x-protobuf", resp.Header.Get("Content-Type"))
-	resp, body = post(t, "http://"+r.httpAddr+"/v1/traces", "application/json", js)
+	resp, body = post(t, "http://"+r.server.HTTPAddr+"/v1/traces", "application/json", js)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 
@@ -140,7 +140,7 @@ func TestIngestHTTPProtoAndJSON(t *testing.T) {
 func TestIngestHTTPRejectsBadRequests(t *testing.T) {
 	sink := new(consumertest.TracesSink)
 	r := ingestReceiver(t, sink, nil)
-	url := "http://" + r.httpAddr + "/v1/traces"
+	url := "http://" + r.server.HTTPAddr + "/v1/traces"
 
 	resp, body := post(t, url, "application/x-protobuf", []byte{0x0a, 0xff, 0xff, 0xff})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
@@ -180,10 +180,10 @@ func TestIngestPipelineErrors(t *testing.T) {
 			req := ptraceotlp.NewExportRequestFromTraces(testTraces())
 			pb, err := req.MarshalProto()
 			require.NoError(t, err)
-			resp, _ := post(t, "http://"+r.httpAddr+"/v1/traces", "application/x-protobuf", pb)
+			resp, _ := post(t, "http://"+r.server.HTTPAddr+"/v1/traces", "application/x-protobuf", pb)
 			require.Equal(t, tc.httpCode, resp.StatusCode)
 
-			conn, err := grpc.NewClient(r.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(r.server.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			require.NoError(t, err)
 			defer conn.Close()
 			_, err = ptraceotlp.NewGRPCClient(conn).Export(context.Background(), req)
@@ -195,7 +195,7 @@ func TestIngestPipelineErrors(t *testing.T) {
 func TestIngestGRPC(t *testing.T) {
 	sink := new(consumertest.TracesSink)
 	r := ingestReceiver(t, sink, nil)
-	conn, err := grpc.NewClient(r.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(r.server.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
 	td := testTraces()
@@ -223,7 +223,8 @@ func FuzzIngestHTTP(f *testing.F) {
 	}
 	r.traces = consumertest.NewNop()
 	r.prof = openScripted(f, profiler.Options{})
-	ts := &tracesServer{r: r, transport: "http", obs: mustObs(f, r)}
+	require.NoError(f, r.initObs())
+	ts := otlpserver.HTTPHandler(r.consumeSpans)
 	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
 		ct := "application/x-protobuf"
 		if asJSON {
@@ -232,7 +233,7 @@ func FuzzIngestHTTP(f *testing.F) {
 		hr := httptest.NewRequest(http.MethodPost, "/v1/traces", bytes.NewReader(body))
 		hr.Header.Set("Content-Type", ct)
 		w := httptest.NewRecorder()
-		ts.serveHTTP(w, hr)
+		ts.ServeHTTP(w, hr)
 		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
 			t.Fatalf("status %d for %d bytes", w.Code, len(body))
 		}
@@ -240,14 +241,6 @@ func FuzzIngestHTTP(f *testing.F) {
 			t.Fatalf("index over its bound")
 		}
 	})
-}
-
-func mustObs(f *testing.F, r *perfprofReceiver) *receiverhelper.ObsReport {
-	o, err := r.obsReport("http")
-	if err != nil {
-		f.Fatal(err)
-	}
-	return o
 }
 
 func attrSet(k, v string) attribute.Set { return attribute.NewSet(attribute.String(k, v)) }

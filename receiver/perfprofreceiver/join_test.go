@@ -75,7 +75,7 @@ func TestJoinGroundTruth(t *testing.T) {
 	require.Same(t, pr.(signal).Value(), tr.(signal).Value(), "one receiver instance for both signals")
 	require.NoError(t, pr.Start(context.Background(), nil))
 	require.NoError(t, tr.Start(context.Background(), nil))
-	addr := pr.(signal).Value().grpcAddr
+	addr := pr.(signal).Value().server.GRPCAddr
 
 	child := testchild.Start(t, bin, "-endpoint", addr, "-workers", "2", "-late", "2s", "-duration", "16s", "-wait", "5ms")
 	require.Eventually(t, func() bool { return pr.(signal).Value().prof.Attached(child.Pid) }, 3*time.Second, 50*time.Millisecond)

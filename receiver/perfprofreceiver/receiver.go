@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -13,13 +12,14 @@ import (
 	"go.opentelemetry.io/collector/consumer/xconsumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
+	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
 
@@ -44,10 +44,8 @@ type perfprofReceiver struct {
 	resources   []pcommon.Resource
 	resourceIdx map[string]int32
 
-	grpcServer         *grpc.Server
-	httpServer         *http.Server
-	grpcAddr, httpAddr string // where they listen, once started
-	serveWG            sync.WaitGroup
+	server *otlpserver.Server
+	obs    map[string]*receiverhelper.ObsReport // by transport
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -66,19 +66,27 @@ func TestIntern(t *testing.T) {
 		{"mapping", func(b *Builder) int32 { return b.Mapping(Mapping{Start: 1, Limit: 2, Offset: 3, File: "/a"}) }, []func(*Builder) int32{
 			func(b *Builder) int32 { return b.Mapping(Mapping{Start: 1, Limit: 2, Offset: 4, File: "/a"}) },
 			func(b *Builder) int32 { return b.Mapping(Mapping{Start: 1, Limit: 2, Offset: 3, File: "/b"}) },
-			func(b *Builder) int32 { return b.Mapping(Mapping{Start: 1, Limit: 2, Offset: 3, File: "/a", BuildID: "x"}) },
+			func(b *Builder) int32 {
+				return b.Mapping(Mapping{Start: 1, Limit: 2, Offset: 3, File: "/a", BuildID: "x"})
+			},
 		}},
-		{"function", func(b *Builder) int32 { return b.Function(Function{Name: "f", SystemName: "_Z1fv", File: "f.c", StartLine: 3}) },
+		{"function", func(b *Builder) int32 {
+			return b.Function(Function{Name: "f", SystemName: "_Z1fv", File: "f.c", StartLine: 3})
+		},
 			[]func(*Builder) int32{
 				func(b *Builder) int32 { return b.Function(Function{Name: "f", File: "f.c", StartLine: 3}) },
-				func(b *Builder) int32 { return b.Function(Function{Name: "f", SystemName: "_Z1fv", File: "f.c", StartLine: 4}) },
+				func(b *Builder) int32 {
+					return b.Function(Function{Name: "f", SystemName: "_Z1fv", File: "f.c", StartLine: 4})
+				},
 			}},
 		{"location", func(b *Builder) int32 { return b.Location(0x10, 1, Line{Function: 1, Line: 2}) }, []func(*Builder) int32{
 			func(b *Builder) int32 { return b.Location(0x11, 1, Line{Function: 1, Line: 2}) },
 			func(b *Builder) int32 { return b.Location(0x10, 2, Line{Function: 1, Line: 2}) },
 			func(b *Builder) int32 { return b.Location(0x10, 1, Line{Function: 1, Line: 3}) },
 			func(b *Builder) int32 { return b.Location(0x10, 1, Line{Function: 1, Line: 2, Column: 1}) },
-			func(b *Builder) int32 { return b.Location(0x10, 1, Line{Function: 1, Line: 2}, Line{Function: 1, Line: 2}) },
+			func(b *Builder) int32 {
+				return b.Location(0x10, 1, Line{Function: 1, Line: 2}, Line{Function: 1, Line: 2})
+			},
 			func(b *Builder) int32 { return b.Location(0x10, 1) },
 		}},
 		{"stack", func(b *Builder) int32 { return b.Stack([]int32{1, 2}) }, []func(*Builder) int32{

@@ -119,6 +119,8 @@ func AddSpan(td ptrace.Traces, service string, pid int, name string, trace [16]b
 		switch v := v.(type) {
 		case int:
 			s.Attributes().PutInt(k, int64(v))
+		case float64:
+			s.Attributes().PutDouble(k, v)
 		case bool:
 			s.Attributes().PutBool(k, v)
 		case string:

@@ -304,7 +304,7 @@ func (b *batch) addProfile(p *profileDict, prof pprofile.Profile, res resource, 
 		s := samples.At(i)
 		g := sampleGroup{stack: b.stack(p, s.StackIndex()), worker: convention.NoWorker, pid: res.pid}
 		if off {
-			g.source = 1
+			g.source = convention.SourceOffCPU
 		}
 		ai := s.AttributeIndices()
 		for j := range ai.Len() {

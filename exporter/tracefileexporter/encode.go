@@ -72,7 +72,7 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			if g.root != "" {
 				x.SpanRootName = wire.Some(g.root)
 			}
-			if g.source == 1 {
+			if g.source == convention.SourceOffCPU {
 				x.ValueNs = wire.Some(ev.val)
 				if g.state != 0 {
 					x.ThreadState = wire.Some(g.state)

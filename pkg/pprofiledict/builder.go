@@ -170,10 +170,11 @@ func (b *Builder) Mapping(m Mapping) int32 {
 }
 
 // BuildIDKey returns the mapping attribute that holds build id id:
-// convention.BuildIDGNU for a GNU build id (40 hex digits, a SHA-1), else
-// convention.BuildIDGo (Go's build ids are slash-separated hashes).
+// convention.BuildIDGNU for a GNU build id (hex digits: 40 for the usual
+// SHA-1, 32 for MD5 or UUID ids), else convention.BuildIDGo (Go's build
+// ids are slash-separated base64 hashes).
 func BuildIDKey(id string) string {
-	if len(id) == 40 && !strings.ContainsRune(id, '/') {
+	if id != "" && len(id)%2 == 0 && strings.Trim(id, "0123456789abcdefABCDEF") == "" {
 		return convention.BuildIDGNU
 	}
 	return convention.BuildIDGo

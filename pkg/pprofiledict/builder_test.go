@@ -132,8 +132,11 @@ func TestEntries(t *testing.T) {
 
 	for _, c := range []struct{ id, key string }{
 		{"0123456789abcdef0123456789abcdef01234567", convention.BuildIDGNU},
+		{"0123456789abcdef0123456789abcdef", convention.BuildIDGNU},
+		{"0123456789ABCDEF0123456789ABCDEF01234567", convention.BuildIDGNU},
 		{"abc/def/ghi/jkl", convention.BuildIDGo},
-		{"0123456789abcdef", convention.BuildIDGo},
+		{"Xz3_-aQ1bC/0123456789abcdef", convention.BuildIDGo},
+		{"0123456789abcdef0", convention.BuildIDGo},
 	} {
 		mi := b.Mapping(Mapping{Start: 0x1000, Limit: 0x2000, Offset: 0x100, File: "/bin/x", BuildID: c.id})
 		m := d.MappingTable().At(int(mi))

@@ -16,9 +16,10 @@ import (
 
 func init() {
 	register(&command{
-		name:    "dump",
-		summary: "print every event as a JSON line: {\"name\", \"ts\", \"fields\": {…}} (callchains symbolized where the file has symbols)",
-		usage:   "[--kinds K1,K2] [--no-symbols] [-o FILE] FILE|DIR…",
+		name: "dump",
+		summary: "print every event as a JSON line: {\"name\", \"ts\", \"file\" (several inputs only), \"fields\": {…}} " +
+			"(callchains symbolized where the file has symbols)",
+		usage: "[--kinds K1,K2] [--no-symbols] [-o FILE] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			kinds := fs.String("kinds", "", "only these event kinds, comma-separated schema names (e.g. CpuSampleEvent,PollStartEvent)")
 			noSyms := fs.Bool("no-symbols", false, "do not symbolize callchains (skips the pass that reads the symbol table)")

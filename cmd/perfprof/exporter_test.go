@@ -20,6 +20,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // exported is what TestExporterFiles sends through the real exporter, and
@@ -73,8 +74,8 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 	// 4th poll lasts 3 ms (long), the others 0.5 ms.
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", "shop")
-	rs.Resource().Attributes().PutInt("process.pid", 777)
+	rs.Resource().Attributes().PutStr(convention.ServiceName, "shop")
+	rs.Resource().Attributes().PutInt(convention.ProcessPid, 777)
 	spans := rs.ScopeSpans().AppendEmpty().Spans()
 	type req struct {
 		worker, tid   int
@@ -96,7 +97,7 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 		root.SetSpanID(r.root)
 		root.SetStartTimestamp(pcommon.Timestamp(r.start))
 		root.SetEndTimestamp(pcommon.Timestamp(r.start + 4_000_000))
-		root.Attributes().PutInt("thread.id", int64(r.tid))
+		root.Attributes().PutInt(convention.ThreadID, int64(r.tid))
 		poll := spans.AppendEmpty()
 		poll.SetName("poll checkout")
 		poll.SetTraceID(traceID)
@@ -104,8 +105,8 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 		poll.SetParentSpanID(r.root)
 		poll.SetStartTimestamp(pcommon.Timestamp(r.start + 100_000))
 		poll.SetEndTimestamp(pcommon.Timestamp(r.start + 100_000 + r.pollNs))
-		poll.Attributes().PutInt("thread.id", int64(r.tid))
-		poll.Attributes().PutInt("worker.id", int64(r.worker))
+		poll.Attributes().PutInt(convention.ThreadID, int64(r.tid))
+		poll.Attributes().PutInt(convention.WorkerID, int64(r.worker))
 	}
 	if err := te.ConsumeTraces(t.Context(), td); err != nil {
 		t.Fatal(err)
@@ -138,8 +139,8 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 	off := b.Profile(777, "shop", true)
 
 	threadAttrs := func(r req) []int32 {
-		return []int32{b.Attr("thread.id", r.tid), b.Attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", r.worker)),
-			b.Attr("worker.id", r.worker), b.Attr("span.root.name", "GET /checkout")}
+		return []int32{b.Attr(convention.ThreadID, r.tid), b.Attr(convention.ThreadName, fmt.Sprintf("tokio-rt-worker-%d", r.worker)),
+			b.Attr(convention.WorkerID, r.worker), b.Attr(convention.RootName, "GET /checkout")}
 	}
 	add := func(p pprofile.Profile, st int32, r req, span pcommon.SpanID, extra []int32, ts uint64, v int64) {
 		var link int32
@@ -170,12 +171,12 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 			ex.onCPU++
 		}
 		// Blocked 1 ms in the lock, inside the root span.
-		add(off, blockS, r, r.root, []int32{b.Attr("thread.state", "blocked")}, r.start+3_000_000, 1_000_000)
+		add(off, blockS, r, r.root, []int32{b.Attr(convention.ThreadState, convention.ThreadStateBlocked)}, r.start+3_000_000, 1_000_000)
 		ex.blocked++
 		ex.blockedNs += 1_000_000
 		// Preempted while parsing: i × 10 µs waiting for a CPU.
 		delay := int64(i+1) * 10_000
-		add(off, preemptS, r, r.poll, []int32{b.Attr("thread.state", "runnable")}, pollStart+50_000, delay)
+		add(off, preemptS, r, r.poll, []int32{b.Attr(convention.ThreadState, convention.ThreadStateRunnable)}, pollStart+50_000, delay)
 		ex.runnableNs = append(ex.runnableNs, delay)
 	}
 	ex.hotShare = float64(ex.hot) / float64(ex.onCPU)

@@ -15,7 +15,7 @@ func init() {
 	register(&command{
 		name:    "html",
 		summary: "write a self-contained HTML page: flamegraphs (on-CPU, off-CPU) and a timeline of workers and threads with polls, spans and parks",
-		usage:   "-o OUT.html FILE|DIR…",
+		usage:   "-o OUT.html [--title TITLE] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags
 			in.declare(fs)
@@ -56,8 +56,8 @@ func init() {
 }
 
 // htmlData converts a trace for the HTML view: one timeline row per worker
-// and one per other thread; polls and parks on their worker's row, spans on
-// their worker's or thread's row.
+// and one per other thread; polls and parks on their worker's row, spans of
+// no worker on their thread's row (a worker's spans are its polls and parks).
 func htmlData(t *analysis.Trace) *htmlview.Data {
 	d := &htmlview.Data{Start: int64(t.Start)}
 	d.Frames = make([]htmlview.Frame, len(t.Frames))

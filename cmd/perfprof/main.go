@@ -29,7 +29,8 @@ type command struct {
 	name    string
 	summary string
 	usage   string // argument synopsis
-	// run parses its flags from fs (already declared by setup) and runs.
+	// setup declares the command's flags on fs and returns the function
+	// that runs the command once fs has parsed them.
 	setup func(fs *flag.FlagSet) func(e *env, args []string) error
 }
 

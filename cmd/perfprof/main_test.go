@@ -17,6 +17,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -363,7 +364,7 @@ func checkSynthCLI(t *testing.T, path string, truth analysistest.Truth, legacy b
 		if spans[analysistest.HotSpan] != int64(truth.Hot) {
 			t.Errorf("pprof span label: %v", spans)
 		}
-		if len(p.SampleType) != 3 || p.SampleType[2].Type != "off_cpu" || p.SampleType[2].Unit != "nanoseconds" {
+		if len(p.SampleType) != 3 || p.SampleType[2].Type != convention.OffCPUType || p.SampleType[2].Unit != convention.OffCPUUnit {
 			t.Errorf("sample types %v", p.SampleType)
 		}
 	}

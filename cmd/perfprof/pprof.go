@@ -9,13 +9,14 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/perfprof/perfprof/internal/analysis"
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 func init() {
 	register(&command{
 		name: "pprof",
-		summary: "write a pprof profile (samples/count of on-CPU samples; off_cpu_samples/count and off_cpu/nanoseconds " +
-			"when there are off-CPU samples) with labels thread, tid, worker, span, root_span, trace_id, pid",
+		summary: "write a pprof profile (samples/count of on-CPU samples; off_cpu_samples/count when there are off-CPU samples, " +
+			"and off_cpu/nanoseconds when they carry value_ns) with labels thread, tid, worker, span, root_span, trace_id, pid",
 		usage: "-o OUT.pb.gz FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags
@@ -47,6 +48,9 @@ func init() {
 	})
 }
 
+// offCPUSamplesType counts off-CPU samples, for traces without value_ns.
+const offCPUSamplesType = convention.OffCPUType + "_samples"
+
 // Sample value indices of the profile.
 const (
 	vSamples    = 0 // on-CPU samples
@@ -66,17 +70,17 @@ func buildProfile(t *analysis.Trace) (*profile.Profile, error) {
 		}
 	}
 	p := &profile.Profile{
-		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}},
-		DefaultSampleType: "samples",
-		PeriodType:        &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		SampleType:        []*profile.ValueType{{Type: convention.OnCPUSampleType, Unit: convention.OnCPUSampleUnit}},
+		DefaultSampleType: convention.OnCPUSampleType,
+		PeriodType:        &profile.ValueType{Type: convention.OnCPUPeriodType, Unit: convention.OnCPUPeriodUnit},
 	}
 	if hasOff {
-		p.SampleType = append(p.SampleType, &profile.ValueType{Type: "off_cpu_samples", Unit: "count"})
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: offCPUSamplesType, Unit: convention.OnCPUSampleUnit})
 	}
 	if hasNs {
-		p.SampleType = append(p.SampleType, &profile.ValueType{Type: "off_cpu", Unit: "nanoseconds"})
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: convention.OffCPUType, Unit: convention.OffCPUUnit})
 	}
-	if v, err := strconv.ParseInt(t.Metadata["perfprof.sample_period_ns"], 10, 64); err == nil {
+	if v, err := strconv.ParseInt(t.Metadata[convention.MetaSamplePeriod], 10, 64); err == nil {
 		p.Period = v
 	}
 	if w, ok := t.Wall(t.Start); ok {
@@ -92,7 +96,7 @@ func buildProfile(t *analysis.Trace) (*profile.Profile, error) {
 	// One mapping for everything, marked symbolized, so that pprof does not
 	// try to symbolize the addresses itself.
 	name := "trace"
-	if svc := t.Metadata["service"]; svc != "" {
+	if svc := t.Metadata[convention.MetaService]; svc != "" {
 		name = svc
 	}
 	m := &profile.Mapping{ID: 1, Start: 0, Limit: ^uint64(0), File: name,

@@ -16,7 +16,7 @@ func init() {
 	register(&command{
 		name:    "report",
 		summary: "print a text report: samples, hot functions overall, per worker, per span and root span, long polls, blocking stacks, scheduling delay",
-		usage:   "[--top N] [--long DURATION] [--groups N] [--polls N] [--stacks N] FILE|DIR…",
+		usage:   "[--top N] [--long DURATION] [--groups N] [--polls N] [--stacks N] [--depth N] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var o reportOpts
 			o.in.declare(fs)

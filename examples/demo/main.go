@@ -57,6 +57,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // tokenize counts the fields of a request line. It iterates over them
@@ -154,8 +156,8 @@ func worker(tr trace.Tracer, d *data, index int, stop <-chan struct{}, wg *sync.
 	defer runtime.UnlockOSThread()
 	tid := syscall.Gettid()
 	ids := trace.WithAttributes(
-		attribute.Int64("thread.id", int64(tid)),
-		attribute.Int64("worker.id", int64(index)),
+		attribute.Int64(convention.ThreadID, int64(tid)),
+		attribute.Int64(convention.WorkerID, int64(index)),
 	)
 	rng := rand.New(rand.NewSource(int64(2 + index)))
 	// debt carries each step's overrun (a function call runs to its end)
@@ -266,7 +268,7 @@ func main() {
 	res, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
 		resource.WithProcessPID(),
-		resource.WithAttributes(attribute.String("service.name", "perfprof-demo")),
+		resource.WithAttributes(attribute.String(convention.ServiceName, "perfprof-demo")),
 	)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "perfprof-demo: resource: %v\n", err)

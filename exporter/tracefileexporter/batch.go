@@ -11,27 +11,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
-// Attribute keys read from samples, spans and resources (the receiver's
-// and OpenTelemetry's semantic conventions; docs/trace-conventions.md).
+// The attribute keys read from samples, spans and resources are
+// internal/convention's (docs/trace-conventions.md); those of spans that
+// say where a span ran come from the configuration (CorrelationConfig).
 const (
-	attrThreadID     = "thread.id"
-	attrThreadName   = "thread.name"
-	attrWorkerID     = "worker.id"
-	attrWorkerPark   = "worker.park"
-	attrRootName     = "span.root.name"
-	attrCPU          = "cpu.logical_number"
-	attrThreadState  = "thread.state"
-	attrThreadCPU    = "thread.cpu_time_ns"
-	attrPid          = "process.pid"
-	attrService      = "service.name"
-	attrHost         = "host.name"
-	attrCodeFile     = "code.file.path"
-	attrCodeLine     = "code.line.number"
-	attrCodeColumn   = "code.column.number"
-	noWorker         = 255
 	maxRepeat        = 10000 // most events one OTLP sample value may stand for
 	kernelAddrStart  = 0xffff_8000_0000_0000
 	syntheticAddrBit = 1 << 63
@@ -153,17 +140,8 @@ func (p *profileDict) attr(i int32) attr {
 		kv := t.At(int(i))
 		a.key = p.str(kv.KeyStrindex())
 		v := kv.Value()
-		switch v.Type() {
-		case pcommon.ValueTypeInt:
-			a.num, a.isN = v.Int(), true
-		case pcommon.ValueTypeStr:
-			a.str = v.Str()
-			if n, err := strconv.ParseInt(a.str, 10, 64); err == nil {
-				a.num, a.isN = n, true
-			}
-		default:
-			a.str = v.AsString()
-		}
+		a.str = v.AsString()
+		a.num, a.isN = convention.Int(v.AsRaw())
 	}
 	p.attrs[i] = a
 	return a
@@ -296,13 +274,13 @@ type resource struct {
 
 func resourceOf(attrs pcommon.Map) resource {
 	var r resource
-	if v, ok := attrs.Get(attrService); ok {
+	if v, ok := attrs.Get(convention.ServiceName); ok {
 		r.service = v.AsString()
 	}
-	if v, ok := attrs.Get(attrHost); ok {
+	if v, ok := attrs.Get(convention.HostName); ok {
 		r.host = v.AsString()
 	}
-	if n, ok := intAttr(attrs, attrPid); ok && n >= 0 && n <= 1<<32-1 {
+	if n, ok := getInt(attrs, convention.ProcessPid); ok && n >= 0 && n <= 1<<32-1 {
 		r.pid = wire.Some(uint32(n))
 	}
 	return r
@@ -317,44 +295,39 @@ func (b *batch) addResource(r resource) {
 }
 
 func (b *batch) addProfile(p *profileDict, prof pprofile.Profile, res resource, unix func(uint64) uint64) {
-	off := p.str(prof.SampleType().TypeStrindex()) == "off_cpu"
-	if !off && prof.Period() > 0 && p.str(prof.PeriodType().UnitStrindex()) == "nanoseconds" {
+	off := p.str(prof.SampleType().TypeStrindex()) == convention.OffCPUType
+	if !off && prof.Period() > 0 && p.str(prof.PeriodType().UnitStrindex()) == convention.OnCPUPeriodUnit {
 		b.period = prof.Period()
 	}
 	samples := prof.Samples()
 	for i := range samples.Len() {
 		s := samples.At(i)
-		g := sampleGroup{stack: b.stack(p, s.StackIndex()), worker: noWorker, pid: res.pid}
+		g := sampleGroup{stack: b.stack(p, s.StackIndex()), worker: convention.NoWorker, pid: res.pid}
 		if off {
-			g.source = 1
+			g.source = convention.SourceOffCPU
 		}
 		ai := s.AttributeIndices()
 		for j := range ai.Len() {
 			a := p.attr(ai.At(j))
 			switch a.key {
-			case attrThreadID:
+			case convention.ThreadID:
 				if a.isN && a.num >= 0 && a.num <= 1<<32-1 {
 					g.tid = uint32(a.num)
 				}
-			case attrThreadName:
+			case convention.ThreadName:
 				g.name = a.str
-			case attrWorkerID:
+			case convention.WorkerID:
 				if a.isN && a.num >= 0 {
 					g.worker = uint64(a.num)
 				}
-			case attrRootName:
+			case convention.RootName:
 				g.root = a.str
-			case attrCPU:
+			case convention.CPU:
 				if a.isN && a.num >= 0 {
 					g.cpu = wire.Some(uint64(a.num))
 				}
-			case attrThreadState:
-				switch a.str {
-				case "blocked":
-					g.state = wire.ThreadBlocked
-				case "runnable":
-					g.state = wire.ThreadRunnable
-				}
+			case convention.ThreadState:
+				g.state = convention.ThreadStateCode(a.str)
 			}
 		}
 		g.trace, g.span = p.link(s.LinkIndex())
@@ -393,26 +366,23 @@ func (b *batch) addSampleEvents(gi int32, ts uint64, v int64, off bool) {
 	}
 }
 
-func intAttr(m pcommon.Map, key string) (int64, bool) {
+// getInt reads the integer attribute key of m (convention.Int: SDKs type
+// ids differently); "" names no attribute.
+func getInt(m pcommon.Map, key string) (int64, bool) {
+	if key == "" {
+		return 0, false
+	}
 	v, ok := m.Get(key)
 	if !ok {
 		return 0, false
 	}
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeStr:
-		n, err := strconv.ParseInt(v.Str(), 10, 64)
-		return n, err == nil
-	case pcommon.ValueTypeDouble:
-		return int64(v.Double()), true
-	}
-	return 0, false
+	return convention.Int(v.AsRaw())
 }
 
-// addTraces adds the spans of td that say where they ran: a SpanEvent for
-// each, and poll or park events for worker spans.
-func (b *batch) addTraces(td ptrace.Traces, unix func(uint64) uint64) {
+// addTraces adds the spans of td that say where they ran, by the span
+// attributes that keys names: a SpanEvent for each, and poll or park
+// events for worker spans.
+func (b *batch) addTraces(td ptrace.Traces, unix func(uint64) uint64, keys CorrelationConfig) {
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
@@ -422,19 +392,19 @@ func (b *batch) addTraces(td ptrace.Traces, unix func(uint64) uint64) {
 		for j := range sss.Len() {
 			spans := sss.At(j).Spans()
 			for k := range spans.Len() {
-				b.addSpan(spans.At(k), res, unix)
+				b.addSpan(spans.At(k), res, unix, keys)
 			}
 		}
 	}
 }
 
-func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64) {
+func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64, keys CorrelationConfig) {
 	attrs := s.Attributes()
 	var ev spanEv
-	if n, ok := intAttr(attrs, attrThreadID); ok && n >= 0 && n <= 1<<32-1 {
+	if n, ok := getInt(attrs, keys.ThreadIDAttribute); ok && n >= 0 && n <= 1<<32-1 {
 		ev.tid = wire.Some(uint32(n))
 	}
-	if n, ok := intAttr(attrs, attrWorkerID); ok && n >= 0 {
+	if n, ok := getInt(attrs, keys.WorkerIDAttribute); ok && n >= 0 {
 		ev.worker = wire.Some(uint64(n))
 	}
 	if !ev.tid.Valid && !ev.worker.Valid {
@@ -452,16 +422,16 @@ func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64) {
 		ev.parent = hex.EncodeToString(pid[:])
 	}
 	ev.name, ev.service, ev.pid = s.Name(), res.service, res.pid
-	if v, ok := attrs.Get(attrWorkerPark); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
+	if v, ok := attrs.Get(convention.WorkerPark); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
 		ev.park = true
 	}
-	if n, ok := intAttr(attrs, attrThreadCPU); ok && n > 0 {
+	if n, ok := getInt(attrs, convention.SpanCPUTime); ok && n > 0 {
 		ev.cpuTimeNs = uint64(n)
 	}
 	ev.spawnLoc = ev.name
-	if f, ok := attrs.Get(attrCodeFile); ok && f.AsString() != "" {
-		line, _ := intAttr(attrs, attrCodeLine)
-		col, _ := intAttr(attrs, attrCodeColumn)
+	if f, ok := attrs.Get(convention.CodeFilePath); ok && f.AsString() != "" {
+		line, _ := getInt(attrs, convention.CodeLineNumber)
+		col, _ := getInt(attrs, convention.CodeColumnNumber)
 		ev.spawnLoc = f.AsString() + ":" + strconv.FormatInt(line, 10) + ":" + strconv.FormatInt(col, 10)
 	}
 	si := int32(len(b.spans))

@@ -2,7 +2,6 @@ package tracefileexporter
 
 import (
 	"fmt"
-	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,6 +10,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // benchProfiles builds one push as the receiver sends it every report:
@@ -34,8 +36,8 @@ func benchProfiles(n int) pprofile.Profiles {
 	}
 	var threads [8][]int32
 	for th := range threads {
-		threads[th] = []int32{b.Attr("thread.id", 1000+th), b.Attr("thread.name", fmt.Sprintf("tokio-rt-worker-%d", th)),
-			b.Attr("worker.id", th), b.Attr("cpu.logical_number", th%2)}
+		threads[th] = []int32{b.Attr(convention.ThreadID, 1000+th), b.Attr(convention.ThreadName, fmt.Sprintf("tokio-rt-worker-%d", th)),
+			b.Attr(convention.WorkerID, th), b.Attr(convention.CPU, th%2)}
 	}
 	links := make([]int32, 50)
 	for i := range links {

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // Formats of the trace files.
@@ -43,10 +45,30 @@ type Config struct {
 	MaxTotalSize ByteSize `mapstructure:"max_total_size"`
 	// Compress gzips sealed segments.
 	Compress bool `mapstructure:"compress"`
+	// Correlation names the span attributes that say where a span ran,
+	// as the perfprof receiver's correlation section does: give both
+	// components the same names.
+	Correlation CorrelationConfig `mapstructure:"correlation"`
 
 	TimeoutConfig exporterhelper.TimeoutConfig                             `mapstructure:",squash"`
 	QueueConfig   configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	RetryConfig   configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
+
+	_ struct{} // prevent unkeyed literals
+}
+
+// CorrelationConfig names the span attributes that say where a span ran.
+// A span with either becomes a SpanEvent; one with a worker id is also a
+// poll or a park. The attributes of the samples the perfprof receiver
+// writes keep convention's keys whatever these are.
+type CorrelationConfig struct {
+	// ThreadIDAttribute names the integer span attribute that holds the
+	// OS thread id (gettid) the span ran on.
+	ThreadIDAttribute string `mapstructure:"thread_id_attribute"`
+	// WorkerIDAttribute names the integer span attribute that holds a
+	// runtime worker's id (tokio worker, goroutine pool slot, ...); ""
+	// when spans carry none.
+	WorkerIDAttribute string `mapstructure:"worker_id_attribute"`
 
 	_ struct{} // prevent unkeyed literals
 }
@@ -66,6 +88,10 @@ func createDefaultConfig() *Config {
 		// deliver) instead of holding the sender while the disk is full.
 		QueueConfig: configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
 		RetryConfig: retryOff(),
+		Correlation: CorrelationConfig{
+			ThreadIDAttribute: convention.ThreadID,
+			WorkerIDAttribute: convention.WorkerID,
+		},
 	}
 }
 
@@ -99,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RotationInterval != 0 && c.RotationInterval < time.Second {
 		errs = append(errs, fmt.Errorf("rotation_interval %s: must be 0 (off) or at least 1s", c.RotationInterval))
+	}
+	if c.Correlation.ThreadIDAttribute == "" {
+		errs = append(errs, errors.New("correlation.thread_id_attribute: must name a span attribute"))
 	}
 	return errors.Join(errs...)
 }

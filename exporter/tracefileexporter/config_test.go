@@ -36,7 +36,14 @@ func TestLoadConfig(t *testing.T) {
 			c.RotationInterval = 5 * time.Minute
 			c.MaxTotalSize = 200 << 20
 			c.Compress = false
+			c.Correlation.ThreadIDAttribute = "os.tid"
+			c.Correlation.WorkerIDAttribute = "tokio.worker"
 		})},
+		{name: "os_thread", want: withDefaults(func(c *Config) {
+			c.Correlation.ThreadIDAttribute = "os.thread_id"
+			c.Correlation.WorkerIDAttribute = ""
+		})},
+		{name: "no_thread_attribute", wantErr: []string{"correlation.thread_id_attribute: must name a span attribute"}},
 		{name: "bad_format", wantErr: []string{`format "parquet": must be "trc" or "tokiotrc"`}},
 		{name: "bad_size", wantErr: []string{`invalid size "10 furlongs"`}},
 		{name: "small_total", wantErr: []string{"max_total_size (150MiB) must be at least twice max_file_size (100MiB)"}},

@@ -3,6 +3,7 @@ package tracefileexporter
 import (
 	"strconv"
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -71,7 +72,7 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			if g.root != "" {
 				x.SpanRootName = wire.Some(g.root)
 			}
-			if g.source == 1 {
+			if g.source == convention.SourceOffCPU {
 				x.ValueNs = wire.Some(ev.val)
 				if g.state != 0 {
 					x.ThreadState = wire.Some(g.state)
@@ -131,7 +132,7 @@ func (e *traceFile) encodeLegacy(w *wire.LegacyWriter, defs *wire.LegacyDefs, b 
 		}
 		return uint32((ts - e.legacyBase) / 1000) // wraps as the recorder's did
 	}
-	worker := func(id uint64) uint8 { return uint8(min(id, noWorker)) }
+	worker := func(id uint64) uint8 { return uint8(min(id, convention.NoWorker)) }
 	for _, ev := range b.evs {
 		rec := wire.LegacyRecord{TsUs: us(ev.ts)}
 		switch ev.kind {

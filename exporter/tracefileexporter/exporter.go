@@ -216,7 +216,7 @@ func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
 		return errNotStarted
 	}
 	var b batch
-	b.addTraces(td, clk.Mono)
+	b.addTraces(td, clk.Mono, e.cfg.Correlation)
 	e.countSkipped(ctx, "span_no_thread", b.noThread)
 	return e.write(ctx, &b)
 }

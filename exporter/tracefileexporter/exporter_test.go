@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -48,25 +49,25 @@ func buildTestData() (*tracefiletest.ProfBuilder, ptrace.Traces, testData) {
 	for i := range 5 {
 		td.onTimes = append(td.onTimes, td.base+uint64(i)*1_000_000)
 	}
-	attrs := []int32{b.Attr("thread.id", 101), b.Attr("thread.name", "tokio-rt-worker"), b.Attr("worker.id", 1),
-		b.Attr("cpu.logical_number", 3), b.Attr("span.root.name", "GET /cart")}
+	attrs := []int32{b.Attr(convention.ThreadID, 101), b.Attr(convention.ThreadName, "tokio-rt-worker"), b.Attr(convention.WorkerID, 1),
+		b.Attr(convention.CPU, 3), b.Attr(convention.RootName, "GET /cart")}
 	b.Sample(on, td.hotStack, b.Link(traceA, spanA), attrs, td.onTimes, []int64{1, 1, 1, 1, 1})
 
 	off := b.Profile(4242, "checkout", true)
 	td.offTimes = []uint64{td.base + 500_000, td.base + 2_500_000}
 	td.offValues = []int64{300_000, 700_000}
-	offAttrs := []int32{b.Attr("thread.id", 102), b.Attr("thread.name", "blocking"), b.Attr("thread.state", "blocked")}
+	offAttrs := []int32{b.Attr(convention.ThreadID, 102), b.Attr(convention.ThreadName, "blocking"), b.Attr(convention.ThreadState, convention.ThreadStateBlocked)}
 	b.Sample(off, td.offStack, 0, offAttrs, td.offTimes, td.offValues)
 
 	tr := ptrace.NewTraces()
 	// A poll on worker 1 holding the on-CPU samples, then a park, and a
 	// plain thread span; and a span that says nothing of where it ran.
 	tracefiletest.AddSpan(tr, "checkout", 4242, "poll", traceA, spanA, spanP, td.base-100_000, td.base+4_500_000,
-		map[string]any{"thread.id": 101, "worker.id": 1, "code.file.path": "src/cart.rs", "code.line.number": 7, "code.column.number": 5})
+		map[string]any{convention.ThreadID: 101, convention.WorkerID: 1, convention.CodeFilePath: "src/cart.rs", convention.CodeLineNumber: 7, convention.CodeColumnNumber: 5})
 	tracefiletest.AddSpan(tr, "checkout", 4242, "park", traceA, spanB, [8]byte{}, td.base+4_500_000, td.base+9_000_000,
-		map[string]any{"thread.id": 101, "worker.id": 1, "worker.park": true, "thread.cpu_time_ns": 1234})
+		map[string]any{convention.ThreadID: 101, convention.WorkerID: 1, convention.WorkerPark: true, convention.SpanCPUTime: 1234})
 	tracefiletest.AddSpan(tr, "checkout", 4242, "GET /cart", traceA, spanP, [8]byte{}, td.base-200_000, td.base+9_000_000,
-		map[string]any{"thread.id": 101})
+		map[string]any{convention.ThreadID: 101})
 	tracefiletest.AddSpan(tr, "checkout", 4242, "client", traceA, [8]byte{9}, [8]byte{}, td.base, td.base+1, nil)
 	return b, tr, td
 }
@@ -100,11 +101,11 @@ func TestExportTRC(t *testing.T) {
 	for _, p := range md[len(md)-1].Field("entries").Map {
 		meta[p.Key] = p.Value
 	}
-	assert.Equal(t, "checkout", meta["service"])
-	assert.Equal(t, "4242", meta["pid"])
-	assert.Equal(t, "1", meta["runtime.perfprof"])
-	assert.Equal(t, "1000000", meta["perfprof.sample_period_ns"])
-	assert.NotEmpty(t, meta["host"])
+	assert.Equal(t, "checkout", meta[convention.MetaService])
+	assert.Equal(t, "4242", meta[convention.MetaPid])
+	assert.Equal(t, "1", meta[convention.MetaWorkers])
+	assert.Equal(t, "1000000", meta[convention.MetaSamplePeriod])
+	assert.NotEmpty(t, meta[convention.MetaHost])
 
 	// Symbols: the inlined location has two entries, outermost at depth 0.
 	syms := symbolTable(evs)
@@ -151,8 +152,8 @@ func TestExportTRC(t *testing.T) {
 		st, _ := s.Uint("thread_state")
 		w, _ := s.Uint("worker_id")
 		assert.Equal(t, uint64(td.offValues[i]), v)
-		assert.Equal(t, uint64(wire.ThreadBlocked), st)
-		assert.Equal(t, uint64(255), w, "no worker.id: 255")
+		assert.Equal(t, uint64(convention.ThreadStateCodeBlocked), st)
+		assert.Equal(t, uint64(convention.NoWorker), w, "no worker.id")
 		_, linked := s.Str("span_id")
 		assert.False(t, linked)
 	}
@@ -219,9 +220,9 @@ func TestAddressCollision(t *testing.T) {
 	lb := b.Location(0x400100, tracefiletest.F("beta", "/b.c", 2))
 	now := uint64(time.Now().UnixNano())
 	pa := b.Profile(1, "a", false)
-	b.Sample(pa, b.Stack(la), 0, []int32{b.Attr("thread.id", 1)}, []uint64{now}, []int64{1})
+	b.Sample(pa, b.Stack(la), 0, []int32{b.Attr(convention.ThreadID, 1)}, []uint64{now}, []int64{1})
 	pb := b.Profile(2, "b", false)
-	b.Sample(pb, b.Stack(lb), 0, []int32{b.Attr("thread.id", 2)}, []uint64{now + 1}, []int64{1})
+	b.Sample(pb, b.Stack(lb), 0, []int32{b.Attr(convention.ThreadID, 2)}, []uint64{now + 1}, []int64{1})
 	require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
 	require.NoError(t, e.shutdown(t.Context()))
 
@@ -252,7 +253,7 @@ func TestExportLegacy(t *testing.T) {
 		deep[i] = b.Location(0x500000+uint64(i), tracefiletest.F(fmt.Sprintf("rec%d", i), "/r.c", int64(i+1)))
 	}
 	p := b.Profile(4242, "checkout", false)
-	b.Sample(p, b.Stack(deep...), 0, []int32{b.Attr("thread.id", 103)}, []uint64{td.base + 3_000_000}, []int64{1})
+	b.Sample(p, b.Stack(deep...), 0, []int32{b.Attr(convention.ThreadID, 103)}, []uint64{td.base + 3_000_000}, []int64{1})
 	require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
 	require.NoError(t, e.pushTraces(t.Context(), tr))
 	require.NoError(t, e.shutdown(t.Context()))
@@ -304,12 +305,12 @@ func TestNestedWorkerSpans(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestFile(t, dir, nil)
 	base := uint64(time.Now().UnixNano())
-	w := map[string]any{"thread.id": 5, "worker.id": 0}
+	w := map[string]any{convention.ThreadID: 5, convention.WorkerID: 0}
 	children := ptrace.NewTraces()
 	tracefiletest.AddSpan(children, "s", 1, "step1", traceA, [8]byte{1}, spanP, base+1000, base+2000, w)
 	tracefiletest.AddSpan(children, "s", 1, "step2", traceA, [8]byte{2}, spanP, base+2000, base+3000, w)
 	tracefiletest.AddSpan(children, "s", 1, "step2.inner", traceA, [8]byte{3}, [8]byte{2}, base+2100, base+2200, w)
-	tracefiletest.AddSpan(children, "s", 1, "other worker", traceA, [8]byte{4}, spanP, base+1500, base+2500, map[string]any{"worker.id": 1})
+	tracefiletest.AddSpan(children, "s", 1, "other worker", traceA, [8]byte{4}, spanP, base+1500, base+2500, map[string]any{convention.WorkerID: 1})
 	require.NoError(t, e.pushTraces(t.Context(), children))
 	parent := ptrace.NewTraces()
 	tracefiletest.AddSpan(parent, "s", 1, "request", traceA, spanP, [8]byte{}, base, base+4000, w)
@@ -338,4 +339,46 @@ func TestNestedWorkerSpans(t *testing.T) {
 	}
 	assert.Equal(t, []string{"step1", "other worker", "step2.inner", "next"}, polls)
 	assert.Equal(t, 6, spans, "every span is still a SpanEvent")
+}
+
+// TestCorrelationAttributes: spans that say where they ran under the
+// attribute names the correlation section gives (as the receiver's) are
+// read with those names, and the default names are then ignored.
+func TestCorrelationAttributes(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, func(c *Config) {
+		c.Correlation.ThreadIDAttribute = "os.thread_id"
+		c.Correlation.WorkerIDAttribute = "tokio.worker"
+	})
+	base := uint64(time.Now().UnixNano())
+	tr := ptrace.NewTraces()
+	tracefiletest.AddSpan(tr, "s", 1, "on thread", traceA, spanA, [8]byte{}, base, base+1000,
+		map[string]any{"os.thread_id": 4711})
+	// JavaScript SDKs send integers as doubles, some SDKs as strings.
+	tracefiletest.AddSpan(tr, "s", 1, "on worker", traceA, spanB, [8]byte{}, base+2000, base+3000,
+		map[string]any{"os.thread_id": "4712", "tokio.worker": 3.0})
+	tracefiletest.AddSpan(tr, "s", 1, "default names", traceA, spanP, [8]byte{}, base, base+1000,
+		map[string]any{convention.ThreadID: 99, convention.WorkerID: 1})
+	require.NoError(t, e.pushTraces(t.Context(), tr))
+	require.NoError(t, e.shutdown(t.Context()))
+
+	tids, workers := map[string]uint64{}, map[string]uint64{}
+	var polls int
+	for _, ev := range readTRC(t, segmentFiles(t, dir)[0]) {
+		switch ev.Name() {
+		case "SpanEvent":
+			name, _ := ev.Str("name")
+			if tid, ok := ev.Uint("tid"); ok {
+				tids[name] = tid
+			}
+			if w, ok := ev.Uint("worker_id"); ok {
+				workers[name] = w
+			}
+		case "PollStartEvent":
+			polls++
+		}
+	}
+	assert.Equal(t, map[string]uint64{"on thread": 4711, "on worker": 4712}, tids)
+	assert.Equal(t, map[string]uint64{"on worker": 3}, workers)
+	assert.Equal(t, 1, polls, "the worker span is a poll")
 }

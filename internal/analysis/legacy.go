@@ -10,28 +10,12 @@ import (
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
-// legacyNames are the TRC schema names of the legacy records, so that
-// counts and --kinds filters read the same for both formats.
-var legacyNames = map[wire.LegacyCode]string{
-	wire.LegacyPollStart:        "PollStartEvent",
-	wire.LegacyPollEnd:          "PollEndEvent",
-	wire.LegacyWorkerPark:       "WorkerParkEvent",
-	wire.LegacyWorkerUnpark:     "WorkerUnparkEvent",
-	wire.LegacyQueueSample:      "QueueSampleEvent",
-	wire.LegacySpawnLocationDef: "SpawnLocationDef",
-	wire.LegacyTaskSpawn:        "TaskSpawnEvent",
-	wire.LegacyWakeEvent:        "WakeEventEvent",
-	wire.LegacyCpuSample:        "CpuSampleEvent",
-	wire.LegacyCallframeDef:     "CallframeDef",
-	wire.LegacyThreadNameDef:    "ThreadNameDef",
-	wire.LegacySegmentMetadata:  "SegmentMetadataEvent",
-	wire.LegacyTaskTerminate:    "TaskTerminateEvent",
-}
-
-// LegacyName returns the TRC name of a legacy record code.
+// LegacyName returns the TRC name of a legacy record code, the name Scan
+// presents it under, so that counts and --kinds filters read the same for
+// both formats.
 func LegacyName(c wire.LegacyCode) string {
-	if n, ok := legacyNames[c]; ok {
-		return n
+	if s, ok := legacySchemas[c]; ok {
+		return s.Name
 	}
 	return c.String()
 }

@@ -3,25 +3,28 @@ package analysis
 import (
 	"fmt"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // Worker ids with a special meaning in CpuSampleEvent.worker_id.
 const (
-	NoWorker       = 255 // not a runtime worker thread
-	BlockingWorker = 254 // tokio blocking pool
+	NoWorker       = convention.NoWorker // not a runtime worker thread
+	BlockingWorker = 254                 // tokio blocking pool
 )
 
 // Sample sources (CpuSampleEvent.source).
 const (
-	SourceCPU    = 0 // on-CPU: perf frequency sampling
-	SourceOffCPU = 1 // off-CPU: context switch (sched event)
+	SourceCPU    = convention.SourceOnCPU  // on-CPU: perf frequency sampling
+	SourceOffCPU = convention.SourceOffCPU // off-CPU: context switch (sched event)
 )
 
-// Thread states of off-CPU samples (CpuSampleEvent.thread_state).
+// Thread states of off-CPU samples (CpuSampleEvent.thread_state): the
+// convention's codes.
 const (
 	StateUnknown  = 0
-	StateBlocked  = 1
-	StateRunnable = 2
+	StateBlocked  = convention.ThreadStateCodeBlocked
+	StateRunnable = convention.ThreadStateCodeRunnable
 )
 
 // Sample is one CPU sample. It holds no pointers: tables of the Trace

@@ -10,34 +10,35 @@ import (
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
-// Schemas under which Scan presents legacy records: the TRC names, legacy
+// Schemas under which Scan presents legacy records: the TRC names (wire's
+// schemas' where wire has one, the legacy name for definitions), legacy
 // field layouts (strings resolved, timestamps in ns).
 var (
 	legacySchemas = map[wire.LegacyCode]*wire.Schema{
-		wire.LegacyPollStart: {Name: "PollStartEvent", HasTimestamp: true, Fields: []wire.Field{
+		wire.LegacyPollStart: {Name: wire.PollStartSchema.Name, HasTimestamp: true, Fields: []wire.Field{
 			{Name: "worker_id", Type: wire.Varint}, {Name: "local_queue", Type: wire.U8}, {Name: "task_id", Type: wire.Varint},
 			{Name: "spawn_loc", Type: wire.String}}},
-		wire.LegacyPollEnd: {Name: "PollEndEvent", HasTimestamp: true, Fields: []wire.Field{{Name: "worker_id", Type: wire.Varint}}},
-		wire.LegacyWorkerPark: {Name: "WorkerParkEvent", HasTimestamp: true, Fields: []wire.Field{
+		wire.LegacyPollEnd: {Name: wire.PollEndSchema.Name, HasTimestamp: true, Fields: []wire.Field{{Name: "worker_id", Type: wire.Varint}}},
+		wire.LegacyWorkerPark: {Name: wire.WorkerParkSchema.Name, HasTimestamp: true, Fields: []wire.Field{
 			{Name: "worker_id", Type: wire.Varint}, {Name: "local_queue", Type: wire.U8}, {Name: "cpu_time_ns", Type: wire.Varint}}},
-		wire.LegacyWorkerUnpark: {Name: "WorkerUnparkEvent", HasTimestamp: true, Fields: []wire.Field{
+		wire.LegacyWorkerUnpark: {Name: wire.WorkerUnparkSchema.Name, HasTimestamp: true, Fields: []wire.Field{
 			{Name: "worker_id", Type: wire.Varint}, {Name: "local_queue", Type: wire.U8}, {Name: "cpu_time_ns", Type: wire.Varint},
 			{Name: "sched_wait_ns", Type: wire.Varint}}},
 		wire.LegacyQueueSample: {Name: "QueueSampleEvent", HasTimestamp: true, Fields: []wire.Field{{Name: "global_queue", Type: wire.U8}}},
-		wire.LegacySpawnLocationDef: {Name: "SpawnLocationDef", Fields: []wire.Field{
+		wire.LegacySpawnLocationDef: {Name: wire.LegacySpawnLocationDef.String(), Fields: []wire.Field{
 			{Name: "id", Type: wire.U16}, {Name: "location", Type: wire.String}}},
 		wire.LegacyTaskSpawn: {Name: "TaskSpawnEvent", HasTimestamp: true, Fields: []wire.Field{
 			{Name: "task_id", Type: wire.Varint}, {Name: "spawn_loc", Type: wire.String}}},
 		wire.LegacyWakeEvent: {Name: "WakeEventEvent", HasTimestamp: true, Fields: []wire.Field{
 			{Name: "waker_task_id", Type: wire.Varint}, {Name: "woken_task_id", Type: wire.Varint}, {Name: "target_worker", Type: wire.U8}}},
-		wire.LegacyCpuSample: {Name: "CpuSampleEvent", HasTimestamp: true, Fields: []wire.Field{
+		wire.LegacyCpuSample: {Name: wire.CpuSampleSchema.Name, HasTimestamp: true, Fields: []wire.Field{
 			{Name: "worker_id", Type: wire.Varint}, {Name: "tid", Type: wire.U32}, {Name: "source", Type: wire.U8},
 			{Name: "thread_name", Type: wire.Optional(wire.String)}, {Name: "callchain", Type: wire.StackFrames}}},
-		wire.LegacyCallframeDef: {Name: "CallframeDef", Fields: []wire.Field{
+		wire.LegacyCallframeDef: {Name: wire.LegacyCallframeDef.String(), Fields: []wire.Field{
 			{Name: "addr", Type: wire.Varint}, {Name: "symbol", Type: wire.String}, {Name: "location", Type: wire.Optional(wire.String)}}},
-		wire.LegacyThreadNameDef: {Name: "ThreadNameDef", Fields: []wire.Field{
+		wire.LegacyThreadNameDef: {Name: wire.LegacyThreadNameDef.String(), Fields: []wire.Field{
 			{Name: "tid", Type: wire.U32}, {Name: "name", Type: wire.String}}},
-		wire.LegacySegmentMetadata: {Name: "SegmentMetadataEvent", HasTimestamp: true, Fields: []wire.Field{
+		wire.LegacySegmentMetadata: {Name: wire.SegmentMetadataSchema.Name, HasTimestamp: true, Fields: []wire.Field{
 			{Name: "entries", Type: wire.StringMap}}},
 		wire.LegacyTaskTerminate: {Name: "TaskTerminateEvent", HasTimestamp: true, Fields: []wire.Field{
 			{Name: "task_id", Type: wire.Varint}}},
@@ -197,12 +198,12 @@ func Symbols(path string) (map[uint64][]Frame, error) {
 	b := newBuilder(path)
 	_, err := Scan(path, func(ev *wire.Event) error {
 		switch ev.Schema.Name {
-		case "SymbolTableEntry":
+		case wire.SymbolTableEntrySchema.Name:
 			k := b.kindOf(ev.Schema)
 			if k.k == kSymbol {
 				b.event(ev)
 			}
-		case "CallframeDef":
+		case legacySchemas[wire.LegacyCallframeDef].Name:
 			if ev.Schema != legacySchemas[wire.LegacyCallframeDef] {
 				return nil
 			}

@@ -77,23 +77,23 @@ func (b *builder) kindOf(s *wire.Schema) *kind {
 	}
 	k := &kind{name: s.Name}
 	switch s.Name {
-	case "CpuSampleEvent":
+	case wire.CpuSampleSchema.Name:
 		k.k = kCPU
-	case "PollStartEvent":
+	case wire.PollStartSchema.Name:
 		k.k = kPollStart
-	case "PollEndEvent":
+	case wire.PollEndSchema.Name:
 		k.k = kPollEnd
-	case "WorkerParkEvent":
+	case wire.WorkerParkSchema.Name:
 		k.k = kPark
-	case "WorkerUnparkEvent":
+	case wire.WorkerUnparkSchema.Name:
 		k.k = kUnpark
-	case "SymbolTableEntry":
+	case wire.SymbolTableEntrySchema.Name:
 		k.k = kSymbol
-	case "ClockSyncEvent":
+	case wire.ClockSyncSchema.Name:
 		k.k = kClock
-	case "SegmentMetadataEvent":
+	case wire.SegmentMetadataSchema.Name:
 		k.k = kMeta
-	case "SpanEvent":
+	case wire.SpanSchema.Name:
 		k.k = kSpan
 	}
 	for i := range k.idx {

@@ -116,3 +116,10 @@ const (
 
 // NoWorker is the worker id of a trace-file sample outside any worker.
 const NoWorker = 255
+
+// Codes of the source field of a trace file's CpuSampleEvent: which profile
+// the sample comes from.
+const (
+	SourceOnCPU  = 0 // the on-CPU profile (OnCPUSampleType)
+	SourceOffCPU = 1 // the off-CPU profile (OffCPUType)
+)

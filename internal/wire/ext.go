@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/perfprof/perfprof/internal/convention"
+)
 
 // The events perfprof adds to dial9 trace files, as docs/trace-conventions.md
 // describes them: extra optional fields on CpuSampleEvent and its own
@@ -24,10 +28,11 @@ var (
 		{"worker_id", Optional(Varint)}, {"service", Optional(PooledString)}, {"pid", Optional(U32)}}}
 )
 
-// Thread states of CpuSampleExt.ThreadState.
+// Thread states of CpuSampleExt.ThreadState: the codes of the convention's
+// thread.state values, so that both spellings stay one definition.
 const (
-	ThreadBlocked  = 1 // slept, waited on I/O or a lock
-	ThreadRunnable = 2 // preempted, waiting for a CPU
+	ThreadBlocked  = convention.ThreadStateCodeBlocked  // slept, waited on I/O or a lock
+	ThreadRunnable = convention.ThreadStateCodeRunnable // preempted, waiting for a CPU
 )
 
 // CpuSampleExt holds perfprof's fields of a CpuSampleEvent.

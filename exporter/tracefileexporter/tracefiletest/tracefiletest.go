@@ -7,40 +7,29 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // ProfBuilder builds pdata profiles as the perfprof receiver emits them:
 // one dictionary, a ResourceProfiles per process, a sample per timestamp.
 type ProfBuilder struct {
 	Profiles pprofile.Profiles
-	d        pprofile.ProfilesDictionary
-	strs     map[string]int32
-	funcs    map[string]int32
+	// Dict interns the dictionary's entries; the methods below are
+	// shorthands for what tests need most.
+	Dict *pprofiledict.Builder
 }
 
-// NewProfBuilder returns a builder whose dictionary holds the zero entries
+// NewProfBuilder returns a builder whose dictionary holds the empty entries
 // that index 0 of each table stands for.
 func NewProfBuilder() *ProfBuilder {
 	pd := pprofile.NewProfiles()
-	b := &ProfBuilder{Profiles: pd, d: pd.Dictionary(), strs: map[string]int32{}, funcs: map[string]int32{}}
-	b.Str("")
-	b.d.MappingTable().AppendEmpty()
-	b.d.LinkTable().AppendEmpty()
-	b.d.StackTable().AppendEmpty()
-	b.d.AttributeTable().AppendEmpty()
-	return b
+	return &ProfBuilder{Profiles: pd, Dict: pprofiledict.New(pd.Dictionary())}
 }
 
 // Str interns s in the string table.
-func (b *ProfBuilder) Str(s string) int32 {
-	if i, ok := b.strs[s]; ok {
-		return i
-	}
-	i := int32(b.d.StringTable().Len())
-	b.d.StringTable().Append(s)
-	b.strs[s] = i
-	return i
-}
+func (b *ProfBuilder) Str(s string) int32 { return b.Dict.Str(s) }
 
 // Fn is a frame of a location.
 type Fn struct {
@@ -51,73 +40,52 @@ type Fn struct {
 // F returns the frame name in file at line.
 func F(name, file string, line int64) Fn { return Fn{Name: name, File: file, Line: line} }
 
-// Location adds a location at addr whose frames are inlined-first (pprof's
-// order: the last frame owns the address).
+// Location returns the location at addr, in no mapping, whose frames are
+// inlined-first (pprof's order: the last frame owns the address).
 func (b *ProfBuilder) Location(addr uint64, frames ...Fn) int32 {
-	i := int32(b.d.LocationTable().Len())
-	l := b.d.LocationTable().AppendEmpty()
-	l.SetAddress(addr)
-	for _, f := range frames {
-		k := f.Name + "\x00" + f.File
-		fi, ok := b.funcs[k]
-		if !ok {
-			fi = int32(b.d.FunctionTable().Len())
-			fu := b.d.FunctionTable().AppendEmpty()
-			fu.SetNameStrindex(b.Str(f.Name))
-			fu.SetFilenameStrindex(b.Str(f.File))
-			b.funcs[k] = fi
-		}
-		ln := l.Lines().AppendEmpty()
-		ln.SetFunctionIndex(fi)
-		ln.SetLine(f.Line)
+	lines := make([]pprofiledict.Line, len(frames))
+	for i, f := range frames {
+		lines[i] = pprofiledict.Line{Function: b.Dict.Function(pprofiledict.Function{Name: f.Name, File: f.File}), Line: f.Line}
 	}
-	return i
+	return b.Dict.Location(addr, 0, lines...)
 }
 
-func (b *ProfBuilder) Stack(locs ...int32) int32 {
-	i := int32(b.d.StackTable().Len())
-	b.d.StackTable().AppendEmpty().LocationIndices().FromRaw(locs)
-	return i
-}
+// Stack returns the stack of locs, leaf first.
+func (b *ProfBuilder) Stack(locs ...int32) int32 { return b.Dict.Stack(locs) }
 
+// Attr returns the attribute key=v; v is an int or a string.
 func (b *ProfBuilder) Attr(key string, v any) int32 {
-	i := int32(b.d.AttributeTable().Len())
-	a := b.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(b.Str(key))
 	switch v := v.(type) {
 	case int:
-		a.Value().SetInt(int64(v))
+		return b.Dict.AttrInt(key, int64(v))
 	case string:
-		a.Value().SetStr(v)
+		return b.Dict.AttrStr(key, v)
 	}
-	return i
+	panic("tracefiletest: attribute value must be an int or a string")
 }
 
-func (b *ProfBuilder) Link(trace [16]byte, span [8]byte) int32 {
-	i := int32(b.d.LinkTable().Len())
-	l := b.d.LinkTable().AppendEmpty()
-	l.SetTraceID(trace)
-	l.SetSpanID(span)
-	return i
-}
+// Link returns the link to span of trace.
+func (b *ProfBuilder) Link(trace [16]byte, span [8]byte) int32 { return b.Dict.Link(trace, span) }
 
 // Profile adds a process with one profile: on-CPU (samples/count, period
-// 1 ms) or off-CPU (off_cpu/nanoseconds).
+// 1 ms) or off-CPU (off_cpu/nanoseconds, period 10 ms, the receiver's
+// default off_cpu_interval).
 func (b *ProfBuilder) Profile(pid int, service string, off bool) pprofile.Profile {
 	rp := b.Profiles.ResourceProfiles().AppendEmpty()
-	rp.Resource().Attributes().PutInt("process.pid", int64(pid))
+	rp.Resource().Attributes().PutInt(convention.ProcessPid, int64(pid))
 	if service != "" {
-		rp.Resource().Attributes().PutStr("service.name", service)
+		rp.Resource().Attributes().PutStr(convention.ServiceName, service)
 	}
-	p := rp.ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()
+	sp := rp.ScopeProfiles().AppendEmpty()
+	sp.Scope().SetName(convention.ScopeName)
+	p := sp.Profiles().AppendEmpty()
 	if off {
-		p.SampleType().SetTypeStrindex(b.Str("off_cpu"))
-		p.SampleType().SetUnitStrindex(b.Str("nanoseconds"))
+		b.Dict.SetValueType(p.SampleType(), convention.OffCPUType, convention.OffCPUUnit)
+		b.Dict.SetValueType(p.PeriodType(), convention.OffCPUType, convention.OffCPUUnit)
+		p.SetPeriod(10_000_000)
 	} else {
-		p.SampleType().SetTypeStrindex(b.Str("samples"))
-		p.SampleType().SetUnitStrindex(b.Str("count"))
-		p.PeriodType().SetTypeStrindex(b.Str("cpu"))
-		p.PeriodType().SetUnitStrindex(b.Str("nanoseconds"))
+		b.Dict.SetValueType(p.SampleType(), convention.OnCPUSampleType, convention.OnCPUSampleUnit)
+		b.Dict.SetValueType(p.PeriodType(), convention.OnCPUPeriodType, convention.OnCPUPeriodUnit)
 		p.SetPeriod(1_000_000)
 	}
 	return p
@@ -138,8 +106,8 @@ func (b *ProfBuilder) Sample(p pprofile.Profile, stack, link int32, attrs []int3
 func AddSpan(td ptrace.Traces, service string, pid int, name string, trace [16]byte, span, parent [8]byte,
 	start, end uint64, attrs map[string]any) {
 	rs := td.ResourceSpans().AppendEmpty()
-	rs.Resource().Attributes().PutStr("service.name", service)
-	rs.Resource().Attributes().PutInt("process.pid", int64(pid))
+	rs.Resource().Attributes().PutStr(convention.ServiceName, service)
+	rs.Resource().Attributes().PutInt(convention.ProcessPid, int64(pid))
 	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 	s.SetName(name)
 	s.SetTraceID(trace)
@@ -151,6 +119,8 @@ func AddSpan(td ptrace.Traces, service string, pid int, name string, trace [16]b
 		switch v := v.(type) {
 		case int:
 			s.Attributes().PutInt(k, int64(v))
+		case float64:
+			s.Attributes().PutDouble(k, v)
 		case bool:
 			s.Attributes().PutBool(k, v)
 		case string:

@@ -82,6 +82,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 var sink uint64
@@ -171,8 +173,8 @@ func worker(tr trace.Tracer, index int, seed uint64, tids chan<- [2]int, stop *a
 	tids <- [2]int{index, tid}
 	rng := rand.New(rand.NewPCG(seed, uint64(index)))
 	attrs := trace.WithAttributes(
-		attribute.Int64("thread.id", int64(tid)),
-		attribute.Int64("worker.id", int64(index)),
+		attribute.Int64(convention.ThreadID, int64(tid)),
+		attribute.Int64(convention.WorkerID, int64(index)),
 	)
 	bg := context.Background()
 	for !stop.Load() {
@@ -240,7 +242,7 @@ func main() {
 	res, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
 		resource.WithProcessPID(),
-		resource.WithAttributes(attribute.String("service.name", *service)),
+		resource.WithAttributes(attribute.String(convention.ServiceName, *service)),
 	)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spanner: resource: %v\n", err)

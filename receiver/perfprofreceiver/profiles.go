@@ -3,8 +3,6 @@ package perfprofreceiver
 import (
 	"crypto/rand"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -13,6 +11,7 @@ import (
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/sched"
 	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // profileParams are the fixed parts of every profile.
@@ -23,185 +22,61 @@ type profileParams struct {
 	resource func(h int32) (pcommon.Resource, bool)
 }
 
-// dict interns the entries of a ProfilesDictionary with maps. Index 0 of
-// every table is the empty entry, as the format requires.
+// dict is a pprofiledict.Builder with caches in front of it keyed by the
+// engine's pointers: locations and mappings are shared by pointer across a
+// process's stacks, so most stack entries are found without hashing their
+// content.
 type dict struct {
-	d         pprofile.ProfilesDictionary
-	strings   map[string]int32
-	functions map[symbolize.Frame]int32
+	*pprofiledict.Builder
 	mappings  map[*symbolize.Mapping]int32
 	locations map[*profiler.Location]int32
-	stacks    map[string]int32
-	attrs     map[attrKey]int32
-	links     map[[24]byte]int32
-	keyBuf    []byte
-}
-
-type attrKey struct {
-	key  string
-	str  string
-	num  int64
-	kind byte // 's' string, 'i' int
+	lines     []pprofiledict.Line
+	stackBuf  []int32
 }
 
 func newDict(d pprofile.ProfilesDictionary) *dict {
-	t := &dict{
-		d:         d,
-		strings:   map[string]int32{},
-		functions: map[symbolize.Frame]int32{},
+	return &dict{
+		Builder:   pprofiledict.New(d),
 		mappings:  map[*symbolize.Mapping]int32{},
 		locations: map[*profiler.Location]int32{},
-		stacks:    map[string]int32{},
-		attrs:     map[attrKey]int32{},
-		links:     map[[24]byte]int32{},
 	}
-	t.str("")
-	d.MappingTable().AppendEmpty()
-	d.LocationTable().AppendEmpty()
-	d.FunctionTable().AppendEmpty()
-	d.LinkTable().AppendEmpty()
-	d.StackTable().AppendEmpty()
-	d.AttributeTable().AppendEmpty()
-	return t
-}
-
-func (t *dict) str(s string) int32 {
-	if i, ok := t.strings[s]; ok {
-		return i
-	}
-	i := int32(t.d.StringTable().Len())
-	t.d.StringTable().Append(s)
-	t.strings[s] = i
-	return i
-}
-
-func (t *dict) attrStr(key, val string) int32 {
-	k := attrKey{key: key, str: val, kind: 's'}
-	if i, ok := t.attrs[k]; ok {
-		return i
-	}
-	i := int32(t.d.AttributeTable().Len())
-	a := t.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(t.str(key))
-	a.Value().SetStr(val)
-	t.attrs[k] = i
-	return i
-}
-
-func (t *dict) attrInt(key string, val int64) int32 { return t.attrIntUnit(key, val, "") }
-
-func (t *dict) attrIntUnit(key string, val int64, unit string) int32 {
-	k := attrKey{key: key, num: val, kind: 'i', str: unit}
-	if i, ok := t.attrs[k]; ok {
-		return i
-	}
-	i := int32(t.d.AttributeTable().Len())
-	a := t.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(t.str(key))
-	a.Value().SetInt(val)
-	if unit != "" {
-		a.SetUnitStrindex(t.str(unit))
-	}
-	t.attrs[k] = i
-	return i
-}
-
-func (t *dict) link(traceID [16]byte, spanID [8]byte) int32 {
-	var k [24]byte
-	copy(k[:], traceID[:])
-	copy(k[16:], spanID[:])
-	if i, ok := t.links[k]; ok {
-		return i
-	}
-	i := int32(t.d.LinkTable().Len())
-	l := t.d.LinkTable().AppendEmpty()
-	l.SetTraceID(traceID)
-	l.SetSpanID(spanID)
-	t.links[k] = i
-	return i
 }
 
 func (t *dict) mapping(m *symbolize.Mapping) int32 {
 	if m == nil {
 		return 0
 	}
-	if i, ok := t.mappings[m]; ok {
-		return i
+	i, ok := t.mappings[m]
+	if !ok {
+		i = t.Mapping(pprofiledict.Mapping{Start: m.Start, Limit: m.Limit, Offset: m.Offset, File: m.Path, BuildID: m.BuildID})
+		t.mappings[m] = i
 	}
-	i := int32(t.d.MappingTable().Len())
-	mp := t.d.MappingTable().AppendEmpty()
-	mp.SetMemoryStart(m.Start)
-	mp.SetMemoryLimit(m.Limit)
-	mp.SetFileOffset(m.Offset)
-	mp.SetFilenameStrindex(t.str(m.Path))
-	if m.BuildID != "" {
-		key := convention.BuildIDGNU
-		if strings.ContainsRune(m.BuildID, '/') || len(m.BuildID) != 40 {
-			key = convention.BuildIDGo
-		}
-		mp.AttributeIndices().Append(t.attrStr(key, m.BuildID))
-	}
-	t.mappings[m] = i
 	return i
 }
 
+// location interns a location; its frames are innermost first, as pprof's
+// lines are. A function is one name, system name, file and start line,
+// whatever the line.
 func (t *dict) location(l *profiler.Location) int32 {
 	if i, ok := t.locations[l]; ok {
 		return i
 	}
-	// Resolve the mapping and functions before appending the location,
-	// so that appends to the other tables cannot invalidate it.
-	mi := t.mapping(l.Mapping)
-	fis := make([]int32, len(l.Frames))
-	for j, f := range l.Frames {
-		fis[j] = t.functionOf(f)
+	t.lines = t.lines[:0]
+	for _, f := range l.Frames {
+		fn := t.Function(pprofiledict.Function{Name: f.Function, SystemName: f.SystemName, File: f.File, StartLine: int64(f.StartLine)})
+		t.lines = append(t.lines, pprofiledict.Line{Function: fn, Line: int64(f.Line)})
 	}
-	i := int32(t.d.LocationTable().Len())
-	pl := t.d.LocationTable().AppendEmpty()
-	pl.SetAddress(l.Addr)
-	pl.SetMappingIndex(mi)
-	for j, f := range l.Frames {
-		ln := pl.Lines().AppendEmpty()
-		ln.SetFunctionIndex(fis[j])
-		ln.SetLine(int64(f.Line))
-	}
+	i := t.Location(l.Addr, t.mapping(l.Mapping), t.lines...)
 	t.locations[l] = i
 	return i
 }
 
-// functionOf interns the function of a frame: same name, system name,
-// file and start line make one function, whatever the line.
-func (t *dict) functionOf(f symbolize.Frame) int32 {
-	f.Line = 0
-	if i, ok := t.functions[f]; ok {
-		return i
-	}
-	i := int32(t.d.FunctionTable().Len())
-	fn := t.d.FunctionTable().AppendEmpty()
-	fn.SetNameStrindex(t.str(f.Function))
-	fn.SetSystemNameStrindex(t.str(f.SystemName))
-	fn.SetFilenameStrindex(t.str(f.File))
-	fn.SetStartLine(int64(f.StartLine))
-	t.functions[f] = i
-	return i
-}
-
 func (t *dict) stack(locs []*profiler.Location) int32 {
-	t.keyBuf = t.keyBuf[:0]
-	idx := make([]int32, len(locs))
-	for j, l := range locs {
-		idx[j] = t.location(l)
-		t.keyBuf = strconv.AppendInt(t.keyBuf, int64(idx[j]), 36)
-		t.keyBuf = append(t.keyBuf, ',')
+	t.stackBuf = t.stackBuf[:0]
+	for _, l := range locs {
+		t.stackBuf = append(t.stackBuf, t.location(l))
 	}
-	if i, ok := t.stacks[string(t.keyBuf)]; ok {
-		return i
-	}
-	i := int32(t.d.StackTable().Len())
-	st := t.d.StackTable().AppendEmpty()
-	st.LocationIndices().FromRaw(idx)
-	t.stacks[string(t.keyBuf)] = i
-	return i
+	return t.Stack(t.stackBuf)
 }
 
 // buildProfiles turns the snapshots of one report into OTLP profiles: one
@@ -268,16 +143,12 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 	_, _ = rand.Read(id[:])
 	prof.SetProfileID(id)
 	if off {
-		prof.SampleType().SetTypeStrindex(t.str(convention.OffCPUType))
-		prof.SampleType().SetUnitStrindex(t.str(convention.OffCPUUnit))
-		prof.PeriodType().SetTypeStrindex(t.str(convention.OffCPUType))
-		prof.PeriodType().SetUnitStrindex(t.str(convention.OffCPUUnit))
+		t.SetValueType(prof.SampleType(), convention.OffCPUType, convention.OffCPUUnit)
+		t.SetValueType(prof.PeriodType(), convention.OffCPUType, convention.OffCPUUnit)
 		prof.SetPeriod(int64(p.offCPUInterval))
 	} else {
-		prof.SampleType().SetTypeStrindex(t.str(convention.OnCPUSampleType))
-		prof.SampleType().SetUnitStrindex(t.str(convention.OnCPUSampleUnit))
-		prof.PeriodType().SetTypeStrindex(t.str(convention.OnCPUPeriodType))
-		prof.PeriodType().SetUnitStrindex(t.str(convention.OnCPUPeriodUnit))
+		t.SetValueType(prof.SampleType(), convention.OnCPUSampleType, convention.OnCPUSampleUnit)
+		t.SetValueType(prof.PeriodType(), convention.OnCPUPeriodType, convention.OnCPUPeriodUnit)
 		prof.SetPeriod(int64(1_000_000_000 / p.frequency))
 	}
 	prof.SetTime(pcommon.Timestamp(lo))
@@ -305,7 +176,7 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 			k.delta = (r.Weight + q/2) / q * q
 		}
 		if j.Linked {
-			k.link = t.link(j.TraceID, j.SpanID)
+			k.link = t.Link(j.TraceID, j.SpanID)
 		}
 		ps, ok := merged[k]
 		if !ok {
@@ -315,22 +186,22 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 			}
 			ps.SetLinkIndex(k.link)
 			ps.AttributeIndices().Append(
-				t.attrInt(convention.ThreadID, int64(r.Tid)),
-				t.attrStr(convention.ThreadName, s.Threads[r.Tid]),
+				t.AttrInt(convention.ThreadID, int64(r.Tid)),
+				t.AttrStr(convention.ThreadName, s.Threads[r.Tid]),
 			)
 			if off {
-				ps.AttributeIndices().Append(t.attrStr(convention.ThreadState, r.State.String()))
+				ps.AttributeIndices().Append(t.AttrStr(convention.ThreadState, r.State.String()))
 			} else {
-				ps.AttributeIndices().Append(t.attrInt(convention.CPU, int64(r.CPU)))
+				ps.AttributeIndices().Append(t.AttrInt(convention.CPU, int64(r.CPU)))
 				if k.delta > 0 {
-					ps.AttributeIndices().Append(t.attrIntUnit(convention.CPUTimeDelta, int64(k.delta), convention.CPUTimeDeltaUnit))
+					ps.AttributeIndices().Append(t.AttrIntUnit(convention.CPUTimeDelta, int64(k.delta), convention.CPUTimeDeltaUnit))
 				}
 			}
 			if j.Worker >= 0 {
-				ps.AttributeIndices().Append(t.attrInt(convention.WorkerID, j.Worker))
+				ps.AttributeIndices().Append(t.AttrInt(convention.WorkerID, j.Worker))
 			}
 			if j.Root != "" {
-				ps.AttributeIndices().Append(t.attrStr(convention.RootName, j.Root))
+				ps.AttributeIndices().Append(t.AttrStr(convention.RootName, j.Root))
 			}
 			merged[k] = ps
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -44,7 +45,7 @@ type traceFile struct {
 	// state of the segments being written.
 	mu         sync.Mutex
 	refs       int
-	rot        *wire.Rotator
+	rot        *segment.Rotator
 	clk        *clock.Mapper
 	legacyBase uint64 // CLOCK_MONOTONIC ns of legacy timestamp 0
 	addrs      addrTable
@@ -52,7 +53,7 @@ type traceFile struct {
 	spawnLocs  map[string]uint16
 	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
-	last       wire.RotateStats // stats already turned into telemetry
+	last       segment.Stats // stats already turned into telemetry
 	stop       chan struct{}
 	done       chan struct{}
 
@@ -79,7 +80,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	if e.refs > 1 {
 		return nil
 	}
-	opts := wire.RotateOptions{
+	opts := segment.Options{
 		Dir:          e.cfg.Directory,
 		Prefix:       e.cfg.FilePrefix,
 		MaxFileSize:  int64(e.cfg.MaxFileSize),
@@ -91,7 +92,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	if e.cfg.Format == FormatTokioTRC {
 		opts.LegacyVersion = legacyVersion
 	}
-	rot, err := wire.NewRotator(opts)
+	rot, err := segment.New(opts)
 	if err != nil {
 		e.refs--
 		return fmt.Errorf("tracefile: %w", err)
@@ -103,7 +104,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	e.emitted = map[uint64]bool{}
 	e.spawnLocs = map[string]uint16{}
 	e.busy = map[uint64]*intervals{}
-	e.last = wire.RotateStats{}
+	e.last = segment.Stats{}
 	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	go e.tick(e.stop, e.done)
 	return nil

@@ -25,6 +25,10 @@ const Version = 1
 
 var magic = [4]byte{'T', 'R', 'C', 0}
 
+// HeaderSize is the length of a stream header: the magic and the version.
+// A stream of no more bytes holds no frame.
+const HeaderSize = len(magic) + 1
+
 const (
 	maxDepth     = 64  // nesting of dynamic lists and maps
 	maxInternLen = 256 // longer strings are not interned
@@ -405,12 +409,12 @@ func (r *Reader) readEvent(ev *Event) error {
 }
 
 func (r *Reader) readHeader() error {
-	b, err := r.need(5)
+	b, err := r.need(HeaderSize)
 	if err != nil {
 		return err
 	}
 	if [4]byte(b[:4]) != magic {
-		r.r -= 5
+		r.r -= HeaderSize
 		return r.fail(ErrBadMagic, "")
 	}
 	r.started = true

@@ -1,4 +1,4 @@
-package wire
+package segment
 
 import (
 	"errors"
@@ -12,22 +12,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/wire"
 )
 
-var rotTestSchema = &Schema{Name: "RotTest", HasTimestamp: true, Fields: []Field{
-	{"seq", Varint}, {"loc", PooledString}, {"payload", Bytes}}}
+var rotTestSchema = &wire.Schema{Name: "RotTest", HasTimestamp: true, Fields: []wire.Field{
+	{Name: "seq", Type: wire.Varint}, {Name: "loc", Type: wire.PooledString}, {Name: "payload", Type: wire.Bytes}}}
 
 // rotBatch returns a batch function writing events seq..seq+k-1 with
 // payloads of size bytes each.
-func rotBatch(seq uint64, k, size int, ts uint64) func(w *Writer) error {
-	return func(w *Writer) error {
+func rotBatch(seq uint64, k, size int, ts uint64) func(w *wire.Writer) error {
+	return func(w *wire.Writer) error {
 		for i := range k {
 			p := make([]byte, size)
 			for j := range p {
 				p[j] = byte(int(seq) + i + j*7)
 			}
-			err := w.Write(rotTestSchema, ts+uint64(i), Value{Type: Varint, U: seq + uint64(i)},
-				Value{Type: PooledString, S: fmt.Sprintf("loc%d", i%3)}, Value{Type: Bytes, B: p})
+			err := w.Write(rotTestSchema, ts+uint64(i), wire.Value{Type: wire.Varint, U: seq + uint64(i)},
+				wire.Value{Type: wire.PooledString, S: fmt.Sprintf("loc%d", i%3)}, wire.Value{Type: wire.Bytes, B: p})
 			if err != nil {
 				return err
 			}
@@ -49,8 +51,8 @@ func readSegment(t *testing.T, path string, meta map[string]string) (seqs, tss [
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rd := NewReader(f)
-	var evs []*Event
+	rd := wire.NewReader(f)
+	var evs []*wire.Event
 	for {
 		ev, err := rd.Next()
 		if err == io.EOF {
@@ -115,7 +117,7 @@ func segNum(name string) int {
 func TestRotatorSize(t *testing.T) {
 	dir := t.TempDir()
 	meta := map[string]string{"service": "svc", "boot_id": "b1"}
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, Metadata: meta})
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, Metadata: meta})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestRotatorSize(t *testing.T) {
 func TestRotatorTime(t *testing.T) {
 	dir := t.TempDir()
 	clk := &fakeClock{time.Date(2026, 5, 1, 12, 0, 30, 0, time.UTC)}
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", Interval: time.Minute, Now: clk.now,
+	r, err := New(Options{Dir: dir, Prefix: "seg", Interval: time.Minute, Now: clk.now,
 		Monotonic: func() uint64 { return uint64(clk.t.UnixNano()) }})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +208,7 @@ func TestRotatorTime(t *testing.T) {
 func TestRotatorRetention(t *testing.T) {
 	dir := t.TempDir()
 	const maxTotal = 40 << 10
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, MaxTotalSize: maxTotal})
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, MaxTotalSize: maxTotal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +252,7 @@ func TestRotatorRetention(t *testing.T) {
 func TestRotatorCompress(t *testing.T) {
 	dir := t.TempDir()
 	meta := map[string]string{"k": "v"}
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", MaxFileSize: 4 << 10, Compress: true, Metadata: meta})
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 4 << 10, Compress: true, Metadata: meta})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,16 +285,16 @@ func TestRotatorCompress(t *testing.T) {
 
 func TestRotatorEmpty(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new", "dir")
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg"})
+	r, err := New(Options{Dir: dir, Prefix: "seg"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A batch writing nothing is dropped; a failing batch writes nothing.
-	if err := r.WriteBatch(func(*Writer) error { return nil }); err != nil {
+	if err := r.WriteBatch(func(*wire.Writer) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	if err := r.WriteBatch(func(w *Writer) error { return boom }); !errors.Is(err, boom) {
+	if err := r.WriteBatch(func(w *wire.Writer) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
 	if err := r.Close(); err != nil {
@@ -313,7 +315,7 @@ func TestRotatorContinuesNumbering(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", MaxTotalSize: 1 << 20})
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxTotalSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,18 +337,18 @@ func TestRotatorContinuesNumbering(t *testing.T) {
 func TestRotatorNotWritable(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
-	_, err := NewRotator(RotateOptions{Dir: filepath.Join(file, "sub"), Prefix: "seg"})
+	_, err := New(Options{Dir: filepath.Join(file, "sub"), Prefix: "seg"})
 	if err == nil || !strings.Contains(err.Error(), "directory") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := NewRotator(RotateOptions{Dir: t.TempDir(), Prefix: "a/b"}); err == nil {
+	if _, err := New(Options{Dir: t.TempDir(), Prefix: "a/b"}); err == nil {
 		t.Fatal("prefix with a slash accepted")
 	}
 }
 
 func TestRotatorVanished(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg"})
+	r, err := New(Options{Dir: dir, Prefix: "seg"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +377,7 @@ func TestRotatorVanished(t *testing.T) {
 
 func TestRotatorMetadataChange(t *testing.T) {
 	dir := t.TempDir()
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", Metadata: map[string]string{"a": "1"}})
+	r, err := New(Options{Dir: dir, Prefix: "seg", Metadata: map[string]string{"a": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +385,7 @@ func TestRotatorMetadataChange(t *testing.T) {
 	r.SetMetadata(map[string]string{"a": "1", "b": "2"})
 	r.WriteBatch(rotBatch(1, 1, 1, 2e9))
 	r.Close()
-	evs, err := ReadAll(mustOpen(t, filepath.Join(dir, "seg.0.bin")))
+	evs, err := wire.ReadAll(mustOpen(t, filepath.Join(dir, "seg.0.bin")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +423,7 @@ func TestRotatorDiskFull(t *testing.T) {
 			t.Errorf("umount: %v: %s", err, out)
 		}
 	})
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", MaxFileSize: 48 << 10})
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 48 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +493,7 @@ func TestRotatorDiskFull(t *testing.T) {
 // starts with the header and defines every callframe and thread it uses.
 func TestRotatorLegacy(t *testing.T) {
 	dir := t.TempDir()
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "old", MaxFileSize: 4 << 10, LegacyVersion: 13, Compress: true})
+	r, err := New(Options{Dir: dir, Prefix: "old", MaxFileSize: 4 << 10, LegacyVersion: 13, Compress: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +502,7 @@ func TestRotatorLegacy(t *testing.T) {
 	}
 	const batches, per = 60, 10
 	for b := range batches {
-		err := r.WriteLegacyBatch(func(w *LegacyWriter, defs *LegacyDefs) error {
+		err := r.WriteLegacyBatch(func(w *wire.LegacyWriter, defs *wire.LegacyDefs) error {
 			for i := range per {
 				tid := uint32(100 + i%3)
 				frames := []uint64{0x1000 + uint64(i%4), 0x2000}
@@ -512,7 +514,7 @@ func TestRotatorLegacy(t *testing.T) {
 				if err := defs.EnsureThreadName(w, tid, fmt.Sprintf("t%d", tid)); err != nil {
 					return err
 				}
-				rec := LegacyRecord{Code: LegacyCpuSample, TsUs: uint32(b*per + i), Tid: tid, Worker: 255, Frames: frames}
+				rec := wire.LegacyRecord{Code: wire.LegacyCpuSample, TsUs: uint32(b*per + i), Tid: tid, Worker: 255, Frames: frames}
 				if err := w.Write(&rec); err != nil {
 					return err
 				}
@@ -539,13 +541,13 @@ func TestRotatorLegacy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lr, err := NewLegacyReader(f)
+		lr, err := wire.NewLegacyReader(f)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		frames, threads := map[uint64]bool{}, map[uint32]bool{}
 		for {
-			var rec LegacyRecord
+			var rec wire.LegacyRecord
 			err := lr.Read(&rec)
 			if err == io.EOF {
 				break
@@ -554,11 +556,11 @@ func TestRotatorLegacy(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			switch rec.Code {
-			case LegacyCallframeDef:
+			case wire.LegacyCallframeDef:
 				frames[rec.Addr] = true
-			case LegacyThreadNameDef:
+			case wire.LegacyThreadNameDef:
 				threads[rec.Tid] = true
-			case LegacyCpuSample:
+			case wire.LegacyCpuSample:
 				for _, a := range rec.Frames {
 					if !frames[a] {
 						t.Fatalf("%s: sample at %d µs uses frame %#x before its CallframeDef", name, rec.TsUs, a)
@@ -586,13 +588,13 @@ func TestRotatorLegacy(t *testing.T) {
 // each segment, and again after a failed batch's segment was lost.
 func TestRotatorFresh(t *testing.T) {
 	dir := t.TempDir()
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "f", MaxFileSize: 1000})
+	r, err := New(Options{Dir: dir, Prefix: "f", MaxFileSize: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var fresh []bool
 	for i := range 6 {
-		err := r.WriteSegmentBatch(func(w *Writer, f bool) error {
+		err := r.WriteSegmentBatch(func(w *wire.Writer, f bool) error {
 			fresh = append(fresh, f)
 			return rotBatch(uint64(i), 1, 600, 1e9)(w)
 		})
@@ -613,7 +615,7 @@ func TestRotatorFresh(t *testing.T) {
 // the bound holds.
 func TestRotatorCompressRetention(t *testing.T) {
 	dir := t.TempDir()
-	r, err := NewRotator(RotateOptions{Dir: dir, Prefix: "seg", MaxFileSize: 2 << 10, MaxTotalSize: 12 << 10, Compress: true})
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 2 << 10, MaxTotalSize: 12 << 10, Compress: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package wire
+package segment
 
 import (
 	"bytes"
@@ -16,10 +16,11 @@ import (
 	"time"
 
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/wire"
 )
 
-// RotateOptions configures a [Rotator].
-type RotateOptions struct {
+// Options configures a [Rotator].
+type Options struct {
 	// Dir and Prefix name the segments: Dir/Prefix.N.bin.active while being
 	// written, Dir/Prefix.N.bin once sealed (Dir/Prefix.N.bin.gz when
 	// Compress is set).
@@ -54,8 +55,8 @@ type RotateOptions struct {
 	Monotonic func() uint64
 }
 
-// RotateStats counts what a [Rotator] did.
-type RotateStats struct {
+// Stats counts what a [Rotator] did.
+type Stats struct {
 	Segments     int   // segments sealed
 	Deleted      int   // sealed segments deleted by retention
 	Abandoned    int   // active segments that vanished from outside
@@ -79,10 +80,10 @@ type RotateStats struct {
 // concurrent use; fn of WriteBatch runs under its lock.
 type Rotator struct {
 	mu   sync.Mutex
-	opts RotateOptions
+	opts Options
 	now  func() time.Time
 	mono func() uint64
-	meta []StringPair
+	meta []wire.StringPair
 
 	next     int         // number of the next segment to open
 	f        *os.File    // active segment, nil if none
@@ -94,20 +95,20 @@ type Rotator struct {
 	trunc    bool        // f may hold bytes past size
 	metaNew  bool        // metadata changed: re-emit before the next batch
 
-	sealed []segment // oldest first
+	sealed []file // oldest first
 
 	pending     []int          // sealed segments waiting for compression
 	compressing bool           // compressLoop runs
 	wg          sync.WaitGroup // compressLoop
 	buf         bytes.Buffer
-	w           *Writer       // batch encoder over buf
-	lw          *LegacyWriter // legacy batch encoder over buf, per segment
-	defs        LegacyDefs    // legacy definitions written into the active segment
+	w           *wire.Writer       // batch encoder over buf
+	lw          *wire.LegacyWriter // legacy batch encoder over buf, per segment
+	defs        wire.LegacyDefs    // legacy definitions written into the active segment
 	closed      bool
-	stats       RotateStats
+	stats       Stats
 }
 
-type segment struct {
+type file struct {
 	n    int
 	path string
 	size int64 // bytes written (size on disk for segments found at start)
@@ -117,23 +118,23 @@ type segment struct {
 // of the dial9 writers, for ClockSync events.
 func defaultMonotonic() uint64 { return clock.Monotonic() }
 
-// NewRotator returns a Rotator writing into opts.Dir, which it creates if
+// New returns a Rotator writing into opts.Dir, which it creates if
 // missing. It fails if Dir cannot be written to. Numbering continues after
 // the segments (sealed or active) already in Dir; nothing is written until
 // the first batch.
-func NewRotator(opts RotateOptions) (*Rotator, error) {
+func New(opts Options) (*Rotator, error) {
 	if opts.Dir == "" {
 		opts.Dir = "."
 	}
 	if opts.Prefix == "" || strings.ContainsAny(opts.Prefix, `/\`) {
-		return nil, fmt.Errorf("wire: rotator: invalid prefix %q", opts.Prefix)
+		return nil, fmt.Errorf("segment: invalid prefix %q", opts.Prefix)
 	}
 	if opts.MaxFileSize < 0 || opts.MaxTotalSize < 0 || opts.Interval < 0 {
-		return nil, errors.New("wire: rotator: negative size or interval")
+		return nil, errors.New("segment: negative size or interval")
 	}
-	if v := opts.LegacyVersion; v != 0 && !legacyVersionOK(v) {
-		return nil, fmt.Errorf("wire: rotator: legacy version %d: %w (supported %d..%d)",
-			v, ErrLegacyVersion, LegacyMinVersion, LegacyMaxVersion)
+	if v := opts.LegacyVersion; v != 0 && (v < wire.LegacyMinVersion || v > wire.LegacyMaxVersion) {
+		return nil, fmt.Errorf("segment: legacy version %d: %w (supported %d..%d)",
+			v, wire.ErrLegacyVersion, wire.LegacyMinVersion, wire.LegacyMaxVersion)
 	}
 	r := &Rotator{opts: opts, now: opts.Now, mono: opts.Monotonic}
 	if r.now == nil {
@@ -144,11 +145,11 @@ func NewRotator(opts RotateOptions) (*Rotator, error) {
 	}
 	r.meta = sortedPairs(opts.Metadata)
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("wire: rotator: cannot create directory %s: %w", opts.Dir, err)
+		return nil, fmt.Errorf("segment: cannot create directory %s: %w", opts.Dir, err)
 	}
 	probe, err := os.CreateTemp(opts.Dir, "."+opts.Prefix+".probe-*")
 	if err != nil {
-		return nil, fmt.Errorf("wire: rotator: directory %s is not writable: %w", opts.Dir, err)
+		return nil, fmt.Errorf("segment: directory %s is not writable: %w", opts.Dir, err)
 	}
 	probe.Close()
 	os.Remove(probe.Name())
@@ -158,12 +159,12 @@ func NewRotator(opts RotateOptions) (*Rotator, error) {
 	return r, nil
 }
 
-func sortedPairs(m map[string]string) []StringPair {
-	p := make([]StringPair, 0, len(m))
+func sortedPairs(m map[string]string) []wire.StringPair {
+	p := make([]wire.StringPair, 0, len(m))
 	for k, v := range m {
-		p = append(p, StringPair{k, v})
+		p = append(p, wire.StringPair{Key: k, Value: v})
 	}
-	slices.SortFunc(p, func(a, b StringPair) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(p, func(a, b wire.StringPair) int { return strings.Compare(a.Key, b.Key) })
 	return p
 }
 
@@ -195,9 +196,9 @@ func (r *Rotator) parseName(name string) (int, string, bool) {
 func (r *Rotator) scan() error {
 	ents, err := os.ReadDir(r.opts.Dir)
 	if err != nil {
-		return fmt.Errorf("wire: rotator: %w", err)
+		return fmt.Errorf("segment: scan %s: %w", r.opts.Dir, err)
 	}
-	byN := map[int]segment{}
+	byN := map[int]file{}
 	for _, e := range ents {
 		n, suffix, ok := r.parseName(e.Name())
 		if !ok || !e.Type().IsRegular() {
@@ -211,7 +212,7 @@ func (r *Rotator) scan() error {
 		if err != nil {
 			continue
 		}
-		s := segment{n, filepath.Join(r.opts.Dir, e.Name()), info.Size()}
+		s := file{n, filepath.Join(r.opts.Dir, e.Name()), info.Size()}
 		if old, ok := byN[n]; ok && strings.HasSuffix(old.path, ".bin") {
 			continue // .bin and .bin.gz: compression was interrupted
 		}
@@ -220,7 +221,7 @@ func (r *Rotator) scan() error {
 	for _, s := range byN {
 		r.sealed = append(r.sealed, s)
 	}
-	slices.SortFunc(r.sealed, func(a, b segment) int { return a.n - b.n })
+	slices.SortFunc(r.sealed, func(a, b file) int { return a.n - b.n })
 	return nil
 }
 
@@ -241,7 +242,7 @@ func (r *Rotator) SetMetadata(m map[string]string) {
 	}
 }
 
-var errClosed = errors.New("wire: rotator: closed")
+var errClosed = errors.New("segment: closed")
 
 // WriteBatch writes one batch: fn writes a fresh stream (its header is
 // already written) into w, which is then appended to the active segment,
@@ -253,8 +254,8 @@ var errClosed = errors.New("wire: rotator: closed")
 // write error, which wraps the OS error, e.g. syscall.ENOSPC): the segment
 // holds only whole batches and the caller may retry. Errors while sealing
 // after a written batch are counted in Stats, not returned.
-func (r *Rotator) WriteBatch(fn func(w *Writer) error) error {
-	return r.WriteSegmentBatch(func(w *Writer, _ bool) error { return fn(w) })
+func (r *Rotator) WriteBatch(fn func(w *wire.Writer) error) error {
+	return r.WriteSegmentBatch(func(w *wire.Writer, _ bool) error { return fn(w) })
 }
 
 // WriteSegmentBatch is WriteBatch for callers that keep per-segment state,
@@ -262,13 +263,13 @@ func (r *Rotator) WriteBatch(fn func(w *Writer) error) error {
 // batch will be the first of a new segment. If WriteSegmentBatch fails, the
 // batch is not in any segment, and the caller must forget what it recorded
 // as written by fn.
-func (r *Rotator) WriteSegmentBatch(fn func(w *Writer, fresh bool) error) error {
+func (r *Rotator) WriteSegmentBatch(fn func(w *wire.Writer, fresh bool) error) error {
 	if r.opts.LegacyVersion != 0 {
-		return errors.New("wire: rotator: WriteBatch on a legacy rotator")
+		return errors.New("segment: WriteBatch on a legacy rotator")
 	}
 	return r.writeBatch(func(fresh bool) error {
 		if r.w == nil {
-			r.w = NewWriter(&r.buf)
+			r.w = wire.NewWriter(&r.buf)
 		} else if err := r.w.Reset(); err != nil {
 			return err
 		}
@@ -277,7 +278,7 @@ func (r *Rotator) WriteSegmentBatch(fn func(w *Writer, fresh bool) error) error 
 			err = ferr
 		}
 		return err
-	}, len(magic)+1)
+	}, wire.HeaderSize)
 }
 
 // WriteLegacyBatch writes one batch of legacy records into a rotator made
@@ -285,16 +286,16 @@ func (r *Rotator) WriteSegmentBatch(fn func(w *Writer, fresh bool) error) error 
 // use with defs (CallframeDef, ThreadNameDef, SpawnLocationDef through the
 // Ensure methods): defs starts empty in every segment, so that each segment
 // is readable on its own. Errors and rotation are as for WriteBatch.
-func (r *Rotator) WriteLegacyBatch(fn func(w *LegacyWriter, defs *LegacyDefs) error) error {
+func (r *Rotator) WriteLegacyBatch(fn func(w *wire.LegacyWriter, defs *wire.LegacyDefs) error) error {
 	if r.opts.LegacyVersion == 0 {
-		return errors.New("wire: rotator: WriteLegacyBatch on a TRC rotator")
+		return errors.New("segment: WriteLegacyBatch on a TRC rotator")
 	}
 	return r.writeBatch(func(fresh bool) error {
 		if fresh || r.lw == nil {
 			// A new writer per segment: LegacyDefs starts over when it
 			// sees a writer it has not seen.
 			r.buf.Reset()
-			lw, err := NewLegacyWriter(&r.buf, r.opts.LegacyVersion)
+			lw, err := wire.NewLegacyWriter(&r.buf, r.opts.LegacyVersion)
 			if err != nil {
 				return err
 			}
@@ -372,7 +373,7 @@ func (r *Rotator) write(data []byte) error {
 	if r.trunc {
 		if err := r.f.Truncate(r.size); err != nil {
 			r.stats.WriteErrors++
-			return fmt.Errorf("wire: rotator: truncate %s: %w", r.f.Name(), err)
+			return fmt.Errorf("segment: truncate %s: %w", r.f.Name(), err)
 		}
 		r.trunc = false
 	}
@@ -382,7 +383,7 @@ func (r *Rotator) write(data []byte) error {
 		if terr := r.f.Truncate(r.size); terr != nil {
 			r.trunc = true
 		}
-		return fmt.Errorf("wire: rotator: %w", err) // err names the file
+		return fmt.Errorf("segment: %w", err) // err names the file
 	}
 	r.size += int64(n)
 	r.stats.BytesWritten += int64(n)
@@ -400,28 +401,28 @@ func (r *Rotator) timeUp(now time.Time) bool {
 func (r *Rotator) segmentStart(first bool) []byte {
 	var b bytes.Buffer
 	if v := r.opts.LegacyVersion; v != 0 {
-		lw, _ := NewLegacyWriter(&b, v) // the version was checked by NewRotator
+		lw, _ := wire.NewLegacyWriter(&b, v) // the version was checked by New
 		if !first {
 			b.Reset()
 		}
 		if v >= 17 {
-			md := make([]LegacyKV, len(r.meta))
+			md := make([]wire.LegacyKV, len(r.meta))
 			for i, p := range r.meta {
-				md[i] = LegacyKV{p.Key, p.Value}
+				md[i] = wire.LegacyKV{Key: p.Key, Value: p.Value}
 			}
 			// An entry too long for the format is left out rather than failing the segment.
-			_ = lw.Write(&LegacyRecord{Code: LegacySegmentMetadata, TsNs: uint64(r.now().UnixNano()), Metadata: md})
+			_ = lw.Write(&wire.LegacyRecord{Code: wire.LegacySegmentMetadata, TsNs: uint64(r.now().UnixNano()), Metadata: md})
 		}
 		return b.Bytes()
 	}
 	mono := r.mono()
-	cs := ClockSyncEvent{Timestamp: mono, RealtimeNs: uint64(r.now().UnixNano())}
-	w := NewWriter(&b)
+	cs := wire.ClockSyncEvent{Timestamp: mono, RealtimeNs: uint64(r.now().UnixNano())}
+	w := wire.NewWriter(&b)
 	if first {
 		w.WriteClockSync(cs)
 		w.Reset()
 	}
-	w.WriteSegmentMetadata(SegmentMetadataEvent{Timestamp: mono, Entries: r.meta})
+	w.WriteSegmentMetadata(wire.SegmentMetadataEvent{Timestamp: mono, Entries: r.meta})
 	w.WriteClockSync(cs)
 	w.Flush() // a bytes.Buffer does not fail
 	return b.Bytes()
@@ -431,7 +432,7 @@ func (r *Rotator) segmentStart(first bool) []byte {
 func (r *Rotator) open(now time.Time) error {
 	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
 		r.stats.WriteErrors++
-		return fmt.Errorf("wire: rotator: create directory %s: %w", r.opts.Dir, err)
+		return fmt.Errorf("segment: create directory %s: %w", r.opts.Dir, err)
 	}
 	var f *os.File
 	for range 1000 {
@@ -442,13 +443,13 @@ func (r *Rotator) open(now time.Time) error {
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			r.stats.WriteErrors++
-			return fmt.Errorf("wire: rotator: create segment: %w", err)
+			return fmt.Errorf("segment: create segment: %w", err)
 		}
 		r.next++
 	}
 	if f == nil {
 		r.stats.WriteErrors++
-		return fmt.Errorf("wire: rotator: create segment: %s exists", r.name(r.next, ".bin.active"))
+		return fmt.Errorf("segment: create segment: %s exists", r.name(r.next, ".bin.active"))
 	}
 	fi, err := f.Stat()
 	if err == nil {
@@ -464,7 +465,7 @@ func (r *Rotator) open(now time.Time) error {
 		if os.Remove(f.Name()) != nil {
 			r.next++
 		}
-		return fmt.Errorf("wire: rotator: start segment %s: %w", f.Name(), err)
+		return fmt.Errorf("segment: start segment %s: %w", f.Name(), err)
 	}
 	r.f, r.fi, r.n = f, fi, r.next
 	r.next++
@@ -548,17 +549,17 @@ func (r *Rotator) rotate() error {
 	}
 	if r.trunc {
 		// The file may end with a partial batch: keep it as .active.
-		return fmt.Errorf("wire: rotator: cannot truncate %s before sealing", path)
+		return fmt.Errorf("segment: cannot truncate %s before sealing", path)
 	}
 	sealed := r.name(r.n, ".bin")
 	if err := os.Rename(path, sealed); err != nil {
-		return fmt.Errorf("wire: rotator: seal: %w", err)
+		return fmt.Errorf("segment: seal: %w", err)
 	}
 	r.stats.Segments++
-	s := segment{r.n, sealed, r.size}
+	s := file{r.n, sealed, r.size}
 	var err error
 	if cerr != nil {
-		err = fmt.Errorf("wire: rotator: close %s: %w", path, cerr)
+		err = fmt.Errorf("segment: close %s: %w", path, cerr)
 	}
 	r.sealed = append(r.sealed, s)
 	if r.opts.Compress {
@@ -587,7 +588,7 @@ func (r *Rotator) compressLoop() {
 		r.mu.Unlock()
 		gz, err := compressFile(r.name(n, ".bin"))
 		r.mu.Lock()
-		i := slices.IndexFunc(r.sealed, func(s segment) bool { return s.n == n })
+		i := slices.IndexFunc(r.sealed, func(s file) bool { return s.n == n })
 		switch {
 		case i < 0:
 			if err == nil {
@@ -607,12 +608,12 @@ func compressFile(path string) (string, error) {
 	gz := path + ".gz"
 	in, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("wire: rotator: compress: %w", err)
+		return "", fmt.Errorf("segment: compress: %w", err)
 	}
 	defer in.Close()
 	out, err := os.OpenFile(gz, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return "", fmt.Errorf("wire: rotator: compress: %w", err)
+		return "", fmt.Errorf("segment: compress: %w", err)
 	}
 	zw := gzip.NewWriter(out)
 	_, err = io.Copy(zw, in)
@@ -624,7 +625,7 @@ func compressFile(path string) (string, error) {
 	}
 	if err != nil {
 		os.Remove(gz)
-		return "", fmt.Errorf("wire: rotator: compress %s: %w", path, err)
+		return "", fmt.Errorf("segment: compress %s: %w", path, err)
 	}
 	os.Remove(path)
 	return gz, nil
@@ -674,7 +675,7 @@ func (r *Rotator) Close() error {
 }
 
 // Stats returns the counters so far.
-func (r *Rotator) Stats() RotateStats {
+func (r *Rotator) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats

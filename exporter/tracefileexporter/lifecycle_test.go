@@ -57,9 +57,7 @@ func TestLifecycleSharedInstance(t *testing.T) {
 	}
 	assert.Equal(t, 7, kinds["CpuSampleEvent"])
 	assert.Equal(t, 3, kinds["SpanEvent"])
-	instancesMu.Lock()
-	assert.Empty(t, instances, "instance kept after shutdown")
-	instancesMu.Unlock()
+	assert.Zero(t, instances.Len(), "instance kept after shutdown")
 }
 
 // TestStartUnwritableDirectory: a directory that cannot be created or

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/exporter/xexporter"
 
@@ -31,14 +32,9 @@ func TestSharedInstanceLastStopSeals(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			f := NewFactory()
-			cfg := f.CreateDefaultConfig().(*Config)
+			cfg := createDefaultConfig()
 			cfg.Directory = dir
-			set := exportertest.NewNopSettings(metadata.Type)
-			te, err := f.CreateTraces(t.Context(), set, cfg)
-			require.NoError(t, err)
-			pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
-			require.NoError(t, err)
+			te, pe := newSignals(t, cfg)
 			require.Equal(t, 1, instances.Len(), "one instance for the two signals of one config")
 			tf := sharedFile(t, cfg)
 
@@ -92,23 +88,15 @@ func TestSharedInstanceLastStopSeals(t *testing.T) {
 // or whose start failed, is safe, writes nothing and forgets the instance;
 // another config has an instance of its own.
 func TestSharedInstanceWithoutStart(t *testing.T) {
-	f := NewFactory()
-	set := exportertest.NewNopSettings(metadata.Type)
-	cfg := f.CreateDefaultConfig().(*Config)
+	cfg := createDefaultConfig()
 	cfg.Directory = t.TempDir()
-	other := f.CreateDefaultConfig().(*Config)
+	other := createDefaultConfig()
 	file := filepath.Join(t.TempDir(), "plainfile")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	other.Directory = filepath.Join(file, "traces") // cannot be created: its start fails
 
-	te, err := f.CreateTraces(t.Context(), set, cfg)
-	require.NoError(t, err)
-	pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
-	require.NoError(t, err)
-	oe, err := f.CreateTraces(t.Context(), set, other)
-	require.NoError(t, err)
-	op, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, other)
-	require.NoError(t, err)
+	te, pe := newSignals(t, cfg)
+	oe, op := newSignals(t, other)
 	require.Equal(t, 2, instances.Len(), "one instance per config")
 
 	startErr := oe.Start(t.Context(), componenttest.NewNopHost())
@@ -122,6 +110,19 @@ func TestSharedInstanceWithoutStart(t *testing.T) {
 	ents, err := os.ReadDir(cfg.Directory)
 	require.NoError(t, err)
 	assert.Empty(t, ents, "files written without a start")
+}
+
+// newSignals creates the traces and profiles exporters of cfg, as the
+// collector does for one component ID used in two pipelines.
+func newSignals(t *testing.T, cfg *Config) (exporter.Traces, xexporter.Profiles) {
+	t.Helper()
+	f := NewFactory()
+	set := exportertest.NewNopSettings(metadata.Type)
+	te, err := f.CreateTraces(t.Context(), set, cfg)
+	require.NoError(t, err)
+	pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
+	require.NoError(t, err)
+	return te, pe
 }
 
 // sharedFile returns the live instance of cfg without keeping a hold on it.

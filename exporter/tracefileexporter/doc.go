@@ -7,6 +7,6 @@
 // docs/trace-conventions.md.
 //
 // The exporter is wiring: configuration, lifecycle, the collector's
-// telemetry and the mapping of pdata to trace events. Encoding and rotation
-// live in internal/wire.
+// telemetry and the mapping of pdata to trace events. Encoding lives in
+// internal/wire, rotation in internal/segment.
 package tracefileexporter // import "github.com/perfprof/perfprof/exporter/tracefileexporter"

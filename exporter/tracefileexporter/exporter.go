@@ -22,6 +22,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -33,7 +34,8 @@ const maxAddrKeys = 1 << 20
 const errLogEvery = 10 * time.Second
 
 // traceFile is one exporter instance, shared by the profiles and traces
-// signals of one component ID: both write into the same segments.
+// signals of one component ID through instances (factory.go): both write
+// into the same segments, so it is started once and shut down once.
 type traceFile struct {
 	cfg    *Config
 	logger *zap.Logger
@@ -43,8 +45,7 @@ type traceFile struct {
 	// mu serializes batches: the address table and metadata are shared
 	// state of the segments being written.
 	mu         sync.Mutex
-	refs       int
-	rot        *wire.Rotator
+	rot        *segment.Rotator // nil before start and after shutdown
 	clk        *clock.Mapper
 	legacyBase uint64 // CLOCK_MONOTONIC ns of legacy timestamp 0
 	addrs      addrTable
@@ -52,7 +53,7 @@ type traceFile struct {
 	spawnLocs  map[string]uint16
 	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
-	last       wire.RotateStats // stats already turned into telemetry
+	last       segment.Stats // stats already turned into telemetry
 	stop       chan struct{}
 	done       chan struct{}
 
@@ -70,16 +71,12 @@ func newTraceFile(cfg *Config, set exporter.Settings) (*traceFile, error) {
 	return &traceFile{cfg: cfg, logger: set.Logger, tb: tb, host: host}, nil
 }
 
-// start opens the rotator for the first signal that starts. An unwritable
-// directory fails the collector's start.
+// start opens the rotator. An unwritable directory fails the collector's
+// start.
 func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.refs++
-	if e.refs > 1 {
-		return nil
-	}
-	opts := wire.RotateOptions{
+	opts := segment.Options{
 		Dir:          e.cfg.Directory,
 		Prefix:       e.cfg.FilePrefix,
 		MaxFileSize:  int64(e.cfg.MaxFileSize),
@@ -91,9 +88,8 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	if e.cfg.Format == FormatTokioTRC {
 		opts.LegacyVersion = legacyVersion
 	}
-	rot, err := wire.NewRotator(opts)
+	rot, err := segment.New(opts)
 	if err != nil {
-		e.refs--
 		return fmt.Errorf("tracefile: %w", err)
 	}
 	e.rot = rot
@@ -103,7 +99,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	e.emitted = map[uint64]bool{}
 	e.spawnLocs = map[string]uint16{}
 	e.busy = map[uint64]*intervals{}
-	e.last = wire.RotateStats{}
+	e.last = segment.Stats{}
 	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	go e.tick(e.stop, e.done)
 	return nil
@@ -131,15 +127,11 @@ func (e *traceFile) tick(stop, done chan struct{}) {
 	}
 }
 
-// shutdown seals the active segment when the last signal stops.
+// shutdown stops the ticker and seals the active segment. Without a start
+// there is nothing to seal.
 func (e *traceFile) shutdown(context.Context) error {
 	e.mu.Lock()
-	if e.refs == 0 {
-		e.mu.Unlock()
-		return nil
-	}
-	e.refs--
-	if e.refs > 0 {
+	if e.rot == nil {
 		e.mu.Unlock()
 		return nil
 	}

@@ -2,7 +2,6 @@ package tracefileexporter
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/xexporter"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
+	"github.com/perfprof/perfprof/internal/shared"
 )
 
 // NewFactory returns the factory of the tracefile exporter.
@@ -24,52 +24,33 @@ func NewFactory() exporter.Factory {
 	)
 }
 
-// instances holds one traceFile per configuration, so that the profiles
-// and traces signals of one component ID write into the same segments.
-var (
-	instancesMu sync.Mutex
-	instances   = map[*Config]*sharedFile{}
-)
+// instances holds one traceFile per configuration: the collector hands
+// every signal of one component ID the same *Config, so the profiles and
+// traces signals write into the same segments. The last signal to shut
+// down seals them, and the instance is forgotten, so that a rebuilt
+// pipeline starts afresh.
+var instances shared.Map[*Config, *traceFile]
 
-type sharedFile struct {
-	*traceFile     // its cfg is its key in instances
-	users      int // signals created and not shut down
+type user = shared.User[*Config, *traceFile]
+
+// release stops u; the last signal of the instance seals its segments,
+// unless the instance never started.
+func release(ctx context.Context, u *user) error {
+	return u.Stop(func(started bool) error {
+		if !started {
+			return nil
+		}
+		return u.Value().shutdown(ctx)
+	})
 }
 
-func getOrCreate(cfg *Config, set exporter.Settings) (*sharedFile, error) {
-	instancesMu.Lock()
-	defer instancesMu.Unlock()
-	if s, ok := instances[cfg]; ok {
-		s.users++
-		return s, nil
-	}
-	tf, err := newTraceFile(cfg, set)
-	if err != nil {
-		return nil, err
-	}
-	s := &sharedFile{traceFile: tf, users: 1}
-	instances[cfg] = s
-	return s, nil
-}
-
-// release forgets the instance once every signal using it has shut down,
-// so that a collector reload starts afresh.
-func (s *sharedFile) release(ctx context.Context) error {
-	err := s.shutdown(ctx)
-	instancesMu.Lock()
-	defer instancesMu.Unlock()
-	s.users--
-	if s.users <= 0 && instances[s.cfg] == s {
-		delete(instances, s.cfg)
-	}
-	return err
-}
-
-func options(cfg *Config, s *sharedFile) []exporterhelper.Option {
+func options(cfg *Config, u *user) []exporterhelper.Option {
 	return []exporterhelper.Option{
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
-		exporterhelper.WithStart(s.start),
-		exporterhelper.WithShutdown(s.release),
+		exporterhelper.WithStart(func(ctx context.Context, host component.Host) error {
+			return u.Start(func() error { return u.Value().start(ctx, host) })
+		}),
+		exporterhelper.WithShutdown(func(ctx context.Context) error { return release(ctx, u) }),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
 		exporterhelper.WithQueue(cfg.QueueConfig),
 		exporterhelper.WithRetry(cfg.RetryConfig),
@@ -77,19 +58,31 @@ func options(cfg *Config, s *sharedFile) []exporterhelper.Option {
 }
 
 func createTraces(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Traces, error) {
-	cfg := c.(*Config)
-	s, err := getOrCreate(cfg, set)
-	if err != nil {
-		return nil, err
-	}
-	return exporterhelper.NewTraces(ctx, set, cfg, s.pushTraces, options(cfg, s)...)
+	return create(ctx, set, c, func(cfg *Config, tf *traceFile, opts []exporterhelper.Option) (exporter.Traces, error) {
+		return exporterhelper.NewTraces(ctx, set, cfg, tf.pushTraces, opts...)
+	})
 }
 
 func createProfiles(ctx context.Context, set exporter.Settings, c component.Config) (xexporter.Profiles, error) {
+	return create(ctx, set, c, func(cfg *Config, tf *traceFile, opts []exporterhelper.Option) (xexporter.Profiles, error) {
+		return xexporterhelper.NewProfiles(ctx, set, cfg, tf.pushProfiles, opts...)
+	})
+}
+
+// create makes one signal's exporter on the shared instance of its config.
+func create[E any](ctx context.Context, set exporter.Settings, c component.Config,
+	build func(*Config, *traceFile, []exporterhelper.Option) (E, error)) (E, error) {
 	cfg := c.(*Config)
-	s, err := getOrCreate(cfg, set)
+	var none E
+	u, err := instances.Acquire(cfg, func() (*traceFile, error) { return newTraceFile(cfg, set) })
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	return xexporterhelper.NewProfiles(ctx, set, cfg, s.pushProfiles, options(cfg, s)...)
+	exp, err := build(cfg, u.Value(), options(cfg, u))
+	if err != nil {
+		// No Shutdown will come for an exporter that was not made.
+		_ = release(ctx, u)
+		return none, err
+	}
+	return exp, nil
 }

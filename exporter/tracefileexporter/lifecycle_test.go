@@ -30,14 +30,9 @@ import (
 // both have shut down.
 func TestLifecycleSharedInstance(t *testing.T) {
 	dir := t.TempDir()
-	f := NewFactory()
-	cfg := f.CreateDefaultConfig().(*Config)
+	cfg := createDefaultConfig()
 	cfg.Directory = dir
-	set := exportertest.NewNopSettings(metadata.Type)
-	te, err := f.CreateTraces(t.Context(), set, cfg)
-	require.NoError(t, err)
-	pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
-	require.NoError(t, err)
+	te, pe := newSignals(t, cfg)
 	host := componenttest.NewNopHost()
 	require.NoError(t, te.Start(t.Context(), host))
 	require.NoError(t, pe.Start(t.Context(), host))
@@ -57,9 +52,7 @@ func TestLifecycleSharedInstance(t *testing.T) {
 	}
 	assert.Equal(t, 7, kinds["CpuSampleEvent"])
 	assert.Equal(t, 3, kinds["SpanEvent"])
-	instancesMu.Lock()
-	assert.Empty(t, instances, "instance kept after shutdown")
-	instancesMu.Unlock()
+	assert.Zero(t, instances.Len(), "instance kept after shutdown")
 }
 
 // TestStartUnwritableDirectory: a directory that cannot be created or

@@ -1,11 +1,13 @@
-// Package wire reads and writes dial9 trace files in the self-describing
-// format with magic "TRC\x00" and version 1 (dial9-trace-format).
+// Package wire reads and writes dial9 trace files: the self-describing
+// format with magic "TRC\x00" and version 1, and the legacy TOKIOTRC format
+// (versions 13 to 18) that came before it.
 //
-// A file is a concatenation of independent streams. Each stream starts with
-// a 5-byte header and carries its own schema table, string pool, stack pool
-// and timestamp base; a header in the middle of a file resets all of them.
-// Frames appended after the last stream without a header (the symbolizer's
-// SymbolTableEntry events) continue that stream's state.
+// A TRC file is a concatenation of independent streams. Each stream starts
+// with a HeaderSize-byte header and carries its own schema table, string
+// pool, stack pool and timestamp base; a header in the middle of a file
+// resets all of them. Frames appended after the last stream without a
+// header (the symbolizer's SymbolTableEntry events) continue that stream's
+// state.
 //
 // [Reader] decodes every frame type (schema, event, string pool, stack pool,
 // timestamp reset, schema annotations), unwraps gzip, resolves pool
@@ -14,19 +16,25 @@
 // order and addressable by field name. [Reader.ReadEvent] decodes into a
 // caller-owned [Event] and does not allocate in steady state.
 //
-// [Writer] produces byte-for-byte what the upstream Rust encoder produces:
-// per event, pool frames for newly interned strings and stacks, the schema
-// frame the first time an event type appears in the stream, a timestamp
-// reset when the 24-bit delta cannot express the timestamp, then the event.
-// It never writes annotation frames, which the JS decoder of mid-2026 cannot
-// read. Typed helpers write the built-in runtime events.
+// [Writer] writes frames in the order of the upstream encoder: per event,
+// pool frames for newly interned strings and stacks, the schema frame the
+// first time an event type appears in the stream, a timestamp reset when
+// the 24-bit delta cannot express the timestamp, then the event. It never
+// writes annotation frames. Typed methods write the built-in runtime events
+// (events.go) and perfprof's own fields and SpanEvent (ext.go) without
+// building Values.
 //
-// Decode errors are *[FormatError] values naming the byte offset (in the
-// decompressed stream) and what was being decoded; conditions a caller may
-// act on are sentinel errors checked with errors.Is, and a truncated file
-// yields an error wrapping io.ErrUnexpectedEOF after the complete events.
+// [LegacyReader] and [LegacyWriter] read and write TOKIOTRC records
+// ([LegacyRecord]), gzip included on the read side; [LegacyDefs] writes the
+// definition records a legacy file needs before their first use.
 //
-// The package is not for rotating segment files, exporting profiles or
-// analysing traces, and knows nothing of the collector. The legacy TOKIOTRC
-// format (before 2026-03-17) lives in the legacy*.go files.
+// Decode errors are *[FormatError] (TRC) and *[LegacyError] (TOKIOTRC)
+// values naming the byte offset (in the decompressed stream) and what was
+// being decoded; conditions a caller may act on are sentinel errors checked
+// with errors.Is, and a truncated file yields an error wrapping
+// io.ErrUnexpectedEOF after the complete events or records.
+//
+// The package holds codecs only. Rotating, retaining and compressing segment
+// files is internal/segment; exporting profiles and analysing traces live
+// elsewhere, and the package knows nothing of the collector.
 package wire

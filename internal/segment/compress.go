@@ -1,0 +1,65 @@
+package segment
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// compressLoop gzips the segments sealed for compression, one at a time,
+// until none is pending. A segment that retention deleted meanwhile leaves
+// no .gz behind.
+func (r *Rotator) compressLoop() {
+	defer r.wg.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.pending) > 0 {
+		n := r.pending[0]
+		r.pending = r.pending[1:]
+		r.mu.Unlock()
+		gz, err := compressFile(r.name(n, ".bin"))
+		r.mu.Lock()
+		i := slices.IndexFunc(r.sealed, func(s file) bool { return s.n == n })
+		switch {
+		case i < 0:
+			if err == nil {
+				os.Remove(gz)
+			}
+		case err != nil:
+			r.stats.RotateErrors++ // the .bin stays, uncompressed
+		default:
+			r.sealed[i].path = gz
+		}
+	}
+	r.compressing = false
+}
+
+// compressFile gzips path to path.gz and removes path.
+func compressFile(path string) (string, error) {
+	gz := path + ".gz"
+	in, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("segment: compress: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(gz, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("segment: compress: %w", err)
+	}
+	zw := gzip.NewWriter(out)
+	_, err = io.Copy(zw, in)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(gz)
+		return "", fmt.Errorf("segment: compress %s: %w", path, err)
+	}
+	os.Remove(path)
+	return gz, nil
+}

@@ -1,0 +1,22 @@
+// Package segment writes trace batches into rotating segment files: a
+// [Rotator] appends each batch, a complete TRC stream (or a run of legacy
+// TOKIOTRC records), to the active file Dir/Prefix.N.bin.active and seals it
+// to Prefix.N.bin when it passes a size or its wall-clock window ends.
+//
+// Every segment is readable on its own: it starts with a ClockSync and the
+// segment metadata (a legacy segment with its header and, from version 17, a
+// SegmentMetadata record), and the legacy definitions handed to a batch
+// start empty in every segment, so that each defines the callframes and
+// threads it uses. Sealing is a rename, so after a crash the directory holds
+// sealed segments and at most one .active file, both made of whole batches;
+// a failed write (a full disk) is cut back to the last whole batch and the
+// next batch may succeed. Retention deletes the oldest sealed segments to
+// keep the bytes of all segments under a bound, and sealed segments are
+// gzipped in the background so that a batch that seals a large segment does
+// not wait for compression.
+//
+// The package is not for encoding: the caller writes events with the
+// internal/wire codecs through the writer it is handed. It does not decide
+// what goes into a batch, does not read segments back (internal/analysis
+// does), and knows nothing of the collector.
+package segment

@@ -1,0 +1,99 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// parseName returns N and the suffix (".bin", ".bin.gz", ".bin.active") of
+// a segment name Prefix.N.suffix.
+func (r *Rotator) parseName(name string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(name, r.opts.Prefix+".")
+	if !ok {
+		return 0, "", false
+	}
+	num, suffix, ok := strings.Cut(rest, ".")
+	if !ok || num == "" || strings.TrimLeft(num, "0123456789") != "" {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, "", false
+	}
+	switch suffix = "." + suffix; suffix {
+	case ".bin", ".bin.gz", ".bin.active":
+		return n, suffix, true
+	}
+	return 0, "", false
+}
+
+// scan finds the existing segments: sealed ones join the retention list,
+// and numbering continues after all of them. Active leftovers of an earlier
+// process are left alone.
+func (r *Rotator) scan() error {
+	ents, err := os.ReadDir(r.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("segment: scan %s: %w", r.opts.Dir, err)
+	}
+	byN := map[int]file{}
+	for _, e := range ents {
+		n, suffix, ok := r.parseName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		r.next = max(r.next, n+1)
+		if suffix == ".bin.active" {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		s := file{n, filepath.Join(r.opts.Dir, e.Name()), info.Size()}
+		if old, ok := byN[n]; ok && strings.HasSuffix(old.path, ".bin") {
+			continue // .bin and .bin.gz: compression was interrupted
+		}
+		byN[n] = s
+	}
+	for _, s := range byN {
+		r.sealed = append(r.sealed, s)
+	}
+	slices.SortFunc(r.sealed, func(a, b file) int { return a.n - b.n })
+	return nil
+}
+
+func (r *Rotator) name(n int, suffix string) string {
+	return filepath.Join(r.opts.Dir, r.opts.Prefix+"."+strconv.Itoa(n)+suffix)
+}
+
+// retain deletes the oldest sealed segments while sealed plus active bytes
+// exceed MaxTotalSize.
+func (r *Rotator) retain() {
+	if r.opts.MaxTotalSize <= 0 {
+		return
+	}
+	var total int64
+	if r.f != nil {
+		total = r.size
+	}
+	for _, s := range r.sealed {
+		total += s.size
+	}
+	for total > r.opts.MaxTotalSize && len(r.sealed) > 0 {
+		s := r.sealed[0]
+		r.sealed = r.sealed[1:]
+		total -= s.size
+		r.stats.Deleted++
+		for _, p := range []string{s.path, r.name(s.n, ".bin"), r.name(s.n, ".bin.gz")} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				r.stats.RotateErrors++
+			}
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package segment
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRotatorRetention(t *testing.T) {
+	dir := t.TempDir()
+	const maxTotal = 40 << 10
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, MaxTotalSize: maxTotal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for range 200 {
+		if err := r.WriteBatch(rotBatch(seq, 4, 250, 1e9+seq)); err != nil {
+			t.Fatal(err)
+		}
+		seq += 4
+		var total int64
+		for _, name := range segments(t, dir) {
+			fi, _ := os.Stat(filepath.Join(dir, name))
+			total += fi.Size()
+		}
+		if total > maxTotal {
+			t.Fatalf("after batch %d: %d bytes on disk > %d", seq/4, total, maxTotal)
+		}
+	}
+	r.Close()
+	names := segments(t, dir)
+	st := r.Stats()
+	if st.Deleted == 0 || st.Deleted+len(names) != st.Segments {
+		t.Fatalf("stats %+v, %d files left", st, len(names))
+	}
+	// The newest segments are kept, contiguously, up to the last one.
+	for i, name := range names {
+		if want := fmt.Sprintf("seg.%d.bin", st.Deleted+i); name != want {
+			t.Errorf("file %d is %s, want %s", i, name, want)
+		}
+	}
+	var last []uint64
+	for _, name := range names {
+		s, _ := readSegment(t, filepath.Join(dir, name), nil)
+		last = append(last, s...)
+	}
+	if len(last) == 0 || last[len(last)-1] != seq-1 {
+		t.Errorf("newest event missing")
+	}
+}
+
+func TestRotatorContinuesNumbering(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"seg.3.bin", "seg.7.bin.gz", "seg.9.bin.active", "other.20.bin", "seg.x.bin"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxTotalSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteBatch(rotBatch(0, 2, 10, 1e9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "seg.10.bin.active")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	readSegment(t, filepath.Join(dir, "seg.10.bin"), nil)
+	if _, err := os.Stat(filepath.Join(dir, "seg.9.bin.active")); err != nil {
+		t.Error("leftover active segment was touched")
+	}
+}

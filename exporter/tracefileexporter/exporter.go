@@ -22,6 +22,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
 )
@@ -349,21 +350,21 @@ func joinSorted(m map[string]bool, numeric bool) string {
 }
 
 func (m *metaSets) entries(defaultHost string) map[string]string {
-	out := map[string]string{"host": defaultHost}
+	out := map[string]string{convention.MetaHost: defaultHost}
 	if len(m.hosts) > 0 {
-		out["host"] = joinSorted(m.hosts, false)
+		out[convention.MetaHost] = joinSorted(m.hosts, false)
 	}
 	if len(m.services) > 0 {
-		out["service"] = joinSorted(m.services, false)
+		out[convention.MetaService] = joinSorted(m.services, false)
 	}
 	if len(m.pids) > 0 {
-		out["pid"] = joinSorted(m.pids, true)
+		out[convention.MetaPid] = joinSorted(m.pids, true)
 	}
 	if len(m.workers) > 0 {
-		out["runtime.perfprof"] = joinSorted(m.workers, true)
+		out[convention.MetaWorkers] = joinSorted(m.workers, true)
 	}
 	if m.period > 0 {
-		out["perfprof.sample_period_ns"] = strconv.FormatInt(m.period, 10)
+		out[convention.MetaSamplePeriod] = strconv.FormatInt(m.period, 10)
 	}
 	return out
 }

@@ -78,6 +78,7 @@ type procState struct {
 	// resource is the caller's handle of the span resource of the
 	// process, -1 until its spans are seen, so that every snapshot of it
 	// names its service, also when none of its samples fell in a span.
+	// Guarded by spansMu: the join sets it.
 	resource int32
 
 	sym *procSymbols
@@ -253,12 +254,15 @@ func (e *engine) exec(old *procState, comm string) {
 	if p, err := e.procs.Read(info.Pid); err == nil && p.StartTime == info.StartTime {
 		info.Exe = p.Exe
 	}
+	e.spansMu.Lock() // after mu, as everywhere
+	resource := old.resource
+	e.spansMu.Unlock()
 	st := &procState{
 		key:       procKey{pid: info.Pid, start: info.StartTime, gen: old.key.gen + 1},
 		info:      info,
 		threads:   old.threads,
 		batch:     newBatch(),
-		resource:  old.resource,
+		resource:  resource,
 		mapsDirty: true,
 		sym:       &procSymbols{},
 	}

@@ -129,7 +129,7 @@ func (e *engine) link(l *Link, sp *tidmap.Span) {
 // that ran on its thread at its time. It returns the link of each sample
 // and sets the process's resource: the one most of the linked samples
 // share, else the one its spans named it by, else the last it had. Called
-// with mu and spansMu held.
+// with spansMu held, not mu: the samples of b are the caller's now.
 func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) []Link {
 	links := make([]Link, len(b.samples))
 	votes := map[int32]int{}

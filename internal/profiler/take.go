@@ -24,10 +24,10 @@ type taken struct {
 // take, unless the buffer is over its bound: then the oldest go out early,
 // unjoined.
 func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
+	// Split under mu, which the read loop takes per record: that part is a
+	// copy of the samples. The join and the symbolization run after it.
 	var out []taken
-	var jc JoinCounts
 	e.mu.Lock()
-	e.spansMu.Lock()
 	cut := watermark
 	if max := e.opts.MaxBufferedSamples; !final && e.buffered > max {
 		cut = e.earlyCut(watermark, max/2)
@@ -56,8 +56,6 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 					t.threads[s.tid] = st.threads[s.tid]
 				}
 			}
-			t.links = e.join(st, b, watermark, &jc)
-			t.resource = st.resource
 			out = append(out, t)
 		}
 		if st.gone && len(st.batch.samples) == 0 {
@@ -67,6 +65,15 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	}
 	e.buffered = remaining
 	e.windowA = windowB
+	e.mu.Unlock()
+
+	var jc JoinCounts
+	e.spansMu.Lock()
+	for i := range out {
+		t := &out[i]
+		t.links = e.join(t.st, t.b, watermark, &jc)
+		t.resource = t.st.resource
+	}
 	if !final {
 		_, unmatched := e.spans.Forget(watermark)
 		e.spanCounts.Unmatched += int64(unmatched)
@@ -76,9 +83,8 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	e.joinCounts.NoSpan += jc.NoSpan
 	e.joinCounts.Early += jc.Early
 	e.spansMu.Unlock()
-	e.mu.Unlock()
 
-	// Symbolize without mu: the read loop goes on meanwhile.
+	// Symbolize without either lock: the read loop and span ingest go on.
 	var refresh []*procState
 	for _, t := range out {
 		if t.refreshMap {

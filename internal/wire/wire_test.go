@@ -14,9 +14,9 @@ import (
 
 // golden is the 294-byte TRC file of the worked example in
 // docs/trace-format.md §A.11: a byte-layout contract, so it is a file and
-// not generated. It came from the design repository
-// (../shared/testdata/trc-example-3events.bin), where it was written from
-// the spec and checked with dial9's own JS decoder.
+// not generated. It was copied from the design repository's testdata,
+// where it was written from the format's description and checked with
+// dial9's own JavaScript decoder.
 func golden(t testing.TB) []byte {
 	b, err := os.ReadFile(filepath.Join("testdata", "trc-example-3events.bin"))
 	if err != nil {
@@ -112,7 +112,7 @@ func TestGoldenRead(t *testing.T) {
 }
 
 // TestDemoTrace reads the trace that dial9's own code wrote and checks the
-// counts that docs/trace-format.md §A.10 gives for it.
+// counts that docs/trace-format.md §A.12 gives for it.
 func TestDemoTrace(t *testing.T) {
 	f, err := os.Open(interop.Path(t, interop.DemoTrace))
 	must(t, err)

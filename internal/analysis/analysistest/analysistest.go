@@ -46,8 +46,7 @@ func Shared(tb testing.TB, name string) string {
 // say it holds.
 const DemoTrace = interop.DemoTrace
 
-// Demo trace facts (trace-format.md §A.10, and the per-kind counts of a
-// full decode, which the spec's "about 210k events" rounds).
+// Demo trace facts (docs/trace-format.md §A.12: a full decode).
 const (
 	DemoRawBytes      = 4047237
 	DemoHeaders       = 14

@@ -25,12 +25,10 @@ import (
 	"go.opentelemetry.io/collector/exporter/debugexporter"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
-	"go.opentelemetry.io/collector/exporter/xexporter"
 	"go.opentelemetry.io/collector/pipeline"
 	"go.opentelemetry.io/collector/pipeline/xpipeline"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
-	"go.opentelemetry.io/collector/receiver/xreceiver"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver"
@@ -202,7 +200,11 @@ func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[com
 					continue
 				}
 				used[section][id] = true
-				if s := stability(section, id.Type(), pid.Signal()); s == component.StabilityLevelUndefined {
+				var f factory = exporters[id.Type()]
+				if section == "receivers" {
+					f = receivers[id.Type()]
+				}
+				if stability(f, pid.Signal()) == component.StabilityLevelUndefined {
 					t.Errorf("pipeline %s: %s does not support %s", pid, id, pid.Signal())
 				}
 			}
@@ -217,26 +219,15 @@ func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[com
 	}
 }
 
-// stability returns the factory's stability for a signal: undefined when
-// the component does not support it.
-func stability(section string, typ component.Type, sig pipeline.Signal) component.StabilityLevel {
-	if section == "receivers" {
-		f := receivers[typ]
-		switch sig {
-		case pipeline.SignalTraces:
-			return f.TracesStability()
-		case pipeline.SignalMetrics:
-			return f.MetricsStability()
-		case pipeline.SignalLogs:
-			return f.LogsStability()
-		case xpipeline.SignalProfiles:
-			if xf, ok := any(f).(xreceiver.Factory); ok {
-				return xf.ProfilesStability()
-			}
-		}
-		return component.StabilityLevelUndefined
-	}
-	f := exporters[typ]
+// factory is what receiver and exporter factories share: a stability
+// level per signal, undefined for a signal the component does not support.
+type factory interface {
+	TracesStability() component.StabilityLevel
+	MetricsStability() component.StabilityLevel
+	LogsStability() component.StabilityLevel
+}
+
+func stability(f factory, sig pipeline.Signal) component.StabilityLevel {
 	switch sig {
 	case pipeline.SignalTraces:
 		return f.TracesStability()
@@ -245,8 +236,11 @@ func stability(section string, typ component.Type, sig pipeline.Signal) componen
 	case pipeline.SignalLogs:
 		return f.LogsStability()
 	case xpipeline.SignalProfiles:
-		if xf, ok := any(f).(xexporter.Factory); ok {
-			return xf.ProfilesStability()
+		// Profiles are in the x-factories (xreceiver, xexporter) only.
+		if pf, ok := f.(interface {
+			ProfilesStability() component.StabilityLevel
+		}); ok {
+			return pf.ProfilesStability()
 		}
 	}
 	return component.StabilityLevelUndefined

@@ -10,7 +10,7 @@ COLLECTOR := $(BUILD)/otelcol-perfprof
 DEMO      := $(BUILD)/perfprof-demo
 CLI       := $(BUILD)/perfprof
 DURATION  ?= 60s
-CONFIG    ?= examples/demo/collector.yaml
+CONFIG    ?= testdata/demo.yaml
 BENCHCOUNT ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the demo workload and the collector that profiles it, until Ctrl-C or
-# DURATION, then stops both cleanly. Called by `make run`.
+# DURATION, then stops both cleanly. Called by `make run` (from the
+# repository root: CONFIG defaults to testdata/demo.yaml, whose trace files
+# go to _build/traces).
 set -euo pipefail
-: "${COLLECTOR:?}" "${DEMO:?}" "${CONFIG:?}" "${DURATION:=60s}"
+: "${COLLECTOR:?}" "${DEMO:?}" "${CONFIG:=testdata/demo.yaml}" "${DURATION:=60s}"
 
 "$DEMO" &
 demo=$!

@@ -15,7 +15,7 @@ import (
 
 // The browser test drives a real page in headless Chromium through
 // test/browser/check.mjs (playwright-core from npm, Debian's chromium). It
-// skips when node or chromium is missing, unless PERFPROF_REQUIRE_PERF=1
+// skips when node or chromium is missing, unless PERFPROF_REQUIRE_BROWSER=1
 // (CI), where it fails. `make test` installs both.
 
 // artifacts is where the browser test leaves its page and screenshots for

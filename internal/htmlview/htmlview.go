@@ -56,8 +56,17 @@ var pageHTML string
 //go:embed page.css
 var pageCSS string
 
-//go:embed page.js
-var pageJS string
+// The script is split by concern (page.js starts the page and holds what
+// the views share; one file per view) and put together, in this order, into
+// the page's one <script>.
+var (
+	//go:embed page.js
+	pageJS string
+	//go:embed flame.js
+	flameJS string
+	//go:embed timeline.js
+	timelineJS string
+)
 
 // The page is page.html with these markers replaced.
 const (
@@ -94,7 +103,7 @@ func Write(w io.Writer, d *Data) error {
 		{markCSS, pageCSS},
 		{markTitle, html.EscapeString(title)}, // <h1>
 		{markData, string(payload)},
-		{markJS, pageJS},
+		{markJS, pageJS + flameJS + timelineJS},
 	} {
 		before, after, ok := strings.Cut(rest, part.mark)
 		if !ok {

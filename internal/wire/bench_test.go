@@ -2,10 +2,9 @@ package wire
 
 import (
 	"bytes"
-	"compress/gzip"
+	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"testing"
 )
 
@@ -49,20 +48,10 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// BenchmarkReadDemoTrace decodes the (decompressed) demo trace.
-func BenchmarkReadDemoTrace(b *testing.B) {
-	raw, err := os.ReadFile(testdata(b, "dial9-demo-trace.bin"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		b.Fatal(err)
-	}
+// BenchmarkRead decodes a trace shaped like the files dial9 and the
+// exporter write (see mixedTrace).
+func BenchmarkRead(b *testing.B) {
+	data := mixedTrace(b)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	events := 0
@@ -81,4 +70,56 @@ func BenchmarkReadDemoTrace(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// mixedTrace is about 4 MB of trace with the kinds of events and frames
+// of dial9's demo trace (polls, parks and CPU samples of two workers over
+// 300 distinct stacks, thread names), laid out as a rotating writer's
+// segment: clock sync, then batches of about 1 MB, each a stream with its
+// own pools, then the symbol table appended to the last batch.
+func mixedTrace(tb testing.TB) []byte {
+	rng := rand.New(rand.NewPCG(5, 6))
+	stacks := make([][]uint64, 300)
+	for i := range stacks {
+		stacks[i] = make([]uint64, 8+rng.IntN(24))
+		for j := range stacks[i] {
+			stacks[i][j] = 0x400000 + rng.Uint64N(4096)*0x40
+		}
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	ts := uint64(1 << 40)
+	must(tb, w.WriteClockSync(ClockSyncEvent{Timestamp: ts, RealtimeNs: 1_780_000_000_000_000_000}))
+	for i := 0; buf.Len() < 4<<20; i++ {
+		if i%20_000 == 0 {
+			must(tb, w.Reset())
+		}
+		ts += rng.Uint64N(20_000)
+		worker := uint64(i % 2)
+		switch i % 8 {
+		case 0, 3:
+			must(tb, w.WritePollStart(PollStartEvent{Timestamp: ts, WorkerID: worker, LocalQueue: uint8(rng.IntN(4)),
+				TaskID: rng.Uint64N(500), SpawnLoc: fmt.Sprintf("src/handler.rs:%d:9", 10+rng.IntN(20))}))
+		case 1, 4:
+			must(tb, w.WritePollEnd(PollEndEvent{Timestamp: ts, WorkerID: worker}))
+		case 2:
+			must(tb, w.WriteCpuSample(CpuSampleEvent{Timestamp: ts, WorkerID: worker, Tid: 100 + uint32(worker),
+				Source: uint8(rng.IntN(2)), ThreadName: Some(fmt.Sprintf("tokio-runtime-worker-%d", worker)),
+				Callchain: stacks[rng.IntN(len(stacks))], CPU: Some(worker)}))
+		case 5:
+			must(tb, w.WriteWorkerPark(WorkerParkEvent{Timestamp: ts, WorkerID: worker, CPUTimeNs: ts / 3, Tid: 100 + uint32(worker)}))
+		case 6:
+			must(tb, w.WriteWorkerUnpark(WorkerUnparkEvent{Timestamp: ts, WorkerID: worker, CPUTimeNs: ts / 3,
+				SchedWaitNs: rng.Uint64N(50_000), Tid: 100 + uint32(worker)}))
+		}
+		if i%1000 == 999 {
+			must(tb, w.Flush())
+		}
+	}
+	for a := range uint64(4096) {
+		must(tb, w.WriteSymbolTableEntry(SymbolTableEntry{Addr: 0x400000 + a*0x40, SymbolName: fmt.Sprintf("app::f%d", a),
+			SourceFile: "src/app.rs", SourceLine: a}))
+	}
+	must(tb, w.Flush())
+	return buf.Bytes()
 }

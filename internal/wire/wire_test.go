@@ -6,23 +6,19 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/interop"
 )
 
-// testdata returns the path of a file in /work/shared/testdata, found
-// relative to this source file.
-func testdata(t testing.TB, name string) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("runtime.Caller failed")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", name)
-}
-
-func readTestdata(t testing.TB, name string) []byte {
-	b, err := os.ReadFile(testdata(t, name))
+// golden is the 294-byte TRC file of the worked example in
+// docs/trace-format.md §A.11: a byte-layout contract, so it is a file and
+// not generated. It was copied from the design repository's testdata,
+// where it was written from the format's description and checked with
+// dial9's own JavaScript decoder.
+func golden(t testing.TB) []byte {
+	b, err := os.ReadFile(filepath.Join("testdata", "trc-example-3events.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +44,7 @@ func must(t testing.TB, err error) {
 }
 
 func TestGoldenWrite(t *testing.T) {
-	want := readTestdata(t, "trc-example-3events.bin")
+	want := golden(t)
 	var buf bytes.Buffer
 	writeGolden(t, NewWriter(&buf))
 	if !bytes.Equal(buf.Bytes(), want) {
@@ -69,7 +65,7 @@ func TestGoldenWrite(t *testing.T) {
 }
 
 func TestGoldenRead(t *testing.T) {
-	r := NewReader(bytes.NewReader(readTestdata(t, "trc-example-3events.bin")))
+	r := NewReader(bytes.NewReader(golden(t)))
 	ev, err := r.Next()
 	must(t, err)
 	if ev.Name() != "PollStartEvent" || ev.Timestamp != t0 {
@@ -115,8 +111,10 @@ func TestGoldenRead(t *testing.T) {
 	}
 }
 
+// TestDemoTrace reads the trace that dial9's own code wrote and checks the
+// counts that docs/trace-format.md §A.12 gives for it.
 func TestDemoTrace(t *testing.T) {
-	f, err := os.Open(testdata(t, "dial9-demo-trace.bin"))
+	f, err := os.Open(interop.Path(t, interop.DemoTrace))
 	must(t, err)
 	defer f.Close()
 	r := NewReader(f)
@@ -164,7 +162,7 @@ func TestDemoTrace(t *testing.T) {
 }
 
 func TestTruncation(t *testing.T) {
-	golden := readTestdata(t, "trc-example-3events.bin")
+	golden := golden(t)
 	// Offsets at which each event frame ends, and all frame boundaries (a
 	// stream may legally end after any complete frame).
 	ends := []int{0x7e, 0xff, 294}
@@ -209,7 +207,7 @@ func TestTruncation(t *testing.T) {
 }
 
 func TestCorruption(t *testing.T) {
-	golden := readTestdata(t, "trc-example-3events.bin")
+	golden := golden(t)
 	patch := func(off int, b ...byte) []byte {
 		c := bytes.Clone(golden)
 		copy(c[off:], b)
@@ -248,7 +246,7 @@ func TestCorruption(t *testing.T) {
 }
 
 func TestIdenticalReRegistration(t *testing.T) {
-	golden := readTestdata(t, "trc-example-3events.bin")
+	golden := golden(t)
 	// Repeat the PollEndEvent schema frame (0xff…0x11f) and its event.
 	data := append(bytes.Clone(golden), golden[0xff:]...)
 	evs, err := ReadAll(bytes.NewReader(data))
@@ -324,8 +322,6 @@ func TestStreams(t *testing.T) {
 		t.Errorf("pool survived a header: %v", err)
 	}
 }
-
-func golden(t testing.TB) []byte { return readTestdata(t, "trc-example-3events.bin") }
 
 func equalU64(a, b []uint64) bool {
 	if len(a) != len(b) {

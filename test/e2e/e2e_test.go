@@ -1,7 +1,9 @@
 // Package e2e tests the collector as users run it: built by ocb with the
 // builder-config.yaml of this repository, started as a process with a YAML
 // configuration, profiling a real workload and exporting over OTLP/gRPC to
-// a server in the test.
+// a server in the test. The main configuration is testdata/e2e.yaml (checked
+// by test/configs); the start-error cases keep their small broken ones
+// inline, next to the message each must produce.
 package e2e
 
 import (
@@ -161,9 +163,11 @@ func startServer(t *testing.T) (*profileServer, string) {
 	return srv, lis.Addr().String()
 }
 
-// runCollector starts the built collector with config and returns it with
-// a buffer collecting its output.
-func runCollector(t *testing.T, config string, cred *syscall.Credential) (*exec.Cmd, *syncBuffer) {
+// runCollector starts the built collector with config, as user cred if
+// not nil and with the environment variables env ("KEY=value", for the
+// ${env:KEY} references of config), and returns it with a buffer
+// collecting its output.
+func runCollector(t *testing.T, config string, cred *syscall.Credential, env ...string) (*exec.Cmd, *syncBuffer) {
 	dir, err := os.MkdirTemp("", "perfprof-e2e-")
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +193,7 @@ func runCollector(t *testing.T, config string, cred *syscall.Credential) (*exec.
 		}
 	}
 	cmd := exec.Command(bin, "--config", path, "--feature-gates=service.profilesSupport")
+	cmd.Env = append(os.Environ(), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if cred != nil {
@@ -256,35 +261,12 @@ func TestCollectorProfilesDemo(t *testing.T) {
 	srv, addr := startServer(t)
 	spansAddr := freeAddr(t)
 	traceDir := t.TempDir()
-	cmd, out := runCollector(t, fmt.Sprintf(`
-receivers:
-  perfprof:
-    targets:
-      executables: [perfprof-demo]
-    frequency: 199
-    report_interval: 1s
-    protocols:
-      grpc:
-        endpoint: %s
-    correlation:
-      window: 3s
-exporters:
-  otlp_grpc:
-    endpoint: %s
-    tls:
-      insecure: true
-  debug: {}
-  tracefile:
-    directory: %s
-service:
-  pipelines:
-    profiles:
-      receivers: [perfprof]
-      exporters: [otlp_grpc, tracefile]
-    traces:
-      receivers: [perfprof]
-      exporters: [debug, tracefile]
-`, spansAddr, addr, traceDir), nil)
+	config, err := os.ReadFile(filepath.Join(root, "testdata", "e2e.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := runCollector(t, string(config), nil, "PERFPROF_E2E_SPANS_ENDPOINT="+spansAddr,
+		"PERFPROF_E2E_PROFILES_ENDPOINT="+addr, "PERFPROF_E2E_TRACE_DIR="+traceDir)
 	waitFor(t, out, "Receiving spans over OTLP/gRPC", 10*time.Second)
 	d := exec.Command(demo, "-endpoint", spansAddr)
 	if err := d.Start(); err != nil {

@@ -2,7 +2,7 @@
 // Chromium through test/browser/check.mjs (playwright-core from npm,
 // Debian's chromium), for the browser tests of the view and of the CLI.
 // A test skips when node or chromium is missing, unless
-// PERFPROF_REQUIRE_PERF=1 (CI), where it fails. `make test` installs both.
+// PERFPROF_REQUIRE_BROWSER=1 (CI), where it fails. `make test` installs both.
 package htmlviewtest
 
 import (
@@ -19,6 +19,12 @@ import (
 
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 )
+
+// RequireEnv is the environment variable that makes a browser test fail,
+// instead of skip, when its tools are missing. It is not
+// PERFPROF_REQUIRE_PERF: a machine may allow perf events and have no
+// browser, or the other way round.
+const RequireEnv = "PERFPROF_REQUIRE_BROWSER"
 
 // Stats is what the page says it holds.
 type Stats struct {
@@ -46,8 +52,8 @@ func Tools(t *testing.T) (node, chromium, dir string) {
 	unavailable := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			t.Fatalf("browser test required (PERFPROF_REQUIRE_PERF=1) but %s", msg)
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("browser test required (%s=1) but %s", RequireEnv, msg)
 		}
 		t.Skipf("skipping the browser test: %s (make test installs it)", msg)
 	}

@@ -85,7 +85,8 @@ func TestHelp(t *testing.T) {
 	if _, _, code := perfprof(t, "report"); code != 2 {
 		t.Errorf("no files: exit %d", code)
 	}
-	if _, _, code := perfprof(t, "folded", "--source", "bogus", analysistest.Shared(t, analysistest.DemoTrace)); code != 2 {
+	synth, _ := synthFile(t, "synth.bin", false)
+	if _, _, code := perfprof(t, "folded", "--source", "bogus", synth); code != 2 {
 		t.Errorf("bad --source: exit %d", code)
 	}
 }
@@ -502,6 +503,10 @@ func TestHTML(t *testing.T) {
 	if !bytes.Contains(b, []byte("synthetic")) || !bytes.Contains(b, []byte(analysistest.HotFunc)) {
 		t.Errorf("html page lacks the title or the hot function (%d bytes)", len(b))
 	}
+}
+
+// TestDemoHTML draws the page of the trace written by dial9's own code.
+func TestDemoHTML(t *testing.T) {
 	demo := filepath.Join(t.TempDir(), "demo.html")
 	mustRun(t, "html", analysistest.Shared(t, analysistest.DemoTrace), "-o", demo)
 	if st, err := os.Stat(demo); err != nil || st.Size() < 10000 {

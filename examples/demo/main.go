@@ -275,7 +275,7 @@ func main() {
 		os.Exit(1)
 	}
 	// Spans leave every second, well inside the receiver's correlation
-	// window (5 s in collector.yaml).
+	// window (5 s in testdata/demo.yaml).
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),

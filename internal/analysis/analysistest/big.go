@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -120,7 +121,7 @@ func writeBigSegment(name string, b Big, seg int, stacks [][]uint64) (samples, p
 	}
 	w.Reset()
 	w.WriteSegmentMetadata(wire.SegmentMetadataEvent{Timestamp: ts, Entries: []wire.StringPair{
-		{Key: "service", Value: "big"}, {Key: "runtime.perfprof", Value: "0,1,2,3"}}})
+		{Key: convention.MetaService, Value: "big"}, {Key: convention.MetaWorkers, Value: "0,1,2,3"}}})
 	w.WriteClockSync(wire.ClockSyncEvent{Timestamp: ts, RealtimeNs: 1_780_000_000_000_000_000 + ts})
 	names := [8]string{"tokio-rt-worker-0", "tokio-rt-worker-1", "tokio-rt-worker-2", "tokio-rt-worker-3",
 		"blocking-0", "blocking-1", "flush", "main"}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -46,8 +47,8 @@ func (s Synth) writeTRC(w *wire.Writer, samples []sample, polls []poll) error {
 	errs := []error{
 		w.WriteClockSync(wire.ClockSyncEvent{Timestamp: s.Start - 1000, RealtimeNs: 1_780_000_000_000_000_000}),
 		w.WriteSegmentMetadata(wire.SegmentMetadataEvent{Timestamp: s.Start - 1000, Entries: []wire.StringPair{
-			{Key: "service", Value: "synth"}, {Key: "runtime.perfprof", Value: "0,1"},
-			{Key: "perfprof.sample_period_ns", Value: fmt.Sprint(s.Period)}}}),
+			{Key: convention.MetaService, Value: "synth"}, {Key: convention.MetaWorkers, Value: "0,1"},
+			{Key: convention.MetaSamplePeriod, Value: fmt.Sprint(s.Period)}}}),
 	}
 	for _, e := range symbols() {
 		errs = append(errs, w.WriteSymbolTableEntry(e))

@@ -1,0 +1,75 @@
+package perf
+
+import "time"
+
+// Scope says how a session attaches its sampling events.
+type Scope int
+
+const (
+	// ScopeProcess opens events per thread × CPU of each target, with
+	// inherit, like `perf record -p`. Needs no system-wide privilege for
+	// one's own processes.
+	ScopeProcess Scope = iota
+	// ScopeSystem opens one event per CPU for every process and keeps the
+	// records of the targets. Needs CAP_PERFMON (or paranoid ≤ 0), and costs
+	// less than ScopeProcess when targets have many threads.
+	ScopeSystem
+)
+
+func (s Scope) String() string {
+	if s == ScopeSystem {
+		return "system"
+	}
+	return "process"
+}
+
+// Options configure a [Session].
+type Options struct {
+	Scope Scope
+	// Frequency is the sampling frequency in Hz of CPU time (cpu-clock).
+	Frequency uint64
+	// KernelStacks adds the kernel part of each callchain.
+	KernelStacks bool
+	// RingPages is the number of data pages per CPU ring, a power of two.
+	// Zero means 64 (256 KiB with 4 KiB pages).
+	RingPages int
+	// Sched adds context-switch capture: PERF_RECORD_SWITCH records (in
+	// and out, with the preempt flag) and a sample with the callchain at
+	// every switch-out (the context-switches software event, period 1).
+	Sched bool
+	// StackUser is the number of bytes of user stack (from SP up) to copy
+	// with each cpu-clock sample, with the user registers IP, SP and BP
+	// (see [Sample.UserSP]); 0 copies nothing. It is rounded up to 8 bytes.
+	// 512 is enough to find the return address of a leaf function that
+	// has not pushed a frame ([InsertLeafCaller]).
+	StackUser uint32
+}
+
+// EventKind says which event produced a sample.
+type EventKind uint8
+
+const (
+	// EventCPUClock samples are on-CPU samples (cpu-clock).
+	EventCPUClock EventKind = iota
+	// EventSwitch samples are taken as the thread leaves the CPU; their
+	// callchain is where it blocked or was preempted.
+	EventSwitch
+)
+
+// readWake is the longest Read sleeps between passes over the rings.
+const readWake = 20 * time.Millisecond
+
+// Stats are cumulative counters of a session.
+type Stats struct {
+	Records uint64 // records decoded and delivered (after the target filter)
+	Samples uint64 // of which samples
+	// Lost counts records the kernel dropped because a ring was full
+	// (PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES).
+	Lost uint64
+	// Corrupt counts records that did not decode; they are skipped.
+	Corrupt uint64
+	// LongestGap is the longest time between the starts of two
+	// consecutive passes over the rings. Read wakes at least every
+	// readWake, so a longer gap means fn held the reader up.
+	LongestGap time.Duration
+}

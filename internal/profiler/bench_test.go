@@ -6,26 +6,8 @@ import (
 	"testing"
 
 	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/profiler/profilertest"
 )
-
-// realChains returns n distinct callchains of 16 real return addresses of
-// this test binary, as perf would report them for it.
-func realChains(b *testing.B, n int) [][]uint64 {
-	pcs := make([]uintptr, 64)
-	k := runtime.Callers(0, pcs)
-	if k < 4 {
-		b.Fatal("too few frames")
-	}
-	chains := make([][]uint64, n)
-	for i := range chains {
-		c := []uint64{perf.ContextUser}
-		for j := 0; j < 16; j++ {
-			c = append(c, uint64(pcs[(i+j)%k])+uint64(i%3))
-		}
-		chains[i] = c
-	}
-	return chains
-}
 
 // benchEngine is an engine sampling this test process, with symbolization
 // on and no perf session.
@@ -48,7 +30,7 @@ func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
 // (the steady state of a profiled service). Nothing is symbolized here.
 func BenchmarkHandleSample(b *testing.B) {
 	e, st := benchEngine(b, false)
-	chains := realChains(b, 64)
+	chains := profilertest.Callchains(b, 64)
 	rec := perf.Record{Type: perf.RecordSample}
 	rec.Sample.Pid = uint32(os.Getpid())
 	rec.Sample.Tid = 1
@@ -76,7 +58,7 @@ func BenchmarkHandleSample(b *testing.B) {
 // stacks are resolved through the process's address cache).
 func BenchmarkTake(b *testing.B) {
 	e, _ := benchEngine(b, false)
-	chains := realChains(b, 64)
+	chains := profilertest.Callchains(b, 64)
 	rec := perf.Record{Type: perf.RecordSample}
 	rec.Sample.Pid = uint32(os.Getpid())
 	fill := func() {
@@ -115,7 +97,7 @@ func BenchmarkTake(b *testing.B) {
 // for the correlation window: 1 M samples over 64 stacks and 8 threads.
 func BenchmarkBufferedSampleMemory(b *testing.B) {
 	const n = 1 << 20
-	chains := realChains(b, 64)
+	chains := profilertest.Callchains(b, 64)
 	for i := 0; i < b.N; i++ {
 		e, _ := benchEngine(b, false)
 		rec := perf.Record{Type: perf.RecordSample}
@@ -142,7 +124,7 @@ func BenchmarkBufferedSampleMemory(b *testing.B) {
 // over 64 threads. ns/op is per record.
 func BenchmarkHandleSwitch(b *testing.B) {
 	e, st := benchEngine(b, true)
-	chains := realChains(b, 16)
+	chains := profilertest.Callchains(b, 16)
 	pid := uint32(os.Getpid())
 	var rec perf.Record
 	t := uint64(1_000_000_000)

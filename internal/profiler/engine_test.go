@@ -2,6 +2,7 @@ package profiler_test
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -143,7 +144,7 @@ func TestJoin(t *testing.T) {
 					got = append(got, want{smp.Link.SpanID[0], smp.Link.Root, smp.Link.Worker})
 				}
 			}
-			if !equalWants(got, c.want) {
+			if !slices.Equal(got, c.want) {
 				t.Errorf("links %+v, want %+v", got, c.want)
 			}
 			if st := p.Stats(); st.Joins != c.counts {
@@ -151,18 +152,6 @@ func TestJoin(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalWants[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func sortedSamples(sn profiler.Snapshot) []profiler.Sample {
@@ -348,10 +337,10 @@ func TestSchedPairing(t *testing.T) {
 				}
 				got = append(got, o)
 			}
-			if !equalWants(got, c.want) {
+			if !slices.Equal(got, c.want) {
 				t.Errorf("off-CPU samples %+v, want %+v", got, c.want)
 			}
-			if !equalWants(deltas, c.deltas) {
+			if !slices.Equal(deltas, c.deltas) {
 				t.Errorf("CPU deltas %v ms, want %v", deltas, c.deltas)
 			}
 		})

@@ -2,32 +2,12 @@ package perfprofreceiver
 
 import (
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
 )
-
-// realChains returns n distinct callchains of 16 real return addresses of
-// this test binary, as perf would report them for it.
-func realChains(b *testing.B, n int) [][]uint64 {
-	pcs := make([]uintptr, 64)
-	k := runtime.Callers(0, pcs)
-	if k < 4 {
-		b.Fatal("too few frames")
-	}
-	chains := make([][]uint64, n)
-	for i := range chains {
-		c := []uint64{perf.ContextUser}
-		for j := 0; j < 16; j++ {
-			c = append(c, uint64(pcs[(i+j)%k])+uint64(i%3))
-		}
-		chains[i] = c
-	}
-	return chains
-}
 
 // BenchmarkBuildProfiles turns one report of 10 000 samples over 64 stacks
 // (of this test binary, symbolized by the engine) and 8 threads, half of
@@ -39,7 +19,7 @@ func BenchmarkBuildProfiles(b *testing.B) {
 	}
 	src := profilertest.NewSource()
 	p := openScripted(b, profiler.Options{Pids: []int{self.Pid}, Source: src, Procs: profilertest.NewProcs(self), Symbolize: true})
-	chains := realChains(b, 64)
+	chains := profilertest.Callchains(b, 64)
 	for i := 0; i < 10000; i++ {
 		src.Push(profilertest.Sample(self.Pid, 1+i%8, uint64(i)*1000, chains[i%len(chains)][1:]...))
 	}

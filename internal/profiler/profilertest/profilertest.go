@@ -5,7 +5,9 @@ package profilertest
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
+	"testing"
 
 	"github.com/perfprof/perfprof/internal/perf"
 )
@@ -283,4 +285,24 @@ func Exec(pid int, comm string) perf.Record {
 	rec := perf.Record{Type: perf.RecordComm, Misc: perf.MiscCommExec}
 	rec.Comm = perf.Comm{Pid: uint32(pid), Tid: uint32(pid), Comm: []byte(comm)}
 	return rec
+}
+
+// Callchains returns n distinct user callchains (marker first) of 16 real
+// return addresses of the calling test binary, as perf would report them
+// for it: stacks that symbolize, for benchmarks.
+func Callchains(tb testing.TB, n int) [][]uint64 {
+	pcs := make([]uintptr, 64)
+	k := runtime.Callers(0, pcs)
+	if k < 4 {
+		tb.Fatal("too few frames")
+	}
+	chains := make([][]uint64, n)
+	for i := range chains {
+		c := []uint64{perf.ContextUser}
+		for j := 0; j < 16; j++ {
+			c = append(c, uint64(pcs[(i+j)%k])+uint64(i%3))
+		}
+		chains[i] = c
+	}
+	return chains
 }

@@ -292,6 +292,9 @@ func (e *engine) dirtyProcesses() []*procState {
 // not have pushed its frame yet, 0 when there is none. Whether it is the
 // leaf's caller is for the binary's unwind tables to say, at symbolization.
 func leafCandidate(s *perf.Sample) uint64 {
+	if len(s.StackUser) < 8 {
+		return 0
+	}
 	var leafPC uint64
 	reached := false
 	// InsertLeafCaller checks the chain and the stack copy, and calls back

@@ -57,7 +57,7 @@ const (
 )
 
 // readWake is the longest Read sleeps between passes over the rings.
-const readWake = 20 * time.Millisecond
+const readWake = 100 * time.Millisecond
 
 // Stats are cumulative counters of a session.
 type Stats struct {

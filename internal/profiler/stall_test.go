@@ -50,7 +50,7 @@ func TestFirstSymbolizationDoesNotStallReading(t *testing.T) {
 	child := testchild.Start(t, bin)
 	p, err := profiler.Open(profiler.Options{
 		Pids:              []int{child.Pid},
-		Perf:              perf.Options{Frequency: 999, RingPages: 16},
+		Perf:              perf.Options{Frequency: 999, RingPages: 8},
 		RecoverLeafCaller: true,
 		Symbolize:         true,
 		Window:            0,

@@ -33,13 +33,39 @@ type schedEvent struct {
 	idx     int32  // evSample: index into b.samples; evStack: index into b.stacks
 }
 
-// schedQueue is a min-heap of events by time. It is typed rather than a
-// container/heap, whose interface boxing would allocate per record.
-type schedQueue []schedEvent
+// schedQueue is a min-heap of events by time. The heap itself holds only
+// (time, slot) pairs, free of pointers, so that sifting writes no GC
+// barriers and moves 16 bytes; the events stay put in their slots. It is
+// typed rather than a container/heap, whose interface boxing would allocate
+// per record.
+type schedQueue struct {
+	heap  []queued
+	slots []schedEvent
+	free  []uint32
+}
+
+type queued struct {
+	time uint64
+	slot uint32
+}
+
+func (q *schedQueue) len() int { return len(q.heap) }
+
+// next returns the time of the earliest event; the queue must not be empty.
+func (q *schedQueue) next() uint64 { return q.heap[0].time }
 
 func (q *schedQueue) push(e schedEvent) {
-	*q = append(*q, e)
-	h := *q
+	var slot uint32
+	if n := len(q.free); n > 0 {
+		slot = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.slots[slot] = e
+	} else {
+		slot = uint32(len(q.slots))
+		q.slots = append(q.slots, e)
+	}
+	q.heap = append(q.heap, queued{e.time, slot})
+	h := q.heap
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
 		if h[p].time <= h[i].time {
@@ -51,11 +77,10 @@ func (q *schedQueue) push(e schedEvent) {
 }
 
 func (q *schedQueue) pop() schedEvent {
-	h := *q
-	e := h[0]
+	h := q.heap
+	top := h[0]
 	n := len(h) - 1
 	h[0] = h[n]
-	h[n] = schedEvent{} // drop the references
 	h = h[:n]
 	for i := 0; ; {
 		l, m := 2*i+1, i
@@ -71,8 +96,18 @@ func (q *schedQueue) pop() schedEvent {
 		h[i], h[m] = h[m], h[i]
 		i = m
 	}
-	*q = h
+	q.heap = h
+	e := q.slots[top.slot]
+	q.slots[top.slot] = schedEvent{} // drop the references
+	q.free = append(q.free, top.slot)
 	return e
+}
+
+// each calls fn for every queued event, in no order.
+func (q *schedQueue) each(fn func(*schedEvent)) {
+	for _, it := range q.heap {
+		fn(&q.slots[it.slot])
+	}
 }
 
 // offState is what the engine remembers of a thread's last switch-out: the
@@ -128,7 +163,7 @@ func (e *engine) queueSched(ev schedEvent) {
 // drainSched accounts the queued events older than before, in time order.
 func (e *engine) drainSched(before uint64) {
 	ss := e.sched
-	for len(ss.queue) > 0 && ss.queue[0].time < before {
+	for ss.queue.len() > 0 && ss.queue.next() < before {
 		ev := ss.queue.pop()
 		st := ev.st
 		switch ev.kind {
@@ -218,12 +253,11 @@ func (e *engine) handleSched(rec *perf.Record, st *procState) {
 // rebase points the queued on-CPU sample events of a batch that a report
 // split at the kept samples' new places.
 func (ss *schedState) rebase(old, keep *batch, moved map[int32]int32) {
-	for i := range ss.queue {
-		ev := &ss.queue[i]
+	ss.queue.each(func(ev *schedEvent) {
 		if ev.kind == evSample && ev.b == old {
 			if j, ok := moved[ev.idx]; ok {
 				ev.b, ev.idx = keep, j
 			}
 		}
-	}
+	})
 }

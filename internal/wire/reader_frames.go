@@ -76,8 +76,10 @@ func (r *Reader) readSchema() error {
 	return nil
 }
 
-func (r *Reader) readStringPool() error {
-	r.what = "string pool"
+// readPool reads the framing both pools share: a u32 count of entries,
+// each a u32 id and a u32 length, whose content entry reads.
+func (r *Reader) readPool(what string, entry func(id, n uint32) error) error {
+	r.what = what
 	n, err := r.u32()
 	if err != nil {
 		return err
@@ -91,31 +93,30 @@ func (r *Reader) readStringPool() error {
 		if err != nil {
 			return err
 		}
+		if err := entry(id, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reader) readStringPool() error {
+	err := r.readPool("string pool", func(id, l uint32) error {
 		s, err := r.str(int(l))
 		if err != nil {
 			return err
 		}
 		r.strs[id] = s
+		return nil
+	})
+	if err == nil {
+		r.stats.StringPoolFrames++
 	}
-	r.stats.StringPoolFrames++
-	return nil
+	return err
 }
 
 func (r *Reader) readStackPool() error {
-	r.what = "stack pool"
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for range n {
-		id, err := r.u32()
-		if err != nil {
-			return err
-		}
-		cnt, err := r.u32()
-		if err != nil {
-			return err
-		}
+	err := r.readPool("stack pool", func(id, cnt uint32) error {
 		// Check the data is there before taking arena space for it.
 		if err := r.fill(int(min(uint64(cnt)*8, math.MaxInt32))); err != nil {
 			return err
@@ -138,9 +139,12 @@ func (r *Reader) readStackPool() error {
 			f[i] = le.Uint64(b[8*i:])
 		}
 		r.stacks[id] = f
+		return nil
+	})
+	if err == nil {
+		r.stats.StackPoolFrames++
 	}
-	r.stats.StackPoolFrames++
-	return nil
+	return err
 }
 
 func (r *Reader) readAnnotations() error {

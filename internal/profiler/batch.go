@@ -1,6 +1,10 @@
 package profiler
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
 
 // rawSample is one sample waiting for its report: an on-CPU perf sample,
 // or (state != 0) a group of off-CPU time.
@@ -16,11 +20,14 @@ type rawSample struct {
 
 // rawStack is a callchain as the kernel gave it (context markers kept),
 // with the word at SP when the leaf may not have pushed its frame yet
-// (0: none). Whether that word is the leaf's caller depends on the
-// binary's unwind tables, which only symbolization reads.
+// (0: none), and the generation of the process's perf map when it was
+// read. Whether that word is the leaf's caller depends on the binary's
+// unwind tables, which only symbolization reads; JIT code in the chain is
+// named as the perf map stood at gen.
 type rawStack struct {
 	chain    []uint64
 	leafCall uint64
+	gen      symbolize.Gen
 }
 
 // batch holds what one process produced since its last report: samples,
@@ -33,17 +40,17 @@ type batch struct {
 
 func newBatch() *batch { return &batch{byHash: map[uint64][]int32{}} }
 
-// intern returns the index of the stack (chain, leafCall), adding a copy
-// of chain the first time it is seen in this batch.
-func (b *batch) intern(chain []uint64, leafCall uint64) int32 {
-	h := hashStack(chain, leafCall)
+// intern returns the index of the stack (chain, leafCall, gen), adding a
+// copy of chain the first time it is seen in this batch.
+func (b *batch) intern(chain []uint64, leafCall uint64, gen symbolize.Gen) int32 {
+	h := hashStack(chain, leafCall, gen)
 	for _, i := range b.byHash[h] {
-		if s := &b.stacks[i]; s.leafCall == leafCall && slices.Equal(s.chain, chain) {
+		if s := &b.stacks[i]; s.leafCall == leafCall && s.gen == gen && slices.Equal(s.chain, chain) {
 			return i
 		}
 	}
 	i := int32(len(b.stacks))
-	b.stacks = append(b.stacks, rawStack{chain: slices.Clone(chain), leafCall: leafCall})
+	b.stacks = append(b.stacks, rawStack{chain: slices.Clone(chain), leafCall: leafCall, gen: gen})
 	b.byHash[h] = append(b.byHash[h], i)
 	return i
 }
@@ -52,9 +59,9 @@ func (b *batch) intern(chain []uint64, leafCall uint64) int32 {
 // are never modified).
 func (b *batch) internFrom(o *batch, i int32) int32 {
 	s := o.stacks[i]
-	h := hashStack(s.chain, s.leafCall)
+	h := hashStack(s.chain, s.leafCall, s.gen)
 	for _, j := range b.byHash[h] {
-		if t := &b.stacks[j]; t.leafCall == s.leafCall && slices.Equal(t.chain, s.chain) {
+		if t := &b.stacks[j]; t.leafCall == s.leafCall && t.gen == s.gen && slices.Equal(t.chain, s.chain) {
 			return j
 		}
 	}
@@ -105,15 +112,17 @@ func (b *batch) takeBefore(cut uint64) (out, keep *batch, moved map[int32]int32)
 	return out, keep, moved
 }
 
-// hashStack is FNV-1a over the addresses and the leaf caller; collisions
-// are settled by comparing the stacks.
-func hashStack(chain []uint64, leafCall uint64) uint64 {
+// hashStack is FNV-1a over the addresses, the leaf caller and the perf
+// map generation; collisions are settled by comparing the stacks.
+func hashStack(chain []uint64, leafCall uint64, gen symbolize.Gen) uint64 {
 	h := uint64(14695981039346656037)
 	for _, a := range chain {
 		h ^= a
 		h *= 1099511628211
 	}
 	h ^= leafCall
+	h *= 1099511628211
+	h ^= uint64(gen)
 	h *= 1099511628211
 	return h
 }

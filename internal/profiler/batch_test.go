@@ -26,7 +26,7 @@ func TestTakeBefore(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := newBatch()
 			for i, tm := range c.times {
-				idx := b.intern(chains[i%len(chains)], 0)
+				idx := b.intern(chains[i%len(chains)], 0, 0)
 				b.samples = append(b.samples, rawSample{time: tm, stack: idx})
 			}
 			out, keep, moved := b.takeBefore(c.cut)
@@ -61,15 +61,21 @@ func TestTakeBefore(t *testing.T) {
 	}
 }
 
-func TestInternTellsLeafCallersApart(t *testing.T) {
+func TestInternTellsStacksApart(t *testing.T) {
 	b := newBatch()
-	a := b.intern([]uint64{1, 2}, 0)
-	c := b.intern([]uint64{1, 2}, 0x77)
-	if a == c || b.intern([]uint64{1, 2}, 0x77) != c || b.intern([]uint64{1, 2}, 0) != a {
+	a := b.intern([]uint64{1, 2}, 0, 0)
+	c := b.intern([]uint64{1, 2}, 0x77, 0)
+	if a == c || b.intern([]uint64{1, 2}, 0x77, 0) != c || b.intern([]uint64{1, 2}, 0, 0) != a {
 		t.Fatal("a stack with a leaf caller candidate is another stack")
 	}
+	// The same addresses read at another generation of the perf map may
+	// be other JIT code.
+	g := b.intern([]uint64{1, 2}, 0, 1)
+	if g == a || b.intern([]uint64{1, 2}, 0, 1) != g {
+		t.Fatal("a stack read at another perf map generation is another stack")
+	}
 	chain := []uint64{5, 6}
-	i := b.intern(chain, 0)
+	i := b.intern(chain, 0, 0)
 	chain[0] = 9
 	if b.stacks[i].chain[0] != 5 {
 		t.Fatal("intern kept the caller's slice, which the ring reuses")

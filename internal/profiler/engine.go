@@ -3,6 +3,7 @@ package profiler
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/tidmap"
 )
 
@@ -48,6 +50,28 @@ type engine struct {
 	joinCounts  JoinCounts // cumulative
 }
 
+// jitBump is a change of a perf map's generation seen by a poll: its new
+// lines were written after after (when the poll before began), so the
+// samples taken until then belong to generation before.
+type jitBump struct {
+	before symbolize.Gen
+	after  uint64
+}
+
+// maxJITBumps bounds the changes kept per process: samples are read well
+// within a second, and a map changes less often than it is polled.
+const maxJITBumps = 64
+
+// genAt returns the generation of the perf map of st at time t. Called
+// with mu held.
+func (st *procState) genAt(t uint64) symbolize.Gen {
+	gen := st.jitGen
+	for k := len(st.jitBumps) - 1; k >= 0 && t <= st.jitBumps[k].after; k-- {
+		gen = st.jitBumps[k].before
+	}
+	return gen
+}
+
 // readCounts are what the read loop counts.
 type readCounts struct {
 	samples    int64 // on-CPU samples accepted
@@ -80,6 +104,15 @@ type procState struct {
 	// names its service, also when none of its samples fell in a span.
 	// Guarded by spansMu: the join sets it.
 	resource int32
+
+	// jit is the process's perf map, which the JIT poller keeps current.
+	// jitGen is its generation at the last poll, which began at
+	// jitPolled; jitBumps say when it changed, so that a sample is named
+	// by the map as it stood when the sample was taken, not read.
+	jit       *symbolize.PerfMap
+	jitGen    symbolize.Gen
+	jitPolled uint64
+	jitBumps  []jitBump
 
 	sym *procSymbols
 }
@@ -123,6 +156,7 @@ func (e *engine) addProcess(p perf.Process) (*procState, bool) {
 		threads:  map[uint32]string{},
 		batch:    newBatch(),
 		resource: -1,
+		jit:      symbolize.NewPerfMap(p.Pid),
 		sym:      &procSymbols{},
 	}
 	e.live[p.Pid] = st
@@ -209,7 +243,7 @@ func (e *engine) handle(rec *perf.Record) {
 		if e.opts.RecoverLeafCaller {
 			leaf = leafCandidate(s)
 		}
-		idx := st.batch.intern(s.Callchain, leaf)
+		idx := st.batch.intern(s.Callchain, leaf, st.genAt(s.Time))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		e.buffered++
 		e.counts.samples++
@@ -264,6 +298,7 @@ func (e *engine) exec(old *procState, comm string) {
 		batch:     newBatch(),
 		resource:  resource,
 		mapsDirty: true,
+		jit:       symbolize.NewPerfMap(info.Pid),
 		sym:       &procSymbols{},
 	}
 	old.gone = true
@@ -271,6 +306,44 @@ func (e *engine) exec(old *procState, comm string) {
 	e.all[st.key] = st
 	e.counts.execs++
 	e.syms.kick()
+}
+
+// liveStates returns the states of the live processes.
+func (e *engine) liveStates() []*procState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*procState, 0, len(e.live))
+	for _, st := range e.live {
+		out = append(out, st)
+	}
+	return out
+}
+
+// pollJIT reads what the live processes added to their perf maps, so that
+// the samples read next are named as the maps stand now, and reports
+// whether any has one. A process without a map costs a failed open a
+// second.
+func (e *engine) pollJIT() bool {
+	found := false
+	for _, st := range e.liveStates() {
+		start := clock.Monotonic()
+		gen, err := st.jit.Update()
+		if err != nil {
+			continue
+		}
+		found = true
+		e.mu.Lock()
+		if gen != st.jitGen {
+			if len(st.jitBumps) == maxJITBumps {
+				st.jitBumps = slices.Delete(st.jitBumps, 0, 1)
+			}
+			st.jitBumps = append(st.jitBumps, jitBump{before: st.jitGen, after: st.jitPolled})
+			st.jitGen = gen
+		}
+		st.jitPolled = start
+		e.mu.Unlock()
+	}
+	return found
 }
 
 // dirtyProcesses returns the live processes whose memory map changed, and

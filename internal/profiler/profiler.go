@@ -74,10 +74,11 @@ func Open(opts Options) (_ *Profiler, err error) {
 			}
 		}
 	}
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go p.readLoop()
 	go p.every(opts.DiscoveryInterval, p.discover)
 	go p.symbolWorker()
+	go p.jitPoller()
 	return p, nil
 }
 
@@ -161,6 +162,36 @@ func (p *Profiler) symbolWorker() {
 	}
 }
 
+// jitPollInterval is how often the perf maps of the targets are read. A
+// sample is named by the map as it stood when the sample was read; a line
+// written after the last poll names the code compiled just before it (see
+// symbolize.PerfMap.Lookup), so the interval bounds how long a reused
+// address can keep its old name. Without a perf map among the targets,
+// they are looked for once a second.
+const (
+	jitPollInterval = 20 * time.Millisecond
+	jitLookInterval = time.Second
+)
+
+// jitPoller keeps the perf maps of the targets current.
+func (p *Profiler) jitPoller() {
+	defer p.wg.Done()
+	t := time.NewTimer(jitPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if p.pollJIT() {
+				t.Reset(jitPollInterval)
+			} else {
+				t.Reset(jitLookInterval)
+			}
+		}
+	}
+}
+
 // Attached reports whether process pid is being sampled.
 func (p *Profiler) Attached(pid int) bool { return p.src.Attached(pid) }
 
@@ -196,6 +227,7 @@ type Stats struct {
 	Spans      SpanCounts
 	Joins      JoinCounts
 	Symbols    symbolize.Stats
+	JIT        JITStats
 }
 
 // Stats returns the counters.
@@ -208,6 +240,7 @@ func (p *Profiler) Stats() Stats {
 	p.spansMu.Unlock()
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()
+	s.JIT = p.syms.jitStats()
 	return s
 }
 

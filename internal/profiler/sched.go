@@ -233,7 +233,7 @@ func (e *engine) handleSched(rec *perf.Record, st *procState) {
 	case perf.RecordSample:
 		s := &rec.Sample
 		if s.Kind == perf.EventSwitch {
-			idx := st.batch.intern(s.Callchain, 0)
+			idx := st.batch.intern(s.Callchain, 0, st.genAt(s.Time))
 			e.queueSched(schedEvent{time: s.Time, st: st, tid: s.Tid, kind: evStack, b: st.batch, idx: idx})
 			return
 		}

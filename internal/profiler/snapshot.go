@@ -59,4 +59,7 @@ type Location struct {
 	Kernel  bool
 	Mapping *symbolize.Mapping // nil when in no known mapping (or kernel)
 	Frames  []symbolize.Frame  // innermost first; empty when unresolved
+	// JIT says how JIT code was named by the perf map (NotJIT: code in
+	// a file, or the kernel).
+	JIT symbolize.JITNaming
 }

@@ -24,6 +24,7 @@ type symbols struct {
 	kernel   *symbolize.Kernel
 	chainBuf []uint64
 	leafBuf  [8]byte
+	jit      JITStats // cumulative
 
 	wake chan struct{} // kicks the worker: a memory map changed
 }
@@ -32,9 +33,30 @@ type symbols struct {
 type procSymbols struct {
 	proc   *symbolize.Process // nil until read, or when its map is unreadable
 	failed bool               // the map could not be read: do not retry per stack
-	// addrs caches resolved addresses across the batches of the process;
-	// the binary-level cache in symbolize keeps the expensive part.
+	// addrs caches resolved addresses of code in files across the batches
+	// of the process; the binary-level cache in symbolize keeps the
+	// expensive part. JIT code is not cached: the same address holds other
+	// code after a garbage collection, and a miss is named a moment later.
 	addrs map[uint64]*Location
+}
+
+// JITStats count the frames of JIT code in the samples reported, by how
+// the perf map named them.
+type JITStats struct {
+	Frames int64 // frames in anonymous memory, or in no mapping
+	// Older were named by a line replaced before the report: naming them
+	// by the map as it stands at the report would have named other code.
+	Older int64
+	// Later were named by a line read after the sample: the code was
+	// compiled just before it.
+	Later   int64
+	Unnamed int64 // no line of the perf map names them
+}
+
+// jitKey is a JIT address at a generation of the perf map.
+type jitKey struct {
+	addr uint64
+	gen  symbolize.Gen
 }
 
 // maxAddrCache bounds a process's address cache; it is cleared when full.
@@ -85,6 +107,7 @@ func (s *symbols) open(st *procState) *symbolize.Process {
 			ps.failed = true
 			s.log.Debug("Cannot read memory map; stacks stay unsymbolized", zap.Int("pid", st.info.Pid), zap.Error(err))
 		} else {
+			p.SetPerfMap(st.jit)
 			ps.proc = p
 		}
 	}
@@ -119,10 +142,23 @@ func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
 	if ps.addrs == nil {
 		ps.addrs = map[uint64]*Location{}
 	}
+	// Lines written since the last poll name code compiled just before
+	// its samples.
+	if st.jit.Found() {
+		_, _ = st.jit.Update()
+	}
+	r := resolver{s: s, proc: proc, ps: ps}
 	out := make([][]*Location, len(b.stacks))
+	var jitFrames []int32 // per stack: the JIT frames counted for its first sample
 	for _, smp := range b.samples {
 		i := smp.stack
-		if i < 0 || out[i] != nil {
+		if i < 0 {
+			continue
+		}
+		if out[i] != nil {
+			if jitFrames[i] != 0 {
+				r.countAgain(out[i])
+			}
 			continue
 		}
 		rs := &b.stacks[i]
@@ -137,19 +173,62 @@ func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
 				s.chainBuf = chain[:0]
 			}
 		}
-		out[i] = s.locations(proc, ps, chain)
+		if jitFrames == nil {
+			jitFrames = make([]int32, len(b.stacks))
+		}
+		before := s.jit.Frames
+		out[i] = r.locations(chain, rs.gen)
+		jitFrames[i] = int32(s.jit.Frames - before)
 	}
 	return out
 }
 
-// locations resolves one raw chain. Every address but the leaf is a return
-// address: it is looked up one byte earlier, inside the call instruction,
-// so that the caller's line is the line of the call.
-func (s *symbols) locations(proc *symbolize.Process, ps *procSymbols, chain []uint64) []*Location {
+// resolver names the stacks of one batch.
+type resolver struct {
+	s    *symbols
+	proc *symbolize.Process
+	ps   *procSymbols
+	jit  map[jitKey]*Location // JIT addresses, for this batch only
+}
+
+// countAgain counts the JIT frames of a stack named before, for another
+// sample.
+func (r *resolver) countAgain(locs []*Location) {
+	for _, l := range locs {
+		r.s.countJIT(l.JIT)
+	}
+}
+
+func (s *symbols) countJIT(how symbolize.JITNaming) {
+	switch how {
+	case symbolize.NotJIT:
+		return
+	case symbolize.JITOlder:
+		s.jit.Older++
+	case symbolize.JITLater:
+		s.jit.Later++
+	case symbolize.JITUnnamed:
+		s.jit.Unnamed++
+	}
+	s.jit.Frames++
+}
+
+// locations resolves one raw chain, its JIT code as the perf map stood at
+// gen. Every address but the leaf is a return address: it is looked up one
+// byte earlier, inside the call instruction, so that the caller's line is
+// the line of the call.
+func (r *resolver) locations(chain []uint64, gen symbolize.Gen) []*Location {
+	s, proc, ps := r.s, r.proc, r.ps
 	locs := make([]*Location, 0, len(chain))
 	first := true
 	perf.Frames(chain, func(addr uint64, kernel bool) {
 		if l, ok := ps.addrs[addr]; ok {
+			locs = append(locs, l)
+			first = false
+			return
+		}
+		if l, ok := r.jit[jitKey{addr, gen}]; ok {
+			s.countJIT(l.JIT)
 			locs = append(locs, l)
 			first = false
 			return
@@ -173,16 +252,31 @@ func (s *symbols) locations(proc *symbolize.Process, ps *procSymbols, chain []ui
 		case proc != nil && !s.symbolize:
 			l.Mapping = proc.MappingOf(pc)
 		case proc != nil:
-			res := proc.Lookup(pc)
-			l.Mapping, l.Frames = res.Mapping, res.Frames
+			res := proc.LookupAt(pc, gen)
+			l.Mapping, l.Frames, l.JIT = res.Mapping, res.Frames, res.JIT
 		}
-		if len(ps.addrs) >= maxAddrCache {
-			clear(ps.addrs)
+		if l.JIT != symbolize.NotJIT {
+			s.countJIT(l.JIT)
+			if r.jit == nil {
+				r.jit = map[jitKey]*Location{}
+			}
+			r.jit[jitKey{addr, gen}] = l
+		} else {
+			if len(ps.addrs) >= maxAddrCache {
+				clear(ps.addrs)
+			}
+			ps.addrs[addr] = l
 		}
-		ps.addrs[addr] = l
 		locs = append(locs, l)
 	})
 	return locs
+}
+
+// jitStats returns the JIT frame counters.
+func (s *symbols) jitStats() JITStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jit
 }
 
 // stats returns the counters of the symbol cache.

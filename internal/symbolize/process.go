@@ -28,6 +28,9 @@ type Location struct {
 	// Frames is empty when the address could not be resolved (then callers
 	// keep the raw address). It is shared with the cache: do not modify it.
 	Frames []Frame
+	// JIT says how an address of JIT code was named; NotJIT for code in
+	// a file.
+	JIT JITNaming
 }
 
 // refreshInterval rate-limits the re-reading of /proc/PID/maps on lookups
@@ -41,7 +44,12 @@ type Process struct {
 	pid         int
 	maps        []*mapState // sorted by Start
 	lastRefresh time.Time
-	jit         *jitMap // perf-PID.map, read on the first address in anonymous memory
+	// jit names JIT code: the process's perf map, made on the first
+	// address in anonymous memory unless the owner set one with
+	// SetPerfMap (and then keeps it current).
+	jit       *PerfMap
+	jitShared bool
+	jitRead   time.Time // when Lookup last updated a map of its own
 }
 
 // mapState is a mapping and the binary it maps.
@@ -137,21 +145,31 @@ func (p *Process) Mappings() []*Mapping {
 	return ms
 }
 
+// SetPerfMap makes p name JIT code from m, which the caller keeps current
+// with m.Update.
+func (p *Process) SetPerfMap(m *PerfMap) { p.jit, p.jitShared = m, true }
+
 // Lookup resolves pc, taken as is: callers pass a return address minus 1 for
 // caller frames. When pc is in no known mapping, Lookup re-reads the maps (at
-// most once a second) and tries again.
-func (p *Process) Lookup(pc uint64) Location {
+// most once a second) and tries again. JIT code is named by the newest
+// lines of the perf map, which Lookup reads at most once a second unless it
+// was given one with SetPerfMap.
+func (p *Process) Lookup(pc uint64) Location { return p.LookupAt(pc, Latest) }
+
+// LookupAt is Lookup with JIT code named as the perf map stood at
+// generation gen: when the address was sampled.
+func (p *Process) LookupAt(pc uint64, gen Gen) Location {
 	ms := p.find(pc)
 	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
 		_ = p.Refresh() // best effort: a process that is gone keeps its last map
 		ms = p.find(pc)
 	}
 	if ms == nil {
-		return p.lookupJIT(Location{Address: pc})
+		return p.lookupJIT(Location{Address: pc}, gen)
 	}
 	loc := Location{Mapping: ms.m, Address: pc}
 	if ms.bin == nil && isAnonymous(ms.m) {
-		return p.lookupJIT(loc)
+		return p.lookupJIT(loc, gen)
 	}
 	if ms.bin != nil && ms.bin.evicted {
 		p.bind(ms) // dropped from the cache since: open it again
@@ -182,13 +200,19 @@ func (p *Process) MappingOf(pc uint64) *Mapping {
 
 // lookupJIT resolves loc.Address, in no file mapping, from the process's
 // perf map (JIT code).
-func (p *Process) lookupJIT(loc Location) Location {
+func (p *Process) lookupJIT(loc Location, gen Gen) Location {
 	if p.jit == nil {
-		p.jit = newJITMap(p.pid)
+		p.jit = NewPerfMap(p.pid)
 	}
-	if f, ok := p.jit.lookup(loc.Address); ok {
+	if !p.jitShared && time.Since(p.jitRead) >= perfMapMissInterval {
+		p.jitRead = time.Now()
+		_, _ = p.jit.Update() // best effort: an unreadable map keeps what was read
+	}
+	f, how := p.jit.Lookup(loc.Address, gen)
+	if how != JITUnnamed {
 		loc.Frames = []Frame{f}
 	}
+	loc.JIT = how
 	return loc
 }
 

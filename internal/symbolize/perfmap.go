@@ -1,0 +1,566 @@
+package symbolize
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Gen is a generation of a perf map: it grows by one each time a line is
+// read that changes the name of addresses named before (a JIT reused the
+// memory of freed code). A sample taken while the map was at generation g
+// is named by the map as it stood at g, even when it is named later.
+type Gen uint32
+
+// Latest names addresses by the newest lines read.
+const Latest Gen = math.MaxUint32
+
+// perfMapMissInterval rate-limits the search for a perf map that does not
+// exist: most processes have none.
+const perfMapMissInterval = time.Second
+
+// maxJITLine bounds one line of a perf map; longer lines are skipped.
+const maxJITLine = 64 << 10
+
+// maxJITHistory bounds the replaced names a PerfMap keeps for samples taken
+// before their address was reused; the oldest go first.
+const maxJITHistory = 1 << 16
+
+// tailBytes of a perf map before the read offset are kept to tell an append
+// from a rewrite of the whole file.
+const tailBytes = 64
+
+// A PerfMap is the perf map of a process, /tmp/perf-PID.map: lines "START
+// SIZE name", START and SIZE in hex (with or without 0x), as written by JIT
+// compilers for perf (Node's --perf-basic-prof, the JVM's Compiler.perfmap,
+// CPython's -X perf). A JIT appends a line for each piece of code it
+// compiles; a JVM asked for a map writes the whole file anew. Code freed by
+// a garbage collector is not removed from the file: its memory is reused for
+// new code, whose line comes later and overlaps the old one. So the newest
+// line for an address names it from then on, and an address is named as
+// the map stood when it was sampled (see [Gen]).
+//
+// Update reads what was written since it last ran; Lookup names an
+// address. Its methods may be called from any goroutine: the owner keeps
+// it current while stacks are named elsewhere.
+type PerfMap struct {
+	mu       sync.RWMutex
+	pid      int
+	names    []string // candidate paths, most specific first; see candidates
+	path     string   // the file found, "" before
+	read     int64    // bytes of path parsed (up to the last full line)
+	ino      uint64   // identity of path when it was last read
+	modTime  time.Time
+	tail     []byte    // the bytes of path just before read
+	lastMiss time.Time // when no candidate path existed
+	gen      Gen
+	syms     []jitSym // newest names, sorted by start, not overlapping
+	// hist holds names replaced by newer lines, sorted by start, for
+	// samples taken before the replacement. Pieces of it overlap.
+	hist       []jitSym
+	histMaxLen uint64
+
+	counts PerfMapStats
+}
+
+type jitSym struct {
+	start, end uint64
+	name       string
+	// from is the generation the name holds from; until the one it was
+	// replaced at (Latest while it is current).
+	from, until Gen
+}
+
+// PerfMapStats are counters of a PerfMap.
+type PerfMapStats struct {
+	Lines    int64 // lines read
+	Skipped  int64 // malformed or overlong lines
+	Replaced int64 // lines that renamed addresses named before (generations)
+	Rewrites int64 // times the file was found written anew, and read again from its start
+	// HistoryDropped counts replaced names forgotten past maxJITHistory:
+	// a sample older than them takes the name that followed.
+	HistoryDropped int64
+}
+
+// JITNaming says how Lookup named an address of JIT code.
+type JITNaming uint8
+
+const (
+	NotJIT     JITNaming = iota // code in a file
+	JITUnnamed                  // no line of the perf map covers it
+	JITNewest                   // by the newest line
+	// JITOlder: by a line replaced since the sample; the newest line
+	// would have named it wrongly.
+	JITOlder
+	// JITLater: by a line read after the sample (the code was compiled
+	// just before it).
+	JITLater
+)
+
+// NewPerfMap returns the perf map of pid, not read yet. The file is looked
+// for in the process's mount namespace first, under its pid in its own pid
+// namespace (a containerized JIT names the file after the pid it sees),
+// then in ours.
+func NewPerfMap(pid int) *PerfMap { return &PerfMap{pid: pid} }
+
+// candidates returns the paths the map of m.pid may have, most specific
+// first.
+func (m *PerfMap) candidates() []string {
+	if m.names == nil {
+		if nspid := innermostPid(m.pid); nspid != 0 && nspid != m.pid {
+			m.names = append(m.names, fmt.Sprintf("/proc/%d/root/tmp/perf-%d.map", m.pid, nspid))
+		}
+		m.names = append(m.names,
+			fmt.Sprintf("/proc/%d/root/tmp/perf-%d.map", m.pid, m.pid),
+			fmt.Sprintf("/tmp/perf-%d.map", m.pid))
+	}
+	return m.names
+}
+
+// newPerfMapAt returns a perf map read from path, for tests.
+func newPerfMapAt(path string) *PerfMap { return &PerfMap{names: []string{path}} }
+
+// innermostPid returns the pid of pid in its own pid namespace, the last
+// NSpid field of /proc/PID/status, or 0.
+func innermostPid(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0
+			}
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return 0
+}
+
+// Gen returns the generation of what was read.
+func (m *PerfMap) Gen() Gen {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.gen
+}
+
+// Found reports whether the file was found.
+func (m *PerfMap) Found() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.path != ""
+}
+
+// Stats returns the counters.
+func (m *PerfMap) Stats() PerfMapStats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.counts
+}
+
+// Reread makes the next Update read the file from its start: the caller
+// had it written anew (a JVM's Compiler.perfmap).
+func (m *PerfMap) Reread() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tail = nil
+	m.modTime = time.Time{}
+}
+
+// Update reads what was written to the map since the last Update and
+// returns the generation reached. A file that shrank, was replaced, or
+// whose bytes before the read offset changed was written anew: it is read
+// again from its start, its lines taken as newer than what was read. A map
+// that is gone keeps what was read, for the samples still to be named. The
+// error wraps os.ErrNotExist while there is no map (looked for at most once
+// a second).
+func (m *PerfMap) Update() (Gen, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := m.update()
+	return m.gen, err
+}
+
+func (m *PerfMap) update() error {
+	var names []string
+	if m.path != "" {
+		names = []string{m.path}
+	} else if time.Since(m.lastMiss) < perfMapMissInterval {
+		return os.ErrNotExist
+	} else {
+		names = m.candidates()
+	}
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		if name == m.path && fi.Size() == m.read && fi.ModTime().Equal(m.modTime) && ino == m.ino {
+			return nil
+		}
+		if name != m.path || ino != m.ino || fi.Size() < m.read || !m.sameTail(f) {
+			if m.path != "" {
+				m.counts.Rewrites++
+			}
+			m.path, m.read, m.ino = name, 0, ino
+		}
+		m.modTime = fi.ModTime()
+		n, err := m.parse(io.NewSectionReader(f, m.read, fi.Size()-m.read))
+		m.read += n
+		m.keepTail(f)
+		m.sortHistory()
+		if err != nil {
+			return fmt.Errorf("read perf map %s: %w", name, err)
+		}
+		return nil
+	}
+	if m.path != "" {
+		return nil // gone: the process exited, or its map was removed
+	}
+	m.lastMiss = time.Now()
+	return os.ErrNotExist
+}
+
+// sameTail reports whether f still holds, before the read offset, the
+// bytes read there last time.
+func (m *PerfMap) sameTail(f *os.File) bool {
+	if m.tail == nil {
+		return m.read == 0
+	}
+	buf := make([]byte, len(m.tail))
+	if _, err := f.ReadAt(buf, m.read-int64(len(buf))); err != nil {
+		return false
+	}
+	return bytes.Equal(buf, m.tail)
+}
+
+func (m *PerfMap) keepTail(f *os.File) {
+	n := min(m.read, tailBytes)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, m.read-n); err != nil && !errors.Is(err, io.EOF) {
+		m.tail = nil
+		return
+	}
+	m.tail = buf
+}
+
+// parse adds the symbols of the complete lines of r and returns the bytes
+// they take; a last line without its newline is left for the next read.
+func (m *PerfMap) parse(r io.Reader) (int64, error) {
+	br := bufio.NewReaderSize(r, maxJITLine)
+	var n int64
+	var lines []jitSym
+	defer func() { m.addAll(lines) }()
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// Skip the overlong line, through its newline.
+			m.counts.Skipped++
+			n += int64(len(line))
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				n += int64(len(line))
+			}
+			if err != nil {
+				return n - int64(len(line)), nil
+			}
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return n, err // an incomplete last line waits
+		}
+		n += int64(len(line))
+		if s, ok := parseJITLine(line); ok {
+			m.counts.Lines++
+			lines = append(lines, s)
+		} else {
+			m.counts.Skipped++
+		}
+	}
+}
+
+// parseJITLine parses "START SIZE name\n". Malformed lines are skipped: the
+// file is written by another program while we read it.
+func parseJITLine(line []byte) (jitSym, bool) {
+	line = bytes.TrimRight(line, "\r\n")
+	startB, rest, ok1 := bytes.Cut(line, []byte{' '})
+	sizeB, name, ok2 := bytes.Cut(rest, []byte{' '})
+	if !ok1 || !ok2 || len(name) == 0 {
+		return jitSym{}, false
+	}
+	start, err1 := strconv.ParseUint(strings.TrimPrefix(string(startB), "0x"), 16, 64)
+	size, err2 := strconv.ParseUint(strings.TrimPrefix(string(sizeB), "0x"), 16, 64)
+	if err1 != nil || err2 != nil || size == 0 || start+size < start {
+		return jitSym{}, false
+	}
+	return jitSym{start: start, end: start + size, name: string(name), until: Latest}, true
+}
+
+// addAll adds the lines read at once, in file order. Lines that overlap
+// no other line are merged in one pass (a JIT writes its lines in the order
+// it allocates code, not in address order); the others are added one by
+// one, in file order, since the later wins.
+func (m *PerfMap) addAll(lines []jitSym) {
+	if len(lines) == 0 {
+		return
+	}
+	order := make([]int, len(lines))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case lines[a].start < lines[b].start:
+			return -1
+		case lines[a].start > lines[b].start:
+			return 1
+		}
+		return 0
+	})
+	// Lines that overlap are in one cluster of the sorted lines: a line
+	// starts a new cluster when it starts past the ends of all before it.
+	overlaps := make([]bool, len(lines))
+	for k := 0; k < len(order); {
+		end, n := lines[order[k]].end, 1
+		for k+n < len(order) && lines[order[k+n]].start < end {
+			end = max(end, lines[order[k+n]].end)
+			n++
+		}
+		if n > 1 {
+			for _, i := range order[k : k+n] {
+				overlaps[i] = true
+			}
+		}
+		k += n
+	}
+	clean := make([]bool, len(lines))
+	var merge []jitSym
+	for _, i := range order {
+		if s := lines[i]; !overlaps[i] && !m.overlapsCurrent(s) {
+			s.from = m.gen
+			clean[i] = true
+			merge = append(merge, s)
+		}
+	}
+	switch {
+	case len(merge) > 8:
+		m.syms = mergeByStart(m.syms, merge)
+	default:
+		for _, s := range merge {
+			i, _ := slices.BinarySearchFunc(m.syms, s.start, func(e jitSym, t uint64) int {
+				if e.start < t {
+					return -1
+				}
+				return 1
+			})
+			m.syms = slices.Insert(m.syms, i, s)
+		}
+	}
+	for i, s := range lines {
+		if !clean[i] {
+			m.add(s)
+		}
+	}
+}
+
+// overlapsCurrent reports whether s overlaps a current symbol.
+func (m *PerfMap) overlapsCurrent(s jitSym) bool {
+	i, _ := slices.BinarySearchFunc(m.syms, s.start, func(e jitSym, t uint64) int {
+		if e.end <= t {
+			return -1
+		}
+		return 1
+	})
+	return i < len(m.syms) && m.syms[i].start < s.end
+}
+
+// mergeByStart merges two slices sorted by start that do not overlap.
+func mergeByStart(a, b []jitSym) []jitSym {
+	out := make([]jitSym, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].start < b[0].start {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	out = append(out, a...)
+	return append(out, b...)
+}
+
+// add inserts s; where it overlaps symbols added before, s wins from a new
+// generation on, and what it replaced goes to the history. A line that
+// repeats what is there already (a map written anew) changes nothing.
+func (m *PerfMap) add(s jitSym) {
+	// Appending in address order is the common case.
+	if n := len(m.syms); n == 0 || m.syms[n-1].end <= s.start {
+		s.from = m.gen
+		m.syms = append(m.syms, s)
+		return
+	}
+	// i: the first symbol that ends after s starts; k: the first that starts
+	// at or after s ends.
+	i, _ := slices.BinarySearchFunc(m.syms, s.start, func(e jitSym, t uint64) int {
+		if e.end <= t {
+			return -1
+		}
+		return 1
+	})
+	k, _ := slices.BinarySearchFunc(m.syms[i:], s.end, func(e jitSym, t uint64) int {
+		if e.start < t {
+			return -1
+		}
+		return 1
+	})
+	k += i
+	if i == k {
+		s.from = m.gen
+		m.syms = slices.Insert(m.syms, i, s)
+		return
+	}
+	if k == i+1 && m.syms[i].start == s.start && m.syms[i].end == s.end && m.syms[i].name == s.name {
+		return
+	}
+	m.gen++
+	m.counts.Replaced++
+	s.from = m.gen
+	repl := make([]jitSym, 0, 3)
+	if first := m.syms[i]; first.start < s.start {
+		repl = append(repl, jitSym{start: first.start, end: s.start, name: first.name, from: first.from, until: Latest})
+	}
+	repl = append(repl, s)
+	if last := m.syms[k-1]; last.end > s.end {
+		repl = append(repl, jitSym{start: s.end, end: last.end, name: last.name, from: last.from, until: Latest})
+	}
+	for _, old := range m.syms[i:k] {
+		old.start, old.end = max(old.start, s.start), min(old.end, s.end)
+		old.until = m.gen
+		m.remember(old)
+	}
+	m.syms = slices.Replace(m.syms, i, k, repl...)
+}
+
+// remember keeps a replaced name; sortHistory orders them after a read.
+func (m *PerfMap) remember(s jitSym) {
+	if len(m.hist) >= maxJITHistory {
+		// Forget the oldest half: the samples that need them are long
+		// named.
+		slices.SortFunc(m.hist, func(a, b jitSym) int { return int(a.until) - int(b.until) })
+		drop := len(m.hist) / 2
+		m.counts.HistoryDropped += int64(drop)
+		m.hist = slices.Delete(m.hist, 0, drop)
+		m.histMaxLen = 0
+		for _, h := range m.hist {
+			m.histMaxLen = max(m.histMaxLen, h.end-h.start)
+		}
+	}
+	m.hist = append(m.hist, s)
+	m.histMaxLen = max(m.histMaxLen, s.end-s.start)
+}
+
+func (m *PerfMap) sortHistory() {
+	if !slices.IsSortedFunc(m.hist, cmpStart) {
+		slices.SortFunc(m.hist, cmpStart)
+	}
+}
+
+func cmpStart(a, b jitSym) int {
+	switch {
+	case a.start < b.start:
+		return -1
+	case a.start > b.start:
+		return 1
+	}
+	return int(a.from) - int(b.from)
+}
+
+// Lookup names pc as the map stood at generation at: by the newest line
+// read by then, else (the code was compiled just before the sample, its
+// line read after) by the oldest line read since. With Latest it takes the
+// newest line.
+func (m *PerfMap) Lookup(pc uint64, at Gen) (Frame, JITNaming) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s, how := m.lookup(pc, at)
+	if how == JITUnnamed {
+		return Frame{}, how
+	}
+	return Frame{Function: s.name, SystemName: s.name}, how
+}
+
+func (m *PerfMap) lookup(pc uint64, at Gen) (jitSym, JITNaming) {
+	i, found := slices.BinarySearchFunc(m.syms, pc, func(s jitSym, pc uint64) int {
+		switch {
+		case s.end <= pc:
+			return -1
+		case s.start > pc:
+			return 1
+		}
+		return 0
+	})
+	if found && m.syms[i].from <= at {
+		return m.syms[i], JITNewest
+	}
+	// The address was named otherwise at the sample, or not yet named.
+	var later jitSym
+	haveLater := false
+	if found {
+		later, haveLater = m.syms[i], true
+	}
+	end, _ := slices.BinarySearchFunc(m.hist, pc, func(s jitSym, pc uint64) int {
+		if s.start <= pc {
+			return -1
+		}
+		return 1
+	})
+	for k := end - 1; k >= 0 && pc-m.hist[k].start < m.histMaxLen; k-- {
+		h := m.hist[k]
+		if pc >= h.end {
+			continue
+		}
+		if h.from <= at && at < h.until {
+			return h, JITOlder
+		}
+		if h.from > at && (!haveLater || h.from < later.from) {
+			later, haveLater = h, true
+		}
+	}
+	if haveLater {
+		return later, JITLater
+	}
+	return jitSym{}, JITUnnamed
+}
+
+// isAnonymous reports whether m maps no file: anonymous memory, where JIT
+// compilers put their code, named or not ("[anon:…]").
+func isAnonymous(m *Mapping) bool {
+	return m.Path == "" || strings.HasPrefix(m.Path, "[anon:")
+}
+
+// IsAnonymous reports whether m maps no file (JIT code lives there).
+func IsAnonymous(m *Mapping) bool { return isAnonymous(m) }

@@ -1,7 +1,11 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/elf"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -98,4 +102,106 @@ func BenchmarkFirstSymbolizeLibc(b *testing.B) {
 		}
 	}
 	b.Skip("no libc.so.6 with getpid found")
+}
+
+// perfMapLines writes n perf map lines of 256-byte functions in the order a
+// JIT allocates them (not address order), the kth naming "fn_k_tag".
+func perfMapLines(n int, tag string) []byte {
+	var b []byte
+	for k := range n {
+		// A stride coprime to n scatters the addresses.
+		slot := (k * 7919) % n
+		b = fmt.Appendf(b, "%x 100 JS:*fn_%d_%s /app/x.js:%d\n", 0x10000000+slot*0x100, k, tag, k)
+	}
+	return b
+}
+
+// BenchmarkPerfMapLookup names an address in a map of 50 000 lines, by the
+// newest line and by a line replaced since (a sample older than a reuse).
+func BenchmarkPerfMapLookup(b *testing.B) {
+	var m PerfMap
+	if _, err := m.parse(bytes.NewReader(perfMapLines(50000, "a"))); err != nil {
+		b.Fatal(err)
+	}
+	// Reuse every tenth function's memory.
+	var reuse []byte
+	for k := 0; k < 50000; k += 10 {
+		reuse = fmt.Appendf(reuse, "%x 100 JS:*new_%d\n", 0x10000000+k*0x100, k)
+	}
+	if _, err := m.parse(bytes.NewReader(reuse)); err != nil {
+		b.Fatal(err)
+	}
+	m.sortHistory()
+	pc := uint64(0x10000000 + 4990*0x100 + 0x10)
+	b.Run("newest", func(b *testing.B) {
+		for b.Loop() {
+			if _, how := m.Lookup(pc, Latest); how != JITNewest {
+				b.Fatal(how)
+			}
+		}
+	})
+	b.Run("replaced", func(b *testing.B) {
+		for b.Loop() {
+			if _, how := m.Lookup(pc, 0); how != JITOlder {
+				b.Fatal(how)
+			}
+		}
+	})
+}
+
+// BenchmarkPerfMapUpdate reads a map of 50 000 lines as a poll finds it:
+// unchanged, with 10 lines appended, and written anew with 1% of its
+// lines changed (a JVM's Compiler.perfmap). ns/op is per poll.
+func BenchmarkPerfMapUpdate(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "perf-1.map")
+	base := perfMapLines(50000, "a")
+	if err := os.WriteFile(path, base, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	m := newPerfMapAt(path)
+	if _, err := m.Update(); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("unchanged", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := m.Update(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append10", func(b *testing.B) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		k := 0
+		for b.Loop() {
+			var lines []byte
+			for range 10 {
+				lines = fmt.Appendf(lines, "%x 80 JS:*late_%d\n", 0x20000000+k*0x80, k)
+				k++
+			}
+			f.Write(lines)
+			if _, err := m.Update(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rewrite", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			data := bytes.Clone(base)
+			// Rename 1% of the functions: their memory was reused.
+			data = bytes.ReplaceAll(data, []byte("00 100 JS:*fn_1"), fmt.Appendf(nil, "00 100 JS:*re%d_1", i))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			m.Reread()
+			b.StartTimer()
+			if _, err := m.Update(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

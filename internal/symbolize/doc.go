@@ -41,11 +41,15 @@
 //   - The vDSO: its dynamic symbols, read from the process's memory.
 //   - Anonymous executable memory (and addresses in no mapping): the
 //     process's perf map, /tmp/perf-PID.map ("START SIZE name" in hex, as
-//     Node's --perf-basic-prof and JVM agents write it), looked for under
-//     /proc/PID/root first (with the pid the process has in its own pid
-//     namespace, then with ours), then on the host. It is read
-//     incrementally when it grew, checked at most once a second; where
-//     entries overlap, the one written last wins.
+//     Node's --perf-basic-prof, the JVM's Compiler.perfmap and CPython's
+//     -X perf write it), looked for under /proc/PID/root first (with the
+//     pid the process has in its own pid namespace, then with ours), then
+//     on the host. A [PerfMap] reads what was appended since its last read,
+//     or the whole file when it was written anew. A JIT reuses the memory
+//     of freed code, so where lines overlap the one written last names the
+//     address from then on: [Process.LookupAt] names an address as the map
+//     stood at a generation (when it was sampled), [Process.Lookup] by the
+//     newest lines.
 //
 // [LoadKernel] resolves kernel addresses from /proc/kallsyms.
 //
@@ -73,6 +77,6 @@
 //     entry).
 //
 // Concurrency: a Cache and every Process made from it must be used by one
-// goroutine at a time (the receiver calls them from a single goroutine).
-// Nothing here locks.
+// goroutine at a time (the profiler calls them under one lock). A PerfMap
+// locks: its owner keeps it current while stacks are named elsewhere.
 package symbolize

@@ -68,6 +68,7 @@ type PerfMap struct {
 	// hist holds names replaced by newer lines, sorted by start, for
 	// samples taken before the replacement. Pieces of it overlap.
 	hist       []jitSym
+	histSorted int // hist[:histSorted] is sorted
 	histMaxLen uint64
 
 	counts PerfMapStats
@@ -329,45 +330,70 @@ func (m *PerfMap) addAll(lines []jitSym) {
 	if len(lines) == 0 {
 		return
 	}
-	order := make([]int, len(lines))
-	for i := range order {
-		order[i] = i
+	// The lines by start (then file order), with their index in lines.
+	type ref struct {
+		start uint64
+		i     int
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
+	order := make([]ref, len(lines))
+	for i, l := range lines {
+		order[i] = ref{l.start, i}
+	}
+	cmp := func(a, b ref) int {
 		switch {
-		case lines[a].start < lines[b].start:
+		case a.start < b.start:
 			return -1
-		case lines[a].start > lines[b].start:
+		case a.start > b.start:
 			return 1
 		}
-		return 0
-	})
+		return a.i - b.i
+	}
+	if !slices.IsSortedFunc(order, cmp) {
+		slices.SortFunc(order, cmp)
+	}
 	// Lines that overlap are in one cluster of the sorted lines: a line
 	// starts a new cluster when it starts past the ends of all before it.
 	overlaps := make([]bool, len(lines))
 	for k := 0; k < len(order); {
-		end, n := lines[order[k]].end, 1
-		for k+n < len(order) && lines[order[k+n]].start < end {
-			end = max(end, lines[order[k+n]].end)
+		end, n := lines[order[k].i].end, 1
+		for k+n < len(order) && order[k+n].start < end {
+			end = max(end, lines[order[k+n].i].end)
 			n++
 		}
 		if n > 1 {
-			for _, i := range order[k : k+n] {
-				overlaps[i] = true
+			for _, r := range order[k : k+n] {
+				overlaps[r.i] = true
 			}
 		}
 		k += n
 	}
-	clean := make([]bool, len(lines))
+	// One pass over the current symbols, in step with the sorted lines,
+	// finds the lines that overlap none (clean) and those that repeat one
+	// (a map written anew): neither needs add.
+	done := make([]bool, len(lines))
 	var merge []jitSym
-	for _, i := range order {
-		if s := lines[i]; !overlaps[i] && !m.overlapsCurrent(s) {
+	j := 0
+	for _, r := range order {
+		if overlaps[r.i] {
+			continue
+		}
+		s := lines[r.i]
+		for j < len(m.syms) && m.syms[j].end <= s.start {
+			j++
+		}
+		switch {
+		case j == len(m.syms) || m.syms[j].start >= s.end:
 			s.from = m.gen
-			clean[i] = true
+			done[r.i] = true
 			merge = append(merge, s)
+		case m.syms[j].start == s.start && m.syms[j].end == s.end && m.syms[j].name == s.name:
+			done[r.i] = true
 		}
 	}
 	switch {
+	case len(merge) == 0:
+	case len(m.syms) == 0 || m.syms[len(m.syms)-1].end <= merge[0].start:
+		m.syms = append(m.syms, merge...) // past all: the common case
 	case len(merge) > 8:
 		m.syms = mergeByStart(m.syms, merge)
 	default:
@@ -382,21 +408,10 @@ func (m *PerfMap) addAll(lines []jitSym) {
 		}
 	}
 	for i, s := range lines {
-		if !clean[i] {
+		if !done[i] {
 			m.add(s)
 		}
 	}
-}
-
-// overlapsCurrent reports whether s overlaps a current symbol.
-func (m *PerfMap) overlapsCurrent(s jitSym) bool {
-	i, _ := slices.BinarySearchFunc(m.syms, s.start, func(e jitSym, t uint64) int {
-		if e.end <= t {
-			return -1
-		}
-		return 1
-	})
-	return i < len(m.syms) && m.syms[i].start < s.end
 }
 
 // mergeByStart merges two slices sorted by start that do not overlap.
@@ -462,6 +477,10 @@ func (m *PerfMap) add(s jitSym) {
 		old.until = m.gen
 		m.remember(old)
 	}
+	if len(repl) == k-i {
+		copy(m.syms[i:k], repl) // a range renamed whole: no move
+		return
+	}
 	m.syms = slices.Replace(m.syms, i, k, repl...)
 }
 
@@ -474,6 +493,7 @@ func (m *PerfMap) remember(s jitSym) {
 		drop := len(m.hist) / 2
 		m.counts.HistoryDropped += int64(drop)
 		m.hist = slices.Delete(m.hist, 0, drop)
+		m.histSorted = 0
 		m.histMaxLen = 0
 		for _, h := range m.hist {
 			m.histMaxLen = max(m.histMaxLen, h.end-h.start)
@@ -484,9 +504,25 @@ func (m *PerfMap) remember(s jitSym) {
 }
 
 func (m *PerfMap) sortHistory() {
-	if !slices.IsSortedFunc(m.hist, cmpStart) {
-		slices.SortFunc(m.hist, cmpStart)
+	if m.histSorted == len(m.hist) {
+		return
 	}
+	added := m.hist[m.histSorted:]
+	slices.SortFunc(added, cmpStart)
+	if m.histSorted > 0 {
+		old := m.hist[:m.histSorted]
+		merged := make([]jitSym, 0, len(m.hist))
+		for len(old) > 0 && len(added) > 0 {
+			if cmpStart(old[0], added[0]) <= 0 {
+				merged, old = append(merged, old[0]), old[1:]
+			} else {
+				merged, added = append(merged, added[0]), added[1:]
+			}
+		}
+		merged = append(append(merged, old...), added...)
+		m.hist = merged
+	}
+	m.histSorted = len(m.hist)
 }
 
 func cmpStart(a, b jitSym) int {

@@ -184,6 +184,11 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.NoSpan-last.Joins.NoSpan, "join", "no_span")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Early-last.Joins.Early, "join", "early")
 	add(tb.ReceiverPerfprofSpansUnmatched, st.Spans.Unmatched-last.Spans.Unmatched)
+	jit, lastJIT := st.JIT, last.JIT
+	add(tb.ReceiverPerfprofJitFrames, (jit.Frames-jit.Older-jit.Later-jit.Unnamed)-(lastJIT.Frames-lastJIT.Older-lastJIT.Later-lastJIT.Unnamed), "naming", "newest")
+	add(tb.ReceiverPerfprofJitFrames, jit.Older-lastJIT.Older, "naming", "older")
+	add(tb.ReceiverPerfprofJitFrames, jit.Later-lastJIT.Later, "naming", "later")
+	add(tb.ReceiverPerfprofJitFrames, jit.Unnamed-lastJIT.Unnamed, "naming", "unnamed")
 
 	if d := st.BufferFull - last.BufferFull; d > 0 {
 		r.log.Warn("Samples dropped: twice correlation.max_buffered_samples were waiting for their spans",

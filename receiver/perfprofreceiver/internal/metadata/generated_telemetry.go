@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	registrations                  []metric.Registration
 	ReceiverPerfprofDroppedSamples metric.Int64Counter
 	ReceiverPerfprofEmittedSamples metric.Int64Counter
+	ReceiverPerfprofJitFrames      metric.Int64Counter
 	ReceiverPerfprofLostRecords    metric.Int64Counter
 	ReceiverPerfprofProcesses      metric.Int64UpDownCounter
 	ReceiverPerfprofSamples        metric.Int64Counter
@@ -74,6 +75,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_emitted_samples",
 		metric.WithDescription("Samples emitted in profiles, by join outcome (span joined to a span; no_span no span covered its thread and time; early emitted before the correlation window passed because the buffer was full). [Development]"),
 		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofJitFrames, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_jit_frames",
+		metric.WithDescription("Frames of JIT code (anonymous memory) in emitted samples, by how the process's perf map named them (newest, by its newest line; older, by a line replaced since the sample, where the newest would have named other code; later, by a line written after the sample; unnamed, by none). [Development]"),
+		metric.WithUnit("{frame}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofLostRecords, err = builder.meter.Int64Counter(

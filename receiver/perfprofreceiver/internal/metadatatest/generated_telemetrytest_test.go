@@ -21,6 +21,7 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofEmittedSamples.Add(context.Background(), 1)
+	tb.ReceiverPerfprofJitFrames.Add(context.Background(), 1)
 	tb.ReceiverPerfprofLostRecords.Add(context.Background(), 1)
 	tb.ReceiverPerfprofProcesses.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSamples.Add(context.Background(), 1)
@@ -30,6 +31,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofEmittedSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofJitFrames(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofLostRecords(t, testTel,

@@ -194,10 +194,7 @@ func startJVM(t *testing.T, j jdk, o jvmOpts) *jvm {
 		t.Fatal(err)
 	}
 	v := &jvm{cmd: cmd, pid: cmd.Process.Pid}
-	t.Cleanup(func() {
-		v.kill()
-		stdin.Close()
-	})
+	t.Cleanup(func() { v.stop(stdin) })
 
 	ready := make(chan int, 1)
 	exited := make(chan struct{})
@@ -241,13 +238,30 @@ func startJVM(t *testing.T, j jdk, o jvmOpts) *jvm {
 	return v
 }
 
-func (v *jvm) kill() {
-	if v.pid != v.cmd.Process.Pid {
-		syscall.Kill(v.pid, syscall.SIGKILL)
+// stop ends the JVM by closing its stdin, so that it removes its attach
+// socket and perf data file as it exits, or else kills it.
+func (v *jvm) stop(stdin io.Closer) {
+	stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		v.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		if v.pid != v.cmd.Process.Pid {
+			syscall.Kill(v.pid, syscall.SIGKILL)
+		}
+		v.cmd.Process.Kill()
+		<-done
 	}
-	v.cmd.Process.Kill()
-	v.cmd.Wait()
-	os.Remove(fmt.Sprintf("/tmp/perf-%d.map", v.pid))
+	// A container's /tmp went with it; ours holds files named after
+	// the pid only if it is ours.
+	if v.pid == v.nspid {
+		os.Remove(fmt.Sprintf("/tmp/.java_pid%d", v.pid))
+		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", v.pid))
+	}
 }
 
 // alive reports whether process pid exists and is not a zombie.

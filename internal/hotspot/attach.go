@@ -15,10 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoAttach is wrapped by the errors of an attach that was not tried
-// because starting the JVM's attach listener would need a SIGQUIT that the
-// process does not catch. SIGQUIT's default action kills the process, so
-// such a process is never signalled.
+// ErrNoAttach is wrapped by the error of an [Exec] that found no attach
+// socket and did not try to start the attach listener, because the
+// process is not a HotSpot JVM or does not catch SIGQUIT. SIGQUIT's
+// default action kills the process, so such a process is never signalled.
 var ErrNoAttach = errors.New("attach listener cannot be started")
 
 // DefaultTimeout bounds [Exec] when its context has no deadline: it covers
@@ -58,7 +58,11 @@ const maxReply = 256 << 20
 //
 // The JVM answers with a status, 0 for success. A non-zero status, or a
 // jcmd whose output reports a Java exception, is returned as an error that
-// holds the JVM's message.
+// holds the JVM's message; JDK 17 and 25 answer -1 with
+// "java.lang.IllegalArgumentException: Unknown diagnostic command" to an
+// unknown jcmd. Many diagnostic commands report their own failures as
+// plain output with status 0 ("flag X does not exist"): the caller knows
+// what the output of its command should look like.
 //
 // Without a deadline in ctx, Exec gives up after [DefaultTimeout].
 func Exec(ctx context.Context, pid int, cmd string, args ...string) (string, error) {
@@ -85,9 +89,8 @@ func execute(ctx context.Context, pid int, cmd string, args []string) (string, e
 	}
 	defer conn.Close()
 
-	// The deadline bounds a JVM that accepted the connection but is slow
-	// to answer (a safepoint that does not come); cancellation unblocks
-	// the read at once.
+	// The deadline bounds a JVM that accepts the connection but does not
+	// answer; cancellation unblocks the read at once.
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
@@ -96,11 +99,11 @@ func execute(ctx context.Context, pid int, cmd string, args []string) (string, e
 
 	what := strings.TrimSpace(cmd + " " + strings.Join(args, " "))
 	if _, err := conn.Write(req); err != nil {
-		return "", fmt.Errorf("%s: send: %w", what, ctxErr(ctx, err))
+		return "", fmt.Errorf("%s: send: %w", what, ioErr(ctx, err))
 	}
 	reply, err := io.ReadAll(io.LimitReader(conn, maxReply+1))
 	if err != nil {
-		return "", fmt.Errorf("%s: read reply: %w", what, ctxErr(ctx, err))
+		return "", fmt.Errorf("%s: read reply: %w", what, ioErr(ctx, err))
 	}
 	if len(reply) > maxReply {
 		return "", fmt.Errorf("%s: reply longer than %d MiB", what, maxReply>>20)
@@ -149,12 +152,14 @@ func request(cmd string, args []string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// HotSpot closes the connection without a word when it rejects the
+// client's credentials or cannot parse the request.
+const rejected = "the jvm closed the connection: it takes requests from root and its own user only, as it sees them"
+
 // parseReply splits a reply into its status line and the output.
 func parseReply(b []byte) (int, string, error) {
 	if len(b) == 0 {
-		// HotSpot closes the connection without a word when it rejects
-		// the client's credentials or cannot parse the request.
-		return 0, "", errors.New("jvm closed the connection without a reply")
+		return 0, "", fmt.Errorf("no reply (%s)", rejected)
 	}
 	line, out, _ := bytes.Cut(b, []byte("\n"))
 	code, err := strconv.Atoi(string(bytes.TrimSpace(line)))
@@ -199,6 +204,14 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// ioErr explains an error on the attach connection.
+func ioErr(ctx context.Context, err error) error {
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+		return fmt.Errorf("%w (%s)", err, rejected)
+	}
+	return ctxErr(ctx, err)
 }
 
 // ctxErr prefers the context's error to the I/O error it caused.

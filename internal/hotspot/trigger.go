@@ -57,8 +57,9 @@ func (t *target) startListener(ctx context.Context) error {
 	}
 	if !st.catchesQuit {
 		// With -Xrs the listener starts with the JVM, so its socket is
-		// missing only if something deleted it.
-		return fmt.Errorf("%w: the jvm does not catch SIGQUIT (-Xrs or -XX:+ReduceSignalUsage) and has no attach socket", ErrNoAttach)
+		// missing only if something deleted it. A JVM that is starting
+		// maps libjvm.so before it installs its handlers.
+		return fmt.Errorf("%w: the jvm does not catch SIGQUIT (started with -Xrs or -XX:+ReduceSignalUsage, or still starting) and has no attach socket", ErrNoAttach)
 	}
 	t.st = st
 

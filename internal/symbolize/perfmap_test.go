@@ -363,3 +363,26 @@ func FuzzPerfMap(f *testing.F) {
 		}
 	})
 }
+
+// TestPerfMapNoSymlink refuses a perf map that is a symbolic link: the
+// target makes the file, and must not make us read one of ours.
+func TestPerfMapNoSymlink(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("1000 100 secret_name\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "perf-1.map")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{link, fmt.Sprintf("/proc/%d/root%s", os.Getpid(), link)} {
+		m := newPerfMapAt(name)
+		if _, err := m.Update(); err == nil {
+			t.Errorf("%s: a symbolic link was read", name)
+		}
+		if f, how := m.Lookup(0x1010, Latest); how != JITUnnamed {
+			t.Errorf("%s: named %q from the link's target", name, f.Function)
+		}
+	}
+}

@@ -576,7 +576,23 @@ func (m *PerfMap) Lookup(pc uint64, at Gen) (Frame, JITNaming) {
 	if how == JITUnnamed {
 		return Frame{}, how
 	}
-	return Frame{Function: s.name, SystemName: s.name}, how
+	return Frame{Function: displayName(s.name), SystemName: s.name}, how
+}
+
+// displayName shortens the names HotSpot writes for compiled methods,
+// "<return type> <class>.<method>(<parameter types>)", to
+// "<class>.<method>", as Java profilers show them; the whole line stays
+// the system name. Other names are kept.
+func displayName(name string) string {
+	ret, rest, ok := strings.Cut(name, " ")
+	if !ok || ret == "" || !strings.HasSuffix(rest, ")") {
+		return name
+	}
+	method, _, ok := strings.Cut(rest, "(")
+	if !ok || !strings.Contains(method, ".") || strings.ContainsAny(method, " :*~") || strings.ContainsAny(ret, ":*~()") {
+		return name
+	}
+	return method
 }
 
 func (m *PerfMap) lookup(pc uint64, at Gen) (jitSym, JITNaming) {

@@ -386,3 +386,21 @@ func TestPerfMapNoSymlink(t *testing.T) {
 		}
 	}
 }
+
+func TestDisplayName(t *testing.T) {
+	for in, want := range map[string]string{
+		"long Burn.burnAlpha(long)": "Burn.burnAlpha",
+		"void java.util.concurrent.ThreadPoolExecutor.runWorker(java.util.concurrent.ThreadPoolExecutor$Worker)": "java.util.concurrent.ThreadPoolExecutor.runWorker",
+		"int[] a.b.C$D.<init>()":     "a.b.C$D.<init>",
+		"JS:*burnAlpha /app/x.js:3":  "JS:*burnAlpha /app/x.js:3",
+		"JS:~ node:tty:1:1":          "JS:~ node:tty:1:1",
+		"StubRoutines (1)":           "StubRoutines (1)",
+		"Interpreter":                "Interpreter",
+		"py::main:/app/x.py":         "py::main:/app/x.py",
+		"Builtin:ArrayPrototypePush": "Builtin:ArrayPrototypePush",
+	} {
+		if got := displayName(in); got != want {
+			t.Errorf("displayName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

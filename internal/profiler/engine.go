@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -113,6 +114,8 @@ type procState struct {
 	jitGen    symbolize.Gen
 	jitPolled uint64
 	jitBumps  []jitBump
+	hinted    atomic.Bool // hintPerfMap said its piece
+	jvm       *jvmState
 
 	sym *procSymbols
 }
@@ -157,6 +160,7 @@ func (e *engine) addProcess(p perf.Process) (*procState, bool) {
 		batch:    newBatch(),
 		resource: -1,
 		jit:      symbolize.NewPerfMap(p.Pid),
+		jvm:      &jvmState{},
 		sym:      &procSymbols{},
 	}
 	e.live[p.Pid] = st
@@ -299,6 +303,7 @@ func (e *engine) exec(old *procState, comm string) {
 		resource:  resource,
 		mapsDirty: true,
 		jit:       symbolize.NewPerfMap(info.Pid),
+		jvm:       &jvmState{},
 		sym:       &procSymbols{},
 	}
 	old.gone = true
@@ -326,24 +331,43 @@ func (e *engine) liveStates() []*procState {
 func (e *engine) pollJIT() bool {
 	found := false
 	for _, st := range e.liveStates() {
-		start := clock.Monotonic()
-		gen, err := st.jit.Update()
-		if err != nil {
-			continue
+		if e.pollOne(st) {
+			found = true
 		}
-		found = true
-		e.mu.Lock()
-		if gen != st.jitGen {
-			if len(st.jitBumps) == maxJITBumps {
-				st.jitBumps = slices.Delete(st.jitBumps, 0, 1)
-			}
-			st.jitBumps = append(st.jitBumps, jitBump{before: st.jitGen, after: st.jitPolled})
-			st.jitGen = gen
-		}
-		st.jitPolled = start
-		e.mu.Unlock()
 	}
 	return found
+}
+
+// pollOne reads what st added to its perf map and notes when the
+// generation changed; it reports whether st has a map.
+func (e *engine) pollOne(st *procState) bool {
+	start := clock.Monotonic()
+	gen, err := st.jit.Update()
+	if err != nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if gen != st.jitGen {
+		if len(st.jitBumps) == maxJITBumps {
+			st.jitBumps = slices.Delete(st.jitBumps, 0, 1)
+		}
+		st.jitBumps = append(st.jitBumps, jitBump{before: st.jitGen, after: st.jitPolled})
+		st.jitGen = gen
+	}
+	st.jitPolled = start
+	return true
+}
+
+// hintPerfMap says, once per process, how to name the JIT frames of a
+// process without a perf map.
+func (e *engine) hintPerfMap(st *procState, jit JITStats) {
+	if st.hinted.Swap(true) {
+		return
+	}
+	e.log.Warn("Frames in JIT code have no names: the process has no perf map (/tmp/perf-PID.map). "+
+		"Node.js: run it with --perf-basic-prof; a JVM (JDK 17+): set jvm.perf_map: true; Python 3.12+: run it with -X perf.",
+		zap.Int("pid", st.info.Pid), zap.String("comm", st.info.Comm), zap.Int64("unnamed_frames", jit.Unnamed))
 }
 
 // dirtyProcesses returns the live processes whose memory map changed, and

@@ -38,6 +38,15 @@ type Options struct {
 	// symbolization (symbolize.Options.MaxBytes). Default 256 MiB.
 	MaxSymbolBytes int64
 
+	// JVMPerfMap asks target JVMs (HotSpot, JDK 17 and later) to write
+	// their perf maps (jcmd Compiler.perfmap) over the attach mechanism,
+	// so that their JIT frames are named: when they are attached, and
+	// when a report finds JIT frames the map does not name, at most every
+	// JVMRefreshInterval (default 5 s). Their full thread names are read
+	// then too.
+	JVMPerfMap         bool
+	JVMRefreshInterval time.Duration
+
 	// Window is how long a sample waits for the spans that cover it.
 	Window time.Duration
 	// MaxBufferedSamples bounds the samples waiting for the window: past
@@ -70,6 +79,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxSpans <= 0 {
 		o.MaxSpans = 100_000
+	}
+	if o.JVMRefreshInterval <= 0 {
+		o.JVMRefreshInterval = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -21,6 +21,7 @@ type Profiler struct {
 	src Source
 
 	stop      chan struct{}
+	jvmQueue  chan *procState // JVMs to ask for their perf maps, as attached
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -40,7 +41,7 @@ func Open(opts Options) (_ *Profiler, err error) {
 		}
 		src = s
 	}
-	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{})}
+	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64)}
 	defer func() {
 		if err != nil {
 			src.Close()
@@ -74,11 +75,12 @@ func Open(opts Options) (_ *Profiler, err error) {
 			}
 		}
 	}
-	p.wg.Add(4)
+	p.wg.Add(5)
 	go p.readLoop()
 	go p.every(opts.DiscoveryInterval, p.discover)
 	go p.symbolWorker()
 	go p.jitPoller()
+	go p.jvmWorker()
 	return p, nil
 }
 
@@ -94,6 +96,12 @@ func (p *Profiler) attach(proc perf.Process) error {
 		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, err)
 	}
 	p.syms.refresh([]*procState{st})
+	if p.opts.JVMPerfMap {
+		select {
+		case p.jvmQueue <- st:
+		default: // the next report asks
+		}
+	}
 	p.log.Info("Sampling process", zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm))
 	return nil
 }
@@ -187,6 +195,22 @@ func (p *Profiler) jitPoller() {
 				t.Reset(jitPollInterval)
 			} else {
 				t.Reset(jitLookInterval)
+			}
+		}
+	}
+}
+
+// jvmWorker asks JVMs for their perf maps as they are attached, off the
+// paths that attach them.
+func (p *Profiler) jvmWorker() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case st := <-p.jvmQueue:
+			if p.askJVM(st, "attached") {
+				p.pollOne(st)
 			}
 		}
 	}

@@ -133,8 +133,10 @@ func (s *symbols) refresh(sts []*procState) {
 }
 
 // resolve returns the locations of the stacks of b that its samples use
-// (the others stay nil), for the process image st.
-func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
+// (the others stay nil), for the process image st, and counts the JIT
+// frames of its samples; the caller adds the counts of the resolution it
+// keeps with addJIT.
+func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	proc := s.open(st)
@@ -148,6 +150,7 @@ func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
 		_, _ = st.jit.Update()
 	}
 	r := resolver{s: s, proc: proc, ps: ps}
+	var jit JITStats
 	out := make([][]*Location, len(b.stacks))
 	var jitFrames []int32 // per stack: the JIT frames counted for its first sample
 	for _, smp := range b.samples {
@@ -157,7 +160,9 @@ func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
 		}
 		if out[i] != nil {
 			if jitFrames[i] != 0 {
-				r.countAgain(out[i])
+				for _, l := range out[i] {
+					jit.count(l.JIT)
+				}
 			}
 			continue
 		}
@@ -176,11 +181,15 @@ func (s *symbols) resolve(st *procState, b *batch) [][]*Location {
 		if jitFrames == nil {
 			jitFrames = make([]int32, len(b.stacks))
 		}
-		before := s.jit.Frames
 		out[i] = r.locations(chain, rs.gen)
-		jitFrames[i] = int32(s.jit.Frames - before)
+		for _, l := range out[i] {
+			if l.JIT != symbolize.NotJIT {
+				jit.count(l.JIT)
+				jitFrames[i]++
+			}
+		}
 	}
-	return out
+	return out, jit
 }
 
 // resolver names the stacks of one batch.
@@ -191,26 +200,32 @@ type resolver struct {
 	jit  map[jitKey]*Location // JIT addresses, for this batch only
 }
 
-// countAgain counts the JIT frames of a stack named before, for another
-// sample.
-func (r *resolver) countAgain(locs []*Location) {
-	for _, l := range locs {
-		r.s.countJIT(l.JIT)
-	}
-}
-
-func (s *symbols) countJIT(how symbolize.JITNaming) {
+func (j *JITStats) count(how symbolize.JITNaming) {
 	switch how {
 	case symbolize.NotJIT:
 		return
 	case symbolize.JITOlder:
-		s.jit.Older++
+		j.Older++
 	case symbolize.JITLater:
-		s.jit.Later++
+		j.Later++
 	case symbolize.JITUnnamed:
-		s.jit.Unnamed++
+		j.Unnamed++
 	}
-	s.jit.Frames++
+	j.Frames++
+}
+
+func (j *JITStats) add(o JITStats) {
+	j.Frames += o.Frames
+	j.Older += o.Older
+	j.Later += o.Later
+	j.Unnamed += o.Unnamed
+}
+
+// addJIT adds the JIT frame counts of a report.
+func (s *symbols) addJIT(j JITStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jit.add(j)
 }
 
 // locations resolves one raw chain, its JIT code as the perf map stood at
@@ -228,7 +243,6 @@ func (r *resolver) locations(chain []uint64, gen symbolize.Gen) []*Location {
 			return
 		}
 		if l, ok := r.jit[jitKey{addr, gen}]; ok {
-			s.countJIT(l.JIT)
 			locs = append(locs, l)
 			first = false
 			return
@@ -256,7 +270,6 @@ func (r *resolver) locations(chain []uint64, gen symbolize.Gen) []*Location {
 			l.Mapping, l.Frames, l.JIT = res.Mapping, res.Frames, res.JIT
 		}
 		if l.JIT != symbolize.NotJIT {
-			s.countJIT(l.JIT)
 			if r.jit == nil {
 				r.jit = map[jitKey]*Location{}
 			}

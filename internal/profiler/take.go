@@ -93,15 +93,36 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	}
 	e.syms.refresh(refresh)
 	snaps := make([]Snapshot, 0, len(out))
+	var jit JITStats
 	for _, t := range out {
-		snaps = append(snaps, e.snapshot(t, windowA, windowB))
+		sn, j := e.snapshot(t, windowA, windowB)
+		snaps = append(snaps, sn)
+		jit.add(j)
 	}
+	e.syms.addJIT(jit)
 	e.syms.trim()
 	return snaps
 }
 
-// snapshot symbolizes what was taken of one process.
-func (e *engine) snapshot(t taken, windowA, windowB uint64) Snapshot {
+// snapshot symbolizes what was taken of one process. A JVM whose JIT
+// frames or threads are not all named is asked for its perf map and
+// thread names, and the stacks named again.
+func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats) {
+	stacks, jit := e.syms.resolve(t.st, t.b)
+	if e.opts.JVMPerfMap && needsJVM(t.st, t.threads, jit.Unnamed) && e.askJVM(t.st, "report") {
+		e.pollOne(t.st)
+		stacks, jit = e.syms.resolve(t.st, t.b)
+	}
+	if names := t.st.jvmNames(); names != nil {
+		for tid := range t.threads {
+			if name, ok := names[tid]; ok {
+				t.threads[tid] = name
+			}
+		}
+	}
+	if jit.Unnamed > 0 && !t.st.jit.Found() {
+		e.hintPerfMap(t.st, jit)
+	}
 	s := Snapshot{
 		Pid:      t.st.info.Pid,
 		Exe:      t.st.info.Exe,
@@ -110,7 +131,7 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) Snapshot {
 		Start:    e.clock.Unix(windowA),
 		End:      e.clock.Unix(windowB),
 		Samples:  make([]Sample, len(t.b.samples)),
-		Stacks:   e.syms.resolve(t.st, t.b),
+		Stacks:   stacks,
 		Threads:  t.threads,
 	}
 	for i, r := range t.b.samples {
@@ -124,7 +145,7 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) Snapshot {
 			Link:   t.links[i],
 		}
 	}
-	return s
+	return s, jit
 }
 
 // earlyCut returns the time before which samples must go out now so that

@@ -49,6 +49,8 @@ type Config struct {
 	Correlation CorrelationConfig `mapstructure:"correlation"`
 	// Sched configures off-CPU profiling from context switches.
 	Sched SchedConfig `mapstructure:"sched"`
+	// JVM configures what the receiver asks of target JVMs.
+	JVM JVMConfig `mapstructure:"jvm"`
 	// RecoverLeafCaller restores the caller of a function sampled before
 	// it pushed a frame (frameless leaves, first instructions), which
 	// frame-pointer stacks skip: each on-CPU sample copies 512 bytes of
@@ -125,6 +127,22 @@ type SchedConfig struct {
 	_              struct{}
 }
 
+// JVMConfig configures the naming of JVM targets' JIT code and threads.
+type JVMConfig struct {
+	// PerfMap asks each target JVM (HotSpot, JDK 17 and later; no JVM
+	// flags, no agent) to write its perf map, /tmp/perf-PID.map, with
+	// `jcmd PID Compiler.perfmap` over the JVM's attach mechanism (the
+	// receiver speaks it; no JDK needed on its side): when the JVM is
+	// attached, and when a report finds JIT frames the map does not name
+	// (code compiled since). The full names of the JVM's threads are read
+	// then too. Off by default: attaching starts the JVM's attach
+	// listener thread and writes files in its /tmp.
+	PerfMap bool `mapstructure:"perf_map"`
+	// RefreshInterval is the least time between two requests to a JVM.
+	RefreshInterval time.Duration `mapstructure:"refresh_interval"`
+	_               struct{}
+}
+
 const (
 	scopeProcess = "process"
 	scopeSystem  = "system"
@@ -148,6 +166,7 @@ func createDefaultConfig() *Config {
 			GRPC: configoptional.Default(grpc),
 			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),
 		},
+		JVM: JVMConfig{RefreshInterval: 5 * time.Second},
 		Sched: SchedConfig{
 			Enabled:        false,
 			OffCPUInterval: 10 * time.Millisecond,
@@ -197,6 +216,9 @@ func (c *Config) Validate() error {
 	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
 	}
+	if c.JVM.RefreshInterval < time.Second {
+		errs = append(errs, fmt.Errorf("jvm.refresh_interval: %v is below the minimum of 1s", c.JVM.RefreshInterval))
+	}
 	cc := c.Correlation
 	if cc.Window < 0 || cc.Window > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("correlation.window: %v is outside 0..10m", cc.Window))
@@ -236,6 +258,8 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		OffCPUInterval:     c.Sched.OffCPUInterval,
 		RecoverLeafCaller:  c.RecoverLeafCaller,
 		Symbolize:          c.Symbolize,
+		JVMPerfMap:         c.JVM.PerfMap,
+		JVMRefreshInterval: c.JVM.RefreshInterval,
 		Window:             c.Correlation.Window,
 		MaxBufferedSamples: c.Correlation.MaxBufferedSamples,
 		MaxSpans:           c.Correlation.MaxSpans,

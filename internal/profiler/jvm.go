@@ -1,0 +1,100 @@
+package profiler
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/hotspot"
+)
+
+// jvmTimeout bounds one request to a JVM: the first attach starts its
+// attach listener (a few ms), a perf map of a large code cache takes
+// longer to write.
+const jvmTimeout = 5 * time.Second
+
+// jvmState is what the engine knows of a target as a JVM.
+type jvmState struct {
+	mu      sync.Mutex
+	checked bool // IsJVM was asked
+	isJVM   bool
+	failed  bool // attaching failed for good: not asked again
+	lastAsk time.Time
+	// names are the full names of its threads (comm is cut at 15 bytes),
+	// by tid, as of lastAsk.
+	names map[uint32]string
+}
+
+// jvmNames returns the full thread names of a JVM target, nil for others.
+func (st *procState) jvmNames() map[uint32]string {
+	st.jvm.mu.Lock()
+	defer st.jvm.mu.Unlock()
+	return st.jvm.names
+}
+
+// askJVM asks the target, when it is a HotSpot JVM, to write its perf map
+// anew, and reads its thread names; at most every JVMRefreshInterval. It
+// reports whether the map was written, for the caller to read it.
+func (e *engine) askJVM(st *procState, why string) bool {
+	if !e.opts.JVMPerfMap {
+		return false
+	}
+	j := st.jvm
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	pid := st.info.Pid
+	if !j.checked {
+		j.checked = true
+		ok, err := hotspot.IsJVM(pid)
+		j.isJVM = ok && err == nil
+	}
+	if !j.isJVM || j.failed || time.Since(j.lastAsk) < e.opts.JVMRefreshInterval {
+		return false
+	}
+	j.lastAsk = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), jvmTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := hotspot.PerfMap(ctx, pid); err != nil {
+		if errors.Is(err, hotspot.ErrNoAttach) || errors.Is(err, context.DeadlineExceeded) {
+			// A JVM that refuses attach (-XX:+DisableAttachMechanism,
+			// -Xrs before its listener started) is not asked again: each
+			// try may make it print a thread dump.
+			j.failed = true
+			e.log.Warn("Cannot ask the JVM for its perf map; its JIT frames stay unnamed", zap.Int("pid", pid), zap.Error(err))
+		} else {
+			e.log.Warn("Asking the JVM for its perf map failed; will ask again", zap.Int("pid", pid), zap.Error(err))
+		}
+		return false
+	}
+	st.jit.Reread()
+	took := time.Since(start)
+	if names, err := hotspot.ThreadNames(ctx, pid); err == nil {
+		j.names = make(map[uint32]string, len(names))
+		for tid, name := range names {
+			j.names[uint32(tid)] = name
+		}
+	} else {
+		e.log.Debug("Cannot read the JVM's thread names", zap.Int("pid", pid), zap.Error(err))
+	}
+	e.log.Debug("Asked the JVM for its perf map", zap.Int("pid", pid), zap.String("why", why), zap.Duration("took", took))
+	return true
+}
+
+// needsJVM reports whether a report of st names threads the JVM has not
+// named yet, or has JIT frames its perf map does not name.
+func needsJVM(st *procState, threads map[uint32]string, unnamed int64) bool {
+	if unnamed > 0 {
+		return true
+	}
+	names := st.jvmNames()
+	for tid, comm := range threads {
+		if _, ok := names[tid]; !ok && len(comm) == 15 {
+			return true
+		}
+	}
+	return false
+}

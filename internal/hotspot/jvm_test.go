@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // The tests run real JVMs: each JDK found below gets a subtest. Without
@@ -27,44 +29,17 @@ type jdk struct {
 	home string
 }
 
-var jdkPatterns = []struct {
-	name  string
-	globs []string
-}{
-	{"jdk17", []string{"/usr/lib/jvm/java-17-openjdk*", "/usr/lib/jvm/temurin-17-*", "/usr/lib/jvm/*-17-*"}},
-	{"jdk25", []string{"/usr/lib/jvm/temurin-25-*", "/usr/lib/jvm/java-25-openjdk*", "/usr/lib/jvm/*-25-*"}},
-}
-
-func findJDK(globs []string) string {
-	for _, g := range globs {
-		homes, _ := filepath.Glob(g)
-		for _, h := range homes {
-			if _, err := os.Stat(filepath.Join(h, "bin", "javac")); err == nil {
-				return h
-			}
-		}
-	}
-	return ""
-}
-
-// needRuntime skips the test, or fails it when runtimes are required.
-func needRuntime(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("PERFPROF_REQUIRE_RUNTIMES") == "1" {
-		t.Fatalf(format+" (PERFPROF_REQUIRE_RUNTIMES=1)", args...)
-	}
-	t.Skipf(format, args...)
-}
+var jdkVersions = []string{"17", "25"}
 
 // forEachJDK runs f in a subtest per JDK.
 func forEachJDK(t *testing.T, f func(t *testing.T, j jdk)) {
-	for _, p := range jdkPatterns {
-		t.Run(p.name, func(t *testing.T) {
-			home := findJDK(p.globs)
+	for _, v := range jdkVersions {
+		t.Run("jdk"+v, func(t *testing.T) {
+			home := testchild.FindJDK(v)
 			if home == "" {
-				needRuntime(t, "no %s found (looked for %s)", p.name, strings.Join(p.globs, ", "))
+				testchild.NeedRuntime(t, "no JDK %s found (looked for %s)", v, strings.Join(testchild.JDKGlobs(v), ", "))
 			}
-			f(t, jdk{name: p.name, home: home})
+			f(t, jdk{name: "jdk" + v, home: home})
 		})
 	}
 }

@@ -23,6 +23,10 @@ type jvmState struct {
 	isJVM   bool
 	failed  bool // attaching failed for good: not asked again
 	lastAsk time.Time
+	// wait is the least time between two requests: JVMRefreshInterval,
+	// doubled (up to 32 times) while requests name no more frames, as for
+	// JIT code the map never names.
+	wait time.Duration
 	// names are the full names of its threads (comm is cut at 15 bytes),
 	// by tid, as of lastAsk.
 	names map[uint32]string
@@ -51,7 +55,10 @@ func (e *engine) askJVM(st *procState, why string) bool {
 		ok, err := hotspot.IsJVM(pid)
 		j.isJVM = ok && err == nil
 	}
-	if !j.isJVM || j.failed || time.Since(j.lastAsk) < e.opts.JVMRefreshInterval {
+	if j.wait == 0 {
+		j.wait = e.opts.JVMRefreshInterval
+	}
+	if !j.isJVM || j.failed || time.Since(j.lastAsk) < j.wait {
 		return false
 	}
 	j.lastAsk = time.Now()
@@ -82,6 +89,19 @@ func (e *engine) askJVM(st *procState, why string) bool {
 	}
 	e.log.Debug("Asked the JVM for its perf map", zap.Int("pid", pid), zap.String("why", why), zap.Duration("took", took))
 	return true
+}
+
+// jvmHelped adapts the time to the next request to a JVM to whether the
+// last one named frames that were unnamed.
+func (st *procState) jvmHelped(helped bool, base time.Duration) {
+	j := st.jvm
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if helped {
+		j.wait = base
+	} else {
+		j.wait = min(2*j.wait, 32*base)
+	}
 }
 
 // needsJVM reports whether a report of st names threads the JVM has not

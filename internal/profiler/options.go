@@ -42,8 +42,8 @@ type Options struct {
 	// their perf maps (jcmd Compiler.perfmap) over the attach mechanism,
 	// so that their JIT frames are named: when they are attached, and
 	// when a report finds JIT frames the map does not name, at most every
-	// JVMRefreshInterval (default 5 s). Their full thread names are read
-	// then too.
+	// JVMRefreshInterval (default 1 s; longer while requests name nothing
+	// more). Their full thread names are read then too.
 	JVMPerfMap         bool
 	JVMRefreshInterval time.Duration
 
@@ -81,7 +81,7 @@ func (o *Options) setDefaults() {
 		o.MaxSpans = 100_000
 	}
 	if o.JVMRefreshInterval <= 0 {
-		o.JVMRefreshInterval = 5 * time.Second
+		o.JVMRefreshInterval = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

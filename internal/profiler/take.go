@@ -111,7 +111,9 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 	stacks, jit := e.syms.resolve(t.st, t.b)
 	if e.opts.JVMPerfMap && needsJVM(t.st, t.threads, jit.Unnamed) && e.askJVM(t.st, "report") {
 		e.pollOne(t.st)
+		before := jit.Unnamed
 		stacks, jit = e.syms.resolve(t.st, t.b)
+		t.st.jvmHelped(jit.Unnamed < before, e.opts.JVMRefreshInterval)
 	}
 	if names := t.st.jvmNames(); names != nil {
 		for tid := range t.threads {

@@ -138,7 +138,8 @@ type JVMConfig struct {
 	// then too. Off by default: attaching starts the JVM's attach
 	// listener thread and writes files in its /tmp.
 	PerfMap bool `mapstructure:"perf_map"`
-	// RefreshInterval is the least time between two requests to a JVM.
+	// RefreshInterval is the least time between two requests to a JVM;
+	// it doubles, up to 32 times, while requests name no more frames.
 	RefreshInterval time.Duration `mapstructure:"refresh_interval"`
 	_               struct{}
 }
@@ -166,7 +167,7 @@ func createDefaultConfig() *Config {
 			GRPC: configoptional.Default(grpc),
 			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),
 		},
-		JVM: JVMConfig{RefreshInterval: 5 * time.Second},
+		JVM: JVMConfig{RefreshInterval: time.Second},
 		Sched: SchedConfig{
 			Enabled:        false,
 			OffCPUInterval: 10 * time.Millisecond,
@@ -216,8 +217,8 @@ func (c *Config) Validate() error {
 	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
 	}
-	if c.JVM.RefreshInterval < time.Second {
-		errs = append(errs, fmt.Errorf("jvm.refresh_interval: %v is below the minimum of 1s", c.JVM.RefreshInterval))
+	if c.JVM.RefreshInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("jvm.refresh_interval: %v is below the minimum of 100ms", c.JVM.RefreshInterval))
 	}
 	cc := c.Correlation
 	if cc.Window < 0 || cc.Window > 10*time.Minute {

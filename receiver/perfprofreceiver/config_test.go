@@ -72,7 +72,7 @@ func TestLoadConfig(t *testing.T) {
 				"ring_pages: 100 is not a power of two",
 				"correlation.window: 1h0m0s is outside 0..10m",
 				"sched.off_cpu_interval: 10µs is outside 100µs..1m",
-				"jvm.refresh_interval: 10ms is below the minimum of 1s",
+				"jvm.refresh_interval: 10ms is below the minimum of 100ms",
 				"correlation.thread_id_attribute: must name a span attribute",
 				"correlation.max_spans: 0 must be at least 1",
 				`protocols.http.traces_url_path: "traces" must start with /`,

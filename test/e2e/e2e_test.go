@@ -80,6 +80,8 @@ type stackCount struct {
 	functions map[string]bool
 	count     int
 	linked    bool
+	thread    string // thread.name
+	leaf      string // the innermost function of the leaf location
 }
 
 func containsAny(set map[string]bool, names []string) bool {
@@ -115,7 +117,13 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 					s.samples += n
 					s.pids[pid.Int()] += n
 					seen := map[string]bool{}
+					leaf := ""
 					st := dic.StackTable().At(int(smp.StackIndex()))
+					if idx := st.LocationIndices(); idx.Len() > 0 {
+						if lines := dic.LocationTable().At(int(idx.At(0))).Lines(); lines.Len() > 0 {
+							leaf = strs.At(int(dic.FunctionTable().At(int(lines.At(0).FunctionIndex())).NameStrindex()))
+						}
+					}
 					for _, li := range st.LocationIndices().AsRaw() {
 						lines := dic.LocationTable().At(int(li)).Lines()
 						for y := 0; y < lines.Len(); y++ {
@@ -126,13 +134,17 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 					for name := range seen {
 						s.functions[name] += n
 					}
-					s.stacks = append(s.stacks, stackCount{seen, n, smp.LinkIndex() > 0})
+					sc := stackCount{functions: seen, count: n, linked: smp.LinkIndex() > 0, leaf: leaf}
 					for _, ai := range smp.AttributeIndices().AsRaw() {
 						a := dic.AttributeTable().At(int(ai))
-						if strs.At(int(a.KeyStrindex())) == "span.root.name" {
+						switch strs.At(int(a.KeyStrindex())) {
+						case "span.root.name":
 							s.roots[a.Value().Str()] += n
+						case "thread.name":
+							sc.thread = a.Value().Str()
 						}
 					}
+					s.stacks = append(s.stacks, sc)
 				}
 			}
 		}

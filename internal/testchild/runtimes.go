@@ -1,0 +1,42 @@
+package testchild
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// NeedRuntime skips a test that needs a language runtime this machine does
+// not have, with the reason, unless PERFPROF_REQUIRE_RUNTIMES=1 (set by CI),
+// in which case it fails.
+func NeedRuntime(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv("PERFPROF_REQUIRE_RUNTIMES") == "1" {
+		tb.Fatalf(format+" (PERFPROF_REQUIRE_RUNTIMES=1)", args...)
+	}
+	tb.Skipf(format, args...)
+}
+
+// JDKGlobs are where JDK homes of a major version are looked for: Debian's
+// packages, then Eclipse Temurin's, then any other vendor's.
+func JDKGlobs(version string) []string {
+	return []string{
+		"/usr/lib/jvm/java-" + version + "-openjdk*",
+		"/usr/lib/jvm/temurin-" + version + "-*",
+		"/usr/lib/jvm/*-" + version + "-*",
+	}
+}
+
+// FindJDK returns the home of a JDK (with javac) of the major version, or
+// "".
+func FindJDK(version string) string {
+	for _, g := range JDKGlobs(version) {
+		homes, _ := filepath.Glob(g)
+		for _, h := range homes {
+			if _, err := os.Stat(filepath.Join(h, "bin", "javac")); err == nil {
+				return h
+			}
+		}
+	}
+	return ""
+}

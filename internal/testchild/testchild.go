@@ -196,9 +196,19 @@ func Start(tb testing.TB, bin string, args ...string) *Child {
 // /proc/PID/task/TID/schedstat (nanosecond resolution, unlike stat).
 func ThreadCPU(tb testing.TB, pid int) map[int]uint64 {
 	tb.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	m, err := ReadThreadCPU(pid)
 	if err != nil {
 		tb.Fatalf("list threads: %v", err)
+	}
+	return m
+}
+
+// ReadThreadCPU is ThreadCPU for a goroutine other than the test's, which
+// must not fail the test itself.
+func ReadThreadCPU(pid int) (map[int]uint64, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
 	}
 	m := map[int]uint64{}
 	for _, e := range ents {
@@ -216,7 +226,7 @@ func ThreadCPU(tb testing.TB, pid int) map[int]uint64 {
 			m[tid] = v
 		}
 	}
-	return m
+	return m, nil
 }
 
 // Sum adds up a ThreadCPU map.

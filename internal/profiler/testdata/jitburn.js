@@ -38,15 +38,20 @@
 // Why the churn: V8 puts new code in code-space memory freed by the GC, so
 // an address is named by several map lines over time, the last one right.
 // The startup code (many small modules, as an instrumented service loads
-// at start) dies and is collected; every 500 ms a little more code is
-// compiled and dropped (as template engines and validators do); and every
-// KIND_MS the burn functions meet a kind of work their optimized code has
-// not seen, so V8 deoptimizes them and optimizes them again into new,
-// often reused, memory: the hot code moves while the service runs.
+// at start) dies and is collected; every CHURN_CHUNKS chunks a little more
+// code is compiled and dropped (as template engines and validators do);
+// and every KIND_CHUNKS chunks the burn functions meet a kind of work
+// their optimized code has not seen, so V8 deoptimizes them and optimizes
+// them again into new, often reused, memory: the hot code moves while the
+// service runs.
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 const { readlinkSync } = require('node:fs');
 
-const KIND_MS = 600;
+// A chunk of burnAlpha or burnBeta takes ~13 ms of CPU: a new kind every
+// ~0.4 s of CPU and churn every ~0.5 s.
+const BURN_N = 5000000;
+const KIND_CHUNKS = 30;
+const CHURN_CHUNKS = 40;
 
 // burnAlpha is the main thread's work. A kind it has not run before has no
 // type feedback in the optimized code, which deoptimizes on it.
@@ -63,6 +68,11 @@ function burnAlpha(n, kind) {
       case 6: x = (x * 7 - i) & 0xffff; break;
       case 7: x = ((x << 2) + i) & 0xffff; break;
       case 8: x = ((x >> 1) + i * 9) & 0xffff; break;
+      case 9: x = ((x | i) * 5) & 0x3fff; break;
+      case 10: x = (x * 13 - (i & 7)) & 0xffff; break;
+      case 11: x = ((x ^ (i << 1)) + 3) & 0xfff; break;
+      case 12: x = ((x >>> 2) + i * 11) & 0xffff; break;
+      case 13: x = (x * 3 + (i ^ 5)) & 0x7fff; break;
       default: x = (x * 11 + i) & 0x3fff;
     }
   }
@@ -83,6 +93,11 @@ function burnBeta(n, kind) {
       case 6: x = (x * 9 - i) & 0xffff; break;
       case 7: x = ((x << 3) + i) & 0xffff; break;
       case 8: x = ((x >> 2) + i * 7) & 0xffff; break;
+      case 9: x = ((x | i) * 3) & 0x3fff; break;
+      case 10: x = (x * 11 - (i & 3)) & 0xffff; break;
+      case 11: x = ((x ^ (i << 2)) + 5) & 0xfff; break;
+      case 12: x = ((x >>> 1) + i * 13) & 0xffff; break;
+      case 13: x = (x * 5 + (i ^ 3)) & 0x7fff; break;
       default: x = (x * 13 + i) & 0x3fff;
     }
   }
@@ -128,25 +143,25 @@ function garbage(n) {
 // startup loads what an instrumented service loads before it serves: lots
 // of code, some of it hot for a while, and garbage; all of it dies.
 function startup() {
-  let sink = loadModules(200, 10, 3, 50);
-  sink ^= loadModules(20, 5, 300, 200);
-  for (let r = 0; r < 10; r++) sink ^= garbage(100000);
+  let sink = loadModules(120, 10, 3, 50);
+  sink ^= loadModules(12, 5, 300, 200);
+  for (let r = 0; r < 6; r++) sink ^= garbage(100000);
   return sink;
 }
 
 // serve runs burn(n, kind) from the event loop until the process is killed,
-// with a little code churn every churnMs (0: none) and a new kind every
-// kindMs (0: none). onFirst runs after the first chunk.
-function serve(burn, n, churnMs, kindMs, onFirst) {
-  const t0 = Date.now();
-  let nextChurn = t0 + churnMs;
+// with a little code churn every churnEvery chunks (0: none) and a new kind
+// every kindEvery chunks (0: none). Counting chunks, not time, keeps the
+// share of the churn and of the recompilations in the thread's CPU the
+// same on a machine busy with other work. onFirst runs after the first
+// chunk.
+function serve(burn, n, churnEvery, kindEvery, onFirst) {
+  let chunks = 0;
   let sink = 0;
   function chunk() {
-    sink ^= burn(n, kindMs ? Math.floor((Date.now() - t0) / kindMs) : 0);
-    if (churnMs && Date.now() >= nextChurn) {
-      sink ^= loadModules(2, 5, 3, 20) ^ garbage(2000);
-      nextChurn = Date.now() + churnMs;
-    }
+    sink ^= burn(n, kindEvery ? Math.floor(chunks / kindEvery) : 0);
+    chunks++;
+    if (churnEvery && chunks % churnEvery === 0) sink ^= loadModules(2, 5, 3, 20) ^ garbage(2000);
     if (onFirst) {
       onFirst();
       onFirst = null;
@@ -185,7 +200,7 @@ if (isMainThread) {
     process.stdin.pause();
     for (const w of workers) w.postMessage('go');
     startup();
-    serve(burnAlpha, 5000000, 500, KIND_MS, burned);
+    serve(burnAlpha, BURN_N, CHURN_CHUNKS, KIND_CHUNKS, burned);
   });
 } else {
   parentPort.postMessage(threadID());
@@ -193,6 +208,6 @@ if (isMainThread) {
     const burned = () => parentPort.postMessage('burning');
     if (workerData.role === 'gamma') return serve(burnGamma, 100000, 0, 0, burned);
     startup();
-    serve(burnBeta, 5000000, 500, KIND_MS, burned);
+    serve(burnBeta, BURN_N, CHURN_CHUNKS, KIND_CHUNKS, burned);
   });
 }

@@ -187,7 +187,7 @@ func TestNodeJITFramesNamed(t *testing.T) {
 	}
 	b.WriteString("  named: leaf is the burn function; oracle: the same, named from the map lines written by the sample's time;\n" +
 		"  agree: JIT leaves named as the oracle names them; unnamed, wrong: JIT leaves without a name, with another function's;\n" +
-		"  interp: the stack holds JS:~burnGamma; native: node and then libc frames below the outermost JS frame\n")
+		"  interp: the stack holds JS:~burnGamma; native: node and then libc frames below the outermost JS frame, if any\n")
 	fmt.Fprintf(&b, "samples: %d for %.2f s of CPU of the three threads in %.2f s (%.0f Hz per CPU second; 70%% of %d Hz over the wall time on %d CPUs: %.0f); records lost: %d\n",
 		samples, cpuSeconds, end.Sub(burning).Seconds(), float64(samples)/cpuSeconds,
 		nodeHz, min(len(threads), runtime.NumCPU()), 0.7*nodeHz*end.Sub(burning).Seconds()*float64(min(len(threads), runtime.NumCPU())), lost)
@@ -224,8 +224,10 @@ func TestNodeJITFramesNamed(t *testing.T) {
 				t.Errorf("%s: %d of %d samples in JIT code have no name, want < 1%%", th.name, th.unnamed, th.jitLeaf)
 			}
 		}
-		if f := th.fraction(th.native); f < 0.90 {
-			t.Errorf("%s: %.1f%% of the samples have node and libc frames below the JS frames, want >= 90%%", th.name, 100*f)
+		// Every stack goes down to main or start_thread; frame pointers
+		// lose the few whose leaf is in libc, built without them.
+		if f := th.fraction(th.native); f < 0.98 {
+			t.Errorf("%s: %.1f%% of the samples have node and libc frames below the JS frames, want >= 98%%", th.name, 100*f)
 		}
 	}
 }
@@ -246,11 +248,12 @@ type nodeThread struct {
 	unnamed int // ... and has no name
 	wrong   int // ... and is named, not fn
 	interp  int // a frame is the interpreted fn
-	native  int // node and then libc frames below the outermost JS frame
+	native  int // node and then libc frames below the outermost JS frame, if any
 
 	misnamed  map[uint64]*misnamed // JIT leaves perfprof named unlike the oracle
 	noInterp  map[string]int       // leaves of the samples without the interpreted frame
 	elsewhere map[string]int       // oracle's leaves of the samples not in fn
+	noNative  map[string]int       // leaves of the samples without native frames below
 }
 
 type misnamed struct {
@@ -325,17 +328,15 @@ func (th *nodeThread) add(stack []*profiler.Location, ns uint64, pm *perfMap, no
 			th.noInterp[frameName(leaf)]++
 		}
 	}
-	// Below the outermost JS frame: a frame of node (JSEntry, node::, uv_run,
-	// main or Worker::Run), then one of libc (__libc_start_call_main,
-	// start_thread).
+	// Below the outermost JS frame (in a sample without one, the event loop
+	// between two chunks, anywhere): a frame of node (JSEntry, node::,
+	// uv_run, main or Worker::Run), then one of libc
+	// (__libc_start_call_main, start_thread).
 	outer := -1
 	for i, l := range user {
 		if isJIT(l) {
 			outer = i
 		}
-	}
-	if outer < 0 {
-		return
 	}
 	inNode := false
 	for _, l := range user[outer+1:] {
@@ -348,6 +349,10 @@ func (th *nodeThread) add(stack []*profiler.Location, ns uint64, pm *perfMap, no
 			return
 		}
 	}
+	if th.noNative == nil {
+		th.noNative = map[string]int{}
+	}
+	th.noNative[fmt.Sprintf("%s (%d frames)", frameName(leaf), len(user))]++
 }
 
 func (th *nodeThread) fraction(n int) float64 {
@@ -381,6 +386,9 @@ func (th *nodeThread) details(pm *perfMap, start time.Time) string {
 	var b strings.Builder
 	if len(th.elsewhere) > 0 {
 		fmt.Fprintf(&b, "%s: leaves of the samples not in %s (as the oracle names them): %s\n", th.name, th.fn, topCounts(th.elsewhere, 6))
+	}
+	if len(th.noNative) > 0 {
+		fmt.Fprintf(&b, "%s: leaves of the samples without node and libc frames below the JS frames: %s\n", th.name, topCounts(th.noNative, 4))
 	}
 	if len(th.noInterp) > 0 {
 		fmt.Fprintf(&b, "%s: leaves of the samples without JS:~%s: %s\n", th.name, th.fn, topCounts(th.noInterp, 6))

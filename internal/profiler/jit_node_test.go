@@ -738,14 +738,16 @@ func (pm *perfMap) summary(start, burning time.Time, kinds func(uint64) string) 
 }
 
 // mapPrefix returns the kind of a perf map name: "JS:*", "Builtin:", ...
+// Functions and scripts (JS, Eval, Script) carry their tier after the
+// colon; a RegExp's name is its source, which may start with "^".
 func mapPrefix(name string) string {
-	i := strings.IndexByte(name, ':')
-	if i < 0 {
+	kind, rest, ok := strings.Cut(name, ":")
+	if !ok {
 		return "(none)"
 	}
-	p := name[:i+1]
-	if i+1 < len(name) && strings.ContainsRune("*^+~", rune(name[i+1])) {
-		p += name[i+1 : i+2]
+	kind += ":"
+	if kind != "RegExp:" && rest != "" && strings.ContainsRune("*^+~", rune(rest[0])) {
+		kind += rest[:1]
 	}
-	return p
+	return kind
 }

@@ -38,6 +38,30 @@ func RequirePerf(tb testing.TB, err error) {
 	tb.Fatalf("open perf session: %v", err)
 }
 
+// RequireRuntimesEnv makes a test that needs a language runtime (node,
+// java, python3) fail, instead of skip, when the runtime is not installed.
+// It is not PERFPROF_REQUIRE_PERF: a machine may allow perf events and lack
+// the runtime.
+const RequireRuntimesEnv = "PERFPROF_REQUIRE_RUNTIMES"
+
+// LookRuntime returns the path of the runtime executable name, from PATH or
+// else /usr/bin. When it is not installed the test skips, with the reason,
+// unless PERFPROF_REQUIRE_RUNTIMES=1, in which case it fails.
+func LookRuntime(tb testing.TB, name string) string {
+	tb.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join("/usr/bin", name)); serr == nil {
+			return filepath.Join("/usr/bin", name)
+		}
+		if os.Getenv(RequireRuntimesEnv) == "1" {
+			tb.Fatalf("runtime %s required (%s=1) but not found: %v", name, RequireRuntimesEnv, err)
+		}
+		tb.Skipf("runtime %s not installed, skipping: %v", name, err)
+	}
+	return path
+}
+
 var (
 	buildMu  sync.Mutex
 	built    = map[string]string{}
@@ -112,6 +136,12 @@ func (c *Child) Line(tb testing.TB, timeout time.Duration) string {
 	return ""
 }
 
+// Lines returns the channel of the child's stdout lines after the ready
+// line, for a test that waits for one while it does something else. It is
+// closed when the child closes its stdout; lines arriving while the channel
+// is full are dropped.
+func (c *Child) Lines() <-chan string { return c.lines }
+
 // Start runs bin and waits (up to 10 s) for its "ready ..." line. The child
 // is killed when the test ends.
 func Start(tb testing.TB, bin string, args ...string) *Child {
@@ -166,9 +196,19 @@ func Start(tb testing.TB, bin string, args ...string) *Child {
 // /proc/PID/task/TID/schedstat (nanosecond resolution, unlike stat).
 func ThreadCPU(tb testing.TB, pid int) map[int]uint64 {
 	tb.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	m, err := ReadThreadCPU(pid)
 	if err != nil {
 		tb.Fatalf("list threads: %v", err)
+	}
+	return m
+}
+
+// ReadThreadCPU is ThreadCPU for a goroutine other than the test's, which
+// must not fail the test itself.
+func ReadThreadCPU(pid int) (map[int]uint64, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
 	}
 	m := map[int]uint64{}
 	for _, e := range ents {
@@ -186,7 +226,7 @@ func ThreadCPU(tb testing.TB, pid int) map[int]uint64 {
 			m[tid] = v
 		}
 	}
-	return m
+	return m, nil
 }
 
 // Sum adds up a ThreadCPU map.

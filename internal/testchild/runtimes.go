@@ -11,8 +11,8 @@ import (
 // in which case it fails.
 func NeedRuntime(tb testing.TB, format string, args ...any) {
 	tb.Helper()
-	if os.Getenv("PERFPROF_REQUIRE_RUNTIMES") == "1" {
-		tb.Fatalf(format+" (PERFPROF_REQUIRE_RUNTIMES=1)", args...)
+	if os.Getenv(RequireRuntimesEnv) == "1" {
+		tb.Fatalf(format+" ("+RequireRuntimesEnv+"=1)", args...)
 	}
 	tb.Skipf(format, args...)
 }

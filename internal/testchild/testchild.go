@@ -54,10 +54,7 @@ func LookRuntime(tb testing.TB, name string) string {
 		if _, serr := os.Stat(filepath.Join("/usr/bin", name)); serr == nil {
 			return filepath.Join("/usr/bin", name)
 		}
-		if os.Getenv(RequireRuntimesEnv) == "1" {
-			tb.Fatalf("runtime %s required (%s=1) but not found: %v", name, RequireRuntimesEnv, err)
-		}
-		tb.Skipf("runtime %s not installed, skipping: %v", name, err)
+		NeedRuntime(tb, "runtime %s not installed: %v", name, err)
 	}
 	return path
 }

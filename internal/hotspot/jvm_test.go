@@ -37,7 +37,7 @@ func forEachJDK(t *testing.T, f func(t *testing.T, j jdk)) {
 		t.Run("jdk"+v, func(t *testing.T) {
 			home := testchild.FindJDK(v)
 			if home == "" {
-				testchild.NeedRuntime(t, "no JDK %s found (looked for %s)", v, strings.Join(testchild.JDKGlobs(v), ", "))
+				testchild.NeedJDK(t, v)
 			}
 			f(t, jdk{name: "jdk" + v, home: home})
 		})

@@ -3,6 +3,7 @@ package testchild
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +40,19 @@ func FindJDK(version string) string {
 		}
 	}
 	return ""
+}
+
+// RequiredJDK is the JDK that PERFPROF_REQUIRE_RUNTIMES requires: Debian's
+// (bookworm's) default. Others are tested when present.
+const RequiredJDK = "17"
+
+// NeedJDK skips a test of a JDK version this machine does not have; it
+// fails instead for RequiredJDK when runtimes are required.
+func NeedJDK(tb testing.TB, version string) {
+	tb.Helper()
+	msg := "no JDK " + version + " found (looked for " + strings.Join(JDKGlobs(version), ", ") + ")"
+	if version != RequiredJDK {
+		tb.Skip(msg)
+	}
+	NeedRuntime(tb, "%s", msg)
 }

@@ -24,10 +24,7 @@ func TestCollectorNamesJVMFrames(t *testing.T) {
 		t.Run("jdk"+v, func(t *testing.T) {
 			home := testchild.FindJDK(v)
 			if home == "" {
-				if v != "17" {
-					t.Skipf("no JDK %s found (looked for %s)", v, strings.Join(testchild.JDKGlobs(v), ", "))
-				}
-				testchild.NeedRuntime(t, "no JDK %s found (looked for %s)", v, strings.Join(testchild.JDKGlobs(v), ", "))
+				testchild.NeedJDK(t, v)
 			}
 			testJVM(t, home)
 		})

@@ -116,6 +116,9 @@ type procState struct {
 	jitBumps  []jitBump
 	hinted    atomic.Bool // hintPerfMap said its piece
 	jvm       *jvmState
+	// roles name the threads the runtime left unnamed (see threadRole).
+	rolesMu sync.Mutex
+	roles   map[uint32]string
 
 	sym *procSymbols
 }

@@ -159,9 +159,13 @@ func TestNodeJITFramesNamed(t *testing.T) {
 		byTid[uint32(th.tid)] = th
 	}
 	from := uint64(burning.UnixNano())
+	threadNames := map[uint32]string{}
 	for _, sn := range snaps {
 		if sn.Pid != pid {
 			continue
+		}
+		for tid, name := range sn.Threads {
+			threadNames[tid] = name
 		}
 		for _, s := range sn.Samples {
 			th := byTid[s.Tid]
@@ -199,6 +203,7 @@ func TestNodeJITFramesNamed(t *testing.T) {
 	for _, th := range threads {
 		b.WriteString(th.details(pm, start))
 	}
+	fmt.Fprintf(&b, "thread names: %v\n", threadNames)
 	t.Log("\n" + b.String())
 
 	// The acceptance criteria. The sample count is judged against the CPU
@@ -227,6 +232,14 @@ func TestNodeJITFramesNamed(t *testing.T) {
 			if th.jitLeaf > 0 && float64(th.unnamed) >= 0.01*float64(th.jitLeaf) {
 				t.Errorf("%s: %d of %d samples in JIT code have no name, want < 1%%", th.name, th.unnamed, th.jitLeaf)
 			}
+		}
+		// Node names none of its threads: a worker is named by its role.
+		want := "node"
+		if th.tid != pid {
+			want = "node:worker"
+		}
+		if got := threadNames[uint32(th.tid)]; got != want {
+			t.Errorf("%s: thread named %q, want %q", th.name, got, want)
 		}
 		// Every stack goes down to main or start_thread; frame pointers
 		// lose the few whose leaf is in libc, built without them.

@@ -122,6 +122,7 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 			}
 		}
 	}
+	e.nameThreads(t, stacks)
 	if jit.Unnamed > 0 && !t.st.jit.Found() {
 		e.hintPerfMap(t.st, jit)
 	}
@@ -167,4 +168,32 @@ func (e *engine) earlyCut(watermark uint64, keep int) uint64 {
 	}
 	slices.Sort(times)
 	return times[len(times)-keep]
+}
+
+// nameThreads names the threads that the runtime left with the process's
+// name by their roles (see threadRole), found in any of their stacks and
+// kept for the life of the process.
+func (e *engine) nameThreads(t taken, stacks [][]*Location) {
+	st := t.st
+	st.rolesMu.Lock()
+	defer st.rolesMu.Unlock()
+	for _, s := range t.b.samples {
+		if s.stack < 0 || s.tid == uint32(st.info.Pid) || t.threads[s.tid] != st.info.Comm {
+			continue
+		}
+		if _, ok := st.roles[s.tid]; ok {
+			continue
+		}
+		if role := threadRole(stacks[s.stack]); role != "" {
+			if st.roles == nil {
+				st.roles = map[uint32]string{}
+			}
+			st.roles[s.tid] = role
+		}
+	}
+	for tid, role := range st.roles {
+		if name, ok := t.threads[tid]; ok && name == st.info.Comm {
+			t.threads[tid] = role
+		}
+	}
 }

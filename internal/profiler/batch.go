@@ -122,7 +122,9 @@ func hashStack(chain []uint64, leafCall uint64, gen symbolize.Gen) uint64 {
 	}
 	h ^= leafCall
 	h *= 1099511628211
-	h ^= uint64(gen)
-	h *= 1099511628211
+	if gen != 0 { // a process with a perf map whose lines replaced others
+		h ^= uint64(gen)
+		h *= 1099511628211
+	}
 	return h
 }

@@ -67,6 +67,9 @@ const maxJITBumps = 64
 // with mu held.
 func (st *procState) genAt(t uint64) symbolize.Gen {
 	gen := st.jitGen
+	if len(st.jitBumps) == 0 {
+		return gen
+	}
 	for k := len(st.jitBumps) - 1; k >= 0 && t <= st.jitBumps[k].after; k-- {
 		gen = st.jitBumps[k].before
 	}

@@ -133,6 +133,7 @@ func TestNodeJITFramesNamed(t *testing.T) {
 	}
 	end := time.Now()
 	snaps = append(snaps, final...)
+	jit := p.Stats().JIT
 	polls, kinds := w.stop()
 	var burning time.Time
 	var cpu0 map[int]uint64
@@ -204,6 +205,8 @@ func TestNodeJITFramesNamed(t *testing.T) {
 		b.WriteString(th.details(pm, start))
 	}
 	fmt.Fprintf(&b, "thread names: %v\n", threadNames)
+	fmt.Fprintf(&b, "JIT frames in the whole run: %d; named by a line replaced before the report (the newest line would have named other code): %d (%.1f%%); by a line read after the sample: %d; unnamed: %d\n",
+		jit.Frames, jit.Older, 100*float64(jit.Older)/float64(max(jit.Frames, 1)), jit.Later, jit.Unnamed)
 	t.Log("\n" + b.String())
 
 	// The acceptance criteria. The sample count is judged against the CPU

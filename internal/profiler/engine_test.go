@@ -116,6 +116,16 @@ func TestJoin(t *testing.T) {
 			counts:  profiler.JoinCounts{Span: 1},
 		},
 		{
+			name: "unrelated spans open on one thread at once: no link",
+			spans: []span{
+				{tid: 7, id: 1, name: "GET /a", start: 30 * s, end: 10 * s, worker: -1, resource: -1},
+				{tid: 7, id: 2, name: "GET /b", start: 25 * s, end: 15 * s, worker: -1, resource: -1},
+			},
+			samples: []sample{{7, 28 * s}, {7, 20 * s}, {7, 12 * s}},
+			want:    []want{{1, "GET /a", -1}, {0, "", -1}, {1, "GET /a", -1}},
+			counts:  profiler.JoinCounts{Span: 2, Ambiguous: 1},
+		},
+		{
 			name:    "samples younger than the window wait",
 			spans:   []span{{tid: 7, id: 1, name: "a", start: 30 * s, end: 0, worker: -1, resource: -1}},
 			samples: []sample{{7, 20 * s}, {7, 1 * s}},

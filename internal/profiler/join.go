@@ -37,7 +37,11 @@ type SpanCounts struct {
 type JoinCounts struct {
 	Span   int64 // linked to a span
 	NoSpan int64 // no span covered the sample on its thread
-	Early  int64 // taken before the window passed (buffer bound), not joined
+	// Ambiguous samples were left unlinked: spans that are not one line of
+	// ancestors (other traces, or siblings) were open on the thread at
+	// once, and the thread ran one of them at the sample.
+	Ambiguous int64
+	Early     int64 // taken before the window passed (buffer bound), not joined
 }
 
 // AddSpans indexes spans for the join. It may be called from any
@@ -100,7 +104,7 @@ func (e *engine) NameProcess(pid int, resource int32) {
 }
 
 // Lookup returns what the join would link a sample of thread tid at Unix
-// time t to, if a span covers it now.
+// time t to, if a span covers it now and no unrelated span does.
 func (e *engine) Lookup(tid uint32, t uint64) (Link, bool) {
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
@@ -108,7 +112,7 @@ func (e *engine) Lookup(tid uint32, t uint64) (Link, bool) {
 	if w, ok := e.spans.Worker(tid); ok {
 		l.Worker = w
 	}
-	sp := e.spans.Lookup(tid, e.clock.Mono(t))
+	sp, _ := e.spans.Resolve(tid, e.clock.Mono(t))
 	if sp == nil {
 		return l, false
 	}
@@ -126,7 +130,8 @@ func (e *engine) link(l *Link, sp *tidmap.Span) {
 }
 
 // join looks up, for every sample of b older than the watermark, the span
-// that ran on its thread at its time. It returns the link of each sample
+// that ran on its thread at its time; where unrelated spans were open on
+// the thread at once, none (a wrong link misleads more than a missing one). It returns the link of each sample
 // and sets the process's resource: the one most of the linked samples
 // share, else the one its spans named it by, else the last it had. Called
 // with spansMu held, not mu: the samples of b are the caller's now.
@@ -143,7 +148,11 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 			c.Early++
 			continue
 		}
-		sp := e.spans.Lookup(s.tid, s.time)
+		sp, ambiguous := e.spans.Resolve(s.tid, s.time)
+		if ambiguous {
+			c.Ambiguous++
+			continue
+		}
 		if sp == nil {
 			c.NoSpan++
 			continue

@@ -81,6 +81,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	}
 	e.joinCounts.Span += jc.Span
 	e.joinCounts.NoSpan += jc.NoSpan
+	e.joinCounts.Ambiguous += jc.Ambiguous
 	e.joinCounts.Early += jc.Early
 	e.spansMu.Unlock()
 

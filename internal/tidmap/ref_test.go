@@ -87,6 +87,53 @@ func (r *ref) lookup(tid uint32, t uint64) *Span {
 	return best
 }
 
+// resolve is Resolve by brute force: every span covering t must be an
+// ancestor of the innermost, or may be one (a span between them is not
+// held, or the chain is 64 long).
+func (r *ref) resolve(tid uint32, t uint64) (*Span, bool) {
+	var best *Span
+	var covering []*Span
+	for i := range r.spans {
+		s := &r.spans[i].s
+		if r.spans[i].tid == tid && s.Start <= t && t < s.End {
+			covering = append(covering, s)
+			if best == nil || inner(s, best) {
+				best = s
+			}
+		}
+	}
+	for _, o := range covering {
+		if o != best && !r.mayEnclose(o, best) {
+			return nil, true
+		}
+	}
+	if best != nil {
+		best.Matched = true
+	}
+	return best, false
+}
+
+func (r *ref) mayEnclose(outer, inner *Span) bool {
+	if outer.TraceID != inner.TraceID {
+		return false
+	}
+	cur := inner
+	for range 64 {
+		if cur.ParentRemote || cur.ParentSpanID == ([8]byte{}) {
+			return false
+		}
+		if cur.ParentSpanID == outer.SpanID {
+			return true
+		}
+		i := r.find(cur.TraceID, cur.ParentSpanID)
+		if i < 0 {
+			return true
+		}
+		cur = &r.spans[i].s
+	}
+	return true
+}
+
 func (r *ref) localRoot(s *Span) *Span {
 	seen := map[[8]byte]bool{s.SpanID: true}
 	cur := s
@@ -140,7 +187,7 @@ type checker struct {
 	ops []op // the operations so far, for the failure message
 
 	// What the operations exercised, so a test can check its generator.
-	hits, full, dups, chains, cycles int
+	hits, full, dups, chains, cycles, ambiguous int
 }
 
 // op is one operation, formatted only when a check fails.
@@ -227,6 +274,19 @@ func (c *checker) lookup(tid uint32, t uint64) {
 	}
 }
 
+func (c *checker) resolve(tid uint32, t uint64) {
+	c.t.Helper()
+	c.ops = append(c.ops, op{kind: "resolve", tid: tid, t: t})
+	got, gamb := c.m.Resolve(tid, t)
+	want, wamb := c.r.resolve(tid, t)
+	if gamb != wamb || (got == nil) != (want == nil) || got != nil && *got != *want {
+		c.fail("Resolve(%d, %d): got %s, %v; want %s, %v", tid, t, name(got), gamb, name(want), wamb)
+	}
+	if wamb {
+		c.ambiguous++
+	}
+}
+
 func (c *checker) forget(before uint64) {
 	c.t.Helper()
 	c.ops = append(c.ops, op{kind: "forget", t: before})
@@ -258,7 +318,7 @@ func (c *checker) worker(tid uint32) {
 // duplicates, a bound that is sometimes reached and parents that sometimes
 // form cycles, and compares every answer with the brute-force model.
 func TestLookupMatchesReference(t *testing.T) {
-	var lookups, hits, full, dups, chains, cycles int
+	var lookups, resolves, ambiguous, hits, full, dups, chains, cycles int
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 0x7469646d6170))
 		max := 1000
@@ -293,9 +353,12 @@ func TestLookupMatchesReference(t *testing.T) {
 					s.End = s.Start + uint64(rng.IntN(40))
 				}
 				c.add(tid, s)
-			case op < 92:
+			case op < 70:
 				c.lookup(uint32(rng.IntN(4)), lo+uint64(rng.IntN(140)))
 				lookups++
+			case op < 92:
+				c.resolve(uint32(rng.IntN(4)), lo+uint64(rng.IntN(140)))
+				resolves++
 			case op < 96:
 				c.worker(uint32(rng.IntN(4)))
 			default:
@@ -304,14 +367,15 @@ func TestLookupMatchesReference(t *testing.T) {
 			}
 		}
 		hits, full, dups, chains, cycles = hits+c.hits, full+c.full, dups+c.dups, chains+c.chains, cycles+c.cycles
+		ambiguous += c.ambiguous
 		c.forget(^uint64(0))
 		if c.m.Len() != 0 || len(c.m.threads) != 0 || len(c.m.byID) != 0 {
 			t.Fatalf("seed %d: after forgetting all: %d spans, %d threads, %d ids", seed, c.m.Len(), len(c.m.threads), len(c.m.byID))
 		}
 	}
-	t.Logf("%d lookups compared: %d found a span, %d local roots up a chain, %d in a cycle; %d adds over the bound, %d duplicates",
-		lookups, hits, chains, cycles, full, dups)
-	if hits < lookups/3 || chains == 0 || cycles == 0 || full == 0 || dups == 0 {
+	t.Logf("%d lookups compared: %d found a span, %d local roots up a chain, %d in a cycle; %d adds over the bound, %d duplicates; %d resolves, %d ambiguous",
+		lookups, hits, chains, cycles, full, dups, resolves, ambiguous)
+	if hits < lookups/3 || chains == 0 || cycles == 0 || full == 0 || dups == 0 || ambiguous == 0 || ambiguous > resolves/2 {
 		t.Error("the generator no longer exercises every case")
 	}
 }
@@ -360,6 +424,7 @@ func FuzzLookup(f *testing.F) {
 				c.add(tid, s)
 			case op < 7:
 				c.lookup(tid, uint64(b[2]))
+				c.resolve(tid, uint64(b[3]))
 				c.worker(tid)
 			default:
 				c.forget(uint64(b[2]))

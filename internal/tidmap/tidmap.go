@@ -207,6 +207,76 @@ func (m *Map) Lookup(tid uint32, t uint64) *Span {
 	return nil
 }
 
+// Resolve returns the span running on tid at t, as Lookup does, unless the
+// spans that cover t are not one line of ancestors, innermost to outermost:
+// spans of other traces, or of one trace but not nested, open on the thread
+// at once. Then it returns nil and ambiguous: a thread that interleaves
+// them (goroutines, async tasks) ran one of them at t, and which cannot be
+// told from the thread and the time. An ancestor that cannot be confirmed
+// because a span between them is not held counts as one.
+func (m *Map) Resolve(tid uint32, t uint64) (s *Span, ambiguous bool) {
+	th := m.threads[tid]
+	if th == nil {
+		return nil, false
+	}
+	if th.dirty {
+		m.build(th)
+	}
+	starts := th.starts
+	lo, hi := 0, len(starts)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if starts[h] <= t {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	ents := th.ents
+	for i := lo - 1; i >= 0; i = int(ents[i].enc) {
+		e := &ents[i]
+		if e.end <= t {
+			continue
+		}
+		sp := m.span(e.span)
+		if s == nil {
+			s = sp
+			continue
+		}
+		if !m.mayEnclose(sp, s) {
+			return nil, true
+		}
+	}
+	if s != nil {
+		s.Matched = true
+	}
+	return s, false
+}
+
+// mayEnclose reports whether outer is an ancestor of inner, or may be one:
+// the parent chain of inner reaches outer, or leaves the spans held
+// before it reaches a root.
+func (m *Map) mayEnclose(outer, inner *Span) bool {
+	if outer.TraceID != inner.TraceID {
+		return false
+	}
+	cur := inner
+	for range 64 { // a chain longer than this, or a cycle: give it the benefit of the doubt
+		if cur.ParentRemote || cur.ParentSpanID == ([8]byte{}) {
+			return false
+		}
+		if cur.ParentSpanID == outer.SpanID {
+			return true
+		}
+		i, ok := m.byID[key{cur.TraceID, cur.ParentSpanID}]
+		if !ok {
+			return true
+		}
+		cur = m.span(i)
+	}
+	return true
+}
+
 // compareSpans orders spans outermost first: by Start, then longer first,
 // then by (TraceID, SpanID). The innermost of the spans covering a time is
 // the last of them in this order.

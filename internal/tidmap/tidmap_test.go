@@ -372,3 +372,40 @@ func check(t *testing.T, m *Map, tid uint32, at uint64, want byte) {
 		t.Errorf("Lookup(%d, %d) = span %d, want %d", tid, at, id(got), want)
 	}
 }
+
+// TestResolve leaves a sample unlinked where the spans open on its thread
+// are not one line of ancestors.
+func TestResolve(t *testing.T) {
+	other := func(s Span) Span { s.TraceID[0] = 2; return s }
+	tests := []struct {
+		name      string
+		adds      []add
+		t         uint64
+		want      byte
+		ambiguous bool
+	}{
+		{"one span", []add{{1, sp(1, 0, 100)}}, 50, 1, false},
+		{"child in its parent", []add{{1, sp(1, 0, 100)}, {1, child(2, 1, 10, 60)}}, 50, 2, false},
+		{"grandchild, the middle span on another thread", []add{{1, sp(1, 0, 100)}, {2, child(2, 1, 5, 90)}, {1, child(3, 2, 10, 60)}}, 50, 3, false},
+		{"grandchild, the middle span not held", []add{{1, sp(1, 0, 100)}, {1, child(3, 2, 10, 60)}}, 50, 3, false},
+		{"two traces", []add{{1, sp(1, 0, 100)}, {1, other(sp(2, 10, 60))}}, 50, 0, true},
+		{"two traces, the outer one over", []add{{1, sp(1, 0, 40)}, {1, other(sp(2, 10, 60))}}, 50, 2, false},
+		{"siblings of one trace", []add{{1, sp(1, 0, 100)}, {1, child(2, 1, 10, 60)}, {1, child(3, 1, 20, 70)}}, 50, 0, true},
+		{"siblings, one over", []add{{1, sp(1, 0, 100)}, {1, child(2, 1, 10, 30)}, {1, child(3, 1, 20, 70)}}, 50, 3, false},
+		{"two roots of one trace", []add{{1, sp(1, 0, 100)}, {1, sp(2, 10, 60)}}, 50, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New(Options{})
+			for _, a := range tt.adds {
+				if err := m.Add(a.tid, a.s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, amb := m.Resolve(1, tt.t)
+			if id(got) != tt.want || amb != tt.ambiguous {
+				t.Errorf("Resolve = span %d, ambiguous %v; want %d, %v", id(got), amb, tt.want, tt.ambiguous)
+			}
+		})
+	}
+}

@@ -182,6 +182,7 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofLostRecords, int64(st.Source.Lost-last.Source.Lost))
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Span-last.Joins.Span, "join", "span")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.NoSpan-last.Joins.NoSpan, "join", "no_span")
+	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Ambiguous-last.Joins.Ambiguous, "join", "ambiguous")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Early-last.Joins.Early, "join", "early")
 	add(tb.ReceiverPerfprofSpansUnmatched, st.Spans.Unmatched-last.Spans.Unmatched)
 	jit, lastJIT := st.JIT, last.JIT

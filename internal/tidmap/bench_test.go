@@ -108,6 +108,29 @@ func BenchmarkLookup(b *testing.B) {
 	b.ReportMetric(float64(hits)/float64(b.N), "hits/op")
 }
 
+// BenchmarkResolve is BenchmarkLookup with the ancestry check of the join:
+// every span covering the time is visited, not only the innermost.
+func BenchmarkResolve(b *testing.B) {
+	adds, samples := workload()
+	m := load(b, adds)
+	hits, ambiguous, i := 0, 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		s := samples[i&(len(samples)-1)]
+		sp, amb := m.Resolve(s.tid, s.t)
+		if sp != nil {
+			hits++
+		}
+		if amb {
+			ambiguous++
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+	b.ReportMetric(float64(hits)/float64(b.N), "hits/op")
+	b.ReportMetric(float64(ambiguous)/float64(b.N), "ambiguous/op")
+}
+
 // BenchmarkAddAndRebuild is the cost of indexing: adding 100 000 spans in
 // the order they end and building the view of every thread with its first
 // lookup. It also reports the heap held per span once built.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -87,9 +88,9 @@ func (r *ref) lookup(tid uint32, t uint64) *Span {
 	return best
 }
 
-// resolve is Resolve by brute force: every span covering t must be an
-// ancestor of the innermost, or may be one (a span between them is not
-// held, or the chain is 64 long).
+// resolve is Resolve by brute force: of the spans covering t, innermost
+// first, each must be an ancestor of the one before, or may be one (a span
+// between them is not held, or the chain is 64 long).
 func (r *ref) resolve(tid uint32, t uint64) (*Span, bool) {
 	var best *Span
 	var covering []*Span
@@ -102,8 +103,14 @@ func (r *ref) resolve(tid uint32, t uint64) (*Span, bool) {
 			}
 		}
 	}
-	for _, o := range covering {
-		if o != best && !r.mayEnclose(o, best) {
+	slices.SortFunc(covering, func(a, b *Span) int {
+		if inner(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for j := 1; j < len(covering); j++ {
+		if !r.mayEnclose(covering[j], covering[j-1]) {
 			return nil, true
 		}
 	}

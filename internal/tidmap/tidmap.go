@@ -54,10 +54,21 @@ type key struct {
 
 // entry is one span in a thread's sorted view.
 type entry struct {
-	end  uint64
-	enc  int32 // position of the enclosing span in the sorted view, -1 if none
-	span int32 // arena index
+	end uint64
+	enc int32 // position of the enclosing span in the sorted view, -1 if none
+	// ref is the arena index of the span, with parentBit set when the
+	// enclosing span is its parent, so that Resolve confirms the common
+	// nesting without reading either span.
+	ref int32
 }
+
+const parentBit = -1 << 31
+
+// span returns the arena index of the entry's span.
+func (e *entry) span() int32 { return e.ref &^ parentBit }
+
+// encIsParent reports whether the enclosing span is the span's parent.
+func (e *entry) encIsParent() bool { return e.ref&parentBit != 0 }
 
 // thread holds the spans of one tid.
 type thread struct {
@@ -198,7 +209,7 @@ func (m *Map) Lookup(tid uint32, t uint64) *Span {
 	for i := lo - 1; i >= 0; {
 		e := &ents[i]
 		if e.end > t {
-			s := m.span(e.span)
+			s := m.span(e.span())
 			s.Matched = true
 			return s
 		}
@@ -208,7 +219,8 @@ func (m *Map) Lookup(tid uint32, t uint64) *Span {
 }
 
 // Resolve returns the span running on tid at t, as Lookup does, unless the
-// spans that cover t are not one line of ancestors, innermost to outermost:
+// spans that cover t are not one line of ancestors, each outer one an
+// ancestor of the next inner one:
 // spans of other traces, or of one trace but not nested, open on the thread
 // at once. Then it returns nil and ambiguous: a thread that interleaves
 // them (goroutines, async tasks) ran one of them at t, and which cannot be
@@ -232,20 +244,23 @@ func (m *Map) Resolve(tid uint32, t uint64) (s *Span, ambiguous bool) {
 			hi = h
 		}
 	}
+	// The spans covering t, innermost first, each must be an ancestor of
+	// the one before: usually its parent, one comparison away.
 	ents := th.ents
+	prev := -1 // position of the last covering span
 	for i := lo - 1; i >= 0; i = int(ents[i].enc) {
 		e := &ents[i]
 		if e.end <= t {
 			continue
 		}
-		sp := m.span(e.span)
-		if s == nil {
-			s = sp
-			continue
-		}
-		if !m.mayEnclose(sp, s) {
+		switch {
+		case prev < 0:
+			s = m.span(e.span())
+		case int(ents[prev].enc) == i && ents[prev].encIsParent():
+		case !m.mayEnclose(m.span(e.span()), m.span(ents[prev].span())):
 			return nil, true
 		}
+		prev = i
 	}
 	if s != nil {
 		s.Matched = true
@@ -304,13 +319,13 @@ func (m *Map) build(th *thread) {
 		// Merge from the back, in place.
 		i, j := n-1, k-1
 		for w := n + k - 1; j >= 0; w-- {
-			if i >= 0 && compareSpans(m.span(th.ents[i].span), m.span(th.pending[j])) > 0 {
+			if i >= 0 && compareSpans(m.span(th.ents[i].span()), m.span(th.pending[j])) > 0 {
 				th.ents[w], th.starts[w] = th.ents[i], th.starts[i]
 				i--
 			} else {
 				p := th.pending[j]
 				s := m.span(p)
-				th.ents[w], th.starts[w] = entry{end: s.End, span: p}, s.Start
+				th.ents[w], th.starts[w] = entry{end: s.End, ref: p}, s.Start
 				j--
 			}
 		}
@@ -325,9 +340,14 @@ func (m *Map) build(th *thread) {
 		for len(stack) > 0 && th.ents[stack[len(stack)-1]].end <= th.starts[i] {
 			stack = stack[:len(stack)-1]
 		}
-		th.ents[i].enc = -1
+		e := &th.ents[i]
+		e.enc, e.ref = -1, e.span()
 		if len(stack) > 0 {
-			th.ents[i].enc = stack[len(stack)-1]
+			e.enc = stack[len(stack)-1]
+			in, out := m.span(e.ref), m.span(th.ents[e.enc].span())
+			if in.TraceID == out.TraceID && in.ParentSpanID == out.SpanID && !in.ParentRemote {
+				e.ref |= parentBit
+			}
 		}
 		stack = append(stack, int32(i))
 	}
@@ -418,7 +438,7 @@ func (m *Map) Forget(before uint64) (forgotten, unmatched int) {
 				w++
 				continue
 			}
-			drop(e.span)
+			drop(e.span())
 		}
 		if w < len(th.ents) {
 			th.dirty = true // positions moved: enc is stale

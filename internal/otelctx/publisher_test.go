@@ -75,7 +75,7 @@ func buildPublishers(t *testing.T) string {
 		}
 		src := srcDir()
 		gcc := func(args ...string) error {
-			args = append([]string{"-O2", "-Wall", "-I", src}, args...)
+			args = append([]string{"-O2", "-Wall", "-pthread", "-I", src}, args...)
 			out, err := exec.Command("gcc", args...).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -383,5 +383,66 @@ func TestThreadContextNotPublished(t *testing.T) {
 	}
 	if _, err := LocateTLS(cmd.Process.Pid); !errors.Is(err, ErrNotPublished) {
 		t.Fatalf("LocateTLS: want ErrNotPublished, got %v", err)
+	}
+}
+
+// Threads other than the main one: their thread pointers are on glibc's
+// other list, and a dlopen'ed library's TLS block is allocated per thread.
+func TestThreadContextOtherThreads(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			p := startPublisher(t, v, "threads", "memfd")
+			type thread struct {
+				tid, k int
+				tp, va uint64
+			}
+			var threads []thread
+			for range 2 {
+				f := strings.Fields(p.child.Line(t, 5*time.Second))
+				if len(f) != 5 || f[0] != "thread" {
+					t.Fatalf("thread line %q", f)
+				}
+				var th thread
+				var err [4]error
+				th.k, err[0] = strconv.Atoi(f[1])
+				th.tid, err[1] = strconv.Atoi(f[2])
+				th.tp, err[2] = strconv.ParseUint(f[3], 10, 64)
+				th.va, err[3] = strconv.ParseUint(f[4], 10, 64)
+				if e := errors.Join(err[:]...); e != nil {
+					t.Fatal(e)
+				}
+				threads = append(threads, th)
+			}
+			proc, err := Open(p.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer proc.Close()
+			p.stop(t)
+			defer p.cont(t)
+			for _, th := range threads {
+				tp, err := proc.ThreadPointer(th.tid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tp != th.tp {
+					t.Fatalf("thread %d: thread pointer %#x, it says %#x", th.tid, tp, th.tp)
+				}
+				if va, err := proc.TLS().Address(proc.mem, tp); err != nil || va != th.va {
+					t.Fatalf("thread %d: variable at %#x (%v), it says %#x", th.tid, va, err, th.va)
+				}
+				c, err := proc.ThreadContext(th.tid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := p.spans[th.k]; c.SpanIDString() != s.spanID || c.TraceIDString() != s.traceID {
+					t.Fatalf("thread %d: span %s, want %s", th.tid, c.SpanIDString(), s.spanID)
+				}
+			}
+			// The main thread attached nothing.
+			if _, err := proc.ThreadContext(p.pid); !errors.Is(err, ErrNoContext) {
+				t.Fatalf("main thread: want ErrNoContext, got %v", err)
+			}
+		})
 	}
 }

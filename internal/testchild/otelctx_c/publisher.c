@@ -10,6 +10,8 @@
  *        rewrite  the same by rewriting one record in place (valid = 0 during)
  *        tear     leave a record half rewritten, valid = 0, and wait
  *        detach   leave otel_thread_ctx_v1 NULL and wait
+ *        threads  start two threads, thread K attaching span K, each printing
+ *                 "thread K TID TP VAR"; then wait
  * PCTX:  memfd    publish the process context
  *        churn    publish it, then update it every ~20 us (service.version
  *                 alternates "1"/"2") to exercise the readers' retry rule
@@ -28,6 +30,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +208,10 @@ static void update(int which)
 
 /* --- the loop --- */
 
+/* Static TLS of the executable's own, aligned and sized so that the blocks'
+ * offsets from the thread pointer are not trivial. */
+__thread char publisher_tls_pad[40] __attribute__((aligned(64)));
+
 struct truth {
 	volatile int64_t seq;
 	volatile int32_t active;
@@ -243,6 +250,22 @@ static void load_functions(const char *lib)
 #endif
 }
 
+static void *thread_main(void *arg)
+{
+	int k = (int)(intptr_t)arg;
+	unsigned long fs = 0;
+
+	ctx_attach(k);
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+	flockfile(stdout);
+	printf("thread %d %ld %lu %lu\n", k, (long)syscall(SYS_gettid), fs, (unsigned long)(uintptr_t)ctx_var());
+	fflush(stdout);
+	funlockfile(stdout);
+	for (;;)
+		pause();
+	return NULL;
+}
+
 static void hex(const uint8_t *p, int n, char *out)
 {
 	for (int i = 0; i < n; i++)
@@ -269,6 +292,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	truth->active = -1;
+	publisher_tls_pad[0] = argv[1][0];
 
 	/* Two spans of two traces; the ids are distinct in every byte so that a
 	 * reader that mixes them up is caught. */
@@ -304,6 +328,13 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "tear") == 0) {
 		ctx_tear(0);
 		truth->active = -2;
+		for (;;)
+			pause();
+	}
+	if (strcmp(mode, "threads") == 0) {
+		pthread_t th[2];
+		for (int k = 0; k < 2; k++)
+			pthread_create(&th[k], NULL, thread_main, (void *)(intptr_t)k);
 		for (;;)
 			pause();
 	}

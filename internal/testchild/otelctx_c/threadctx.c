@@ -3,6 +3,10 @@
 
 #include "threadctx.h"
 
+/* Initialized, so in .tdata, which comes before otel_thread_ctx_v1 in .tbss:
+ * the variable's offset in its block is then not 0. */
+__thread unsigned long threadctx_switches[3] = {1};
+
 /* The variable readers look up in .dynsym. The builds export it from an
  * executable with -Wl,--export-dynamic-symbol; a shared library exports it by
  * default. */
@@ -42,6 +46,7 @@ void threadctx_attach(int i)
 {
 	struct otel_thread_ctx_record *volatile *var = &otel_thread_ctx_v1;
 
+	threadctx_switches[0]++;
 	COMPILER_FENCE();
 	*var = i < 0 ? NULL : &spans[i];
 	COMPILER_FENCE();

@@ -63,7 +63,7 @@ func srcDir() string {
 
 // buildPublishers compiles every variant once per test binary and returns
 // the directory holding them.
-func buildPublishers(t *testing.T) string {
+func buildPublishers(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		testchild.NeedRuntime(t, "gcc not installed: %v", err)
@@ -130,7 +130,7 @@ func (p *publisher) active() int {
 	return int(int32(uint32(p.truth[8]) | uint32(p.truth[9])<<8 | uint32(p.truth[10])<<16 | uint32(p.truth[11])<<24))
 }
 
-func startPublisher(t *testing.T, v variant, mode, pctx string) *publisher {
+func startPublisher(t testing.TB, v variant, mode, pctx string) *publisher {
 	t.Helper()
 	dir := buildPublishers(t)
 	truthPath := filepath.Join(t.TempDir(), "truth")
@@ -164,11 +164,21 @@ func startPublisher(t *testing.T, v variant, mode, pctx string) *publisher {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Munmap(p.truth) })
+	if mode == "attach" || mode == "rewrite" {
+		// Wait for the first switch: until then no span is attached.
+		deadline := time.Now().Add(5 * time.Second)
+		for p.active() < 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("publisher made no span active in 5 s")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 	return p
 }
 
 // stop stops the publisher with SIGSTOP and waits until it is stopped.
-func (p *publisher) stop(t *testing.T) {
+func (p *publisher) stop(t testing.TB) {
 	t.Helper()
 	if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -188,7 +198,7 @@ func (p *publisher) stop(t *testing.T) {
 	t.Fatal("publisher did not stop in 5 s")
 }
 
-func (p *publisher) cont(t *testing.T) {
+func (p *publisher) cont(t testing.TB) {
 	t.Helper()
 	if err := syscall.Kill(p.pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -442,6 +452,30 @@ func TestThreadContextOtherThreads(t *testing.T) {
 			// The main thread attached nothing.
 			if _, err := proc.ThreadContext(p.pid); !errors.Is(err, ErrNoContext) {
 				t.Fatalf("main thread: want ErrNoContext, got %v", err)
+			}
+		})
+	}
+}
+
+// BenchmarkThreadContext measures one user-space read of a stopped thread's
+// context (thread pointer cached): the dtv walk for dynamic TLS, the
+// pointer, the header, the attributes.
+func BenchmarkThreadContext(b *testing.B) {
+	for _, v := range []variant{variants[0], variants[5]} {
+		b.Run(v.name, func(b *testing.B) {
+			p := startPublisher(b, v, "attach", "memfd")
+			proc, err := Open(p.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer proc.Close()
+			p.stop(b)
+			defer p.cont(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := proc.ThreadContext(p.pid); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -102,3 +102,14 @@ func FuzzParseRecord(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseRecord(b *testing.B) {
+	rec := record(1, 0, 9, '/', 'c', 'h', 'e', 'c', 'k', 'o', 'u', 't', 1, 3, 'a', 'm', 'y')
+	keys := []string{"http.route", "user.name"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRecord(rec, keys); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

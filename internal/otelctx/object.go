@@ -1,0 +1,118 @@
+package otelctx
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// object is an ELF file mapped into a process.
+type object struct {
+	path string // as /proc/PID/maps names it, without " (deleted)"
+	bias uint64 // load bias: runtime address = bias + ELF virtual address
+	exe  bool   // the main executable
+	f    *elf.File
+	syms []elf.Symbol // .dynsym, read on first use; index i is symbol i+1
+}
+
+// loadObjects opens the ELF files mapped into process pid, the main
+// executable first, then in address order. Files are read through
+// /proc/PID/root so that a process in another mount namespace (a container)
+// is read from its own file system. Mappings that are not ELF files are
+// skipped. The caller closes the objects.
+func loadObjects(pid int, maps []mapping) ([]*object, error) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return nil, fmt.Errorf("read executable of pid %d: %w", pid, err)
+	}
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	seen := map[string]bool{}
+	var objs []*object
+	for _, m := range maps {
+		path := strings.TrimSuffix(m.name, " (deleted)")
+		if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "/memfd:") || seen[path] {
+			continue
+		}
+		seen[path] = true
+		f, err := elf.Open(fmt.Sprintf("/proc/%d/root%s", pid, path))
+		if err != nil {
+			continue // not an ELF file (locale archive, data file), or gone
+		}
+		bias, ok := loadBias(f, path, maps)
+		if !ok {
+			f.Close()
+			continue
+		}
+		o := &object{path: path, bias: bias, exe: path == exe, f: f}
+		if o.exe {
+			objs = append([]*object{o}, objs...)
+		} else {
+			objs = append(objs, o)
+		}
+	}
+	return objs, nil
+}
+
+func closeObjects(objs []*object) {
+	for _, o := range objs {
+		o.f.Close()
+	}
+}
+
+// loadBias computes an object's load bias from the mapping of its first
+// PT_LOAD segment: the kernel and ld.so map segments at page granularity,
+// so the mapping that holds the segment's first file page starts at the
+// bias plus the segment's page-aligned address.
+func loadBias(f *elf.File, path string, maps []mapping) (uint64, bool) {
+	const page = 4096
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		for _, m := range maps {
+			if strings.TrimSuffix(m.name, " (deleted)") == path && m.offset == p.Off&^(page-1) {
+				return m.start - p.Vaddr&^(page-1), true
+			}
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
+// dynsyms returns the object's dynamic symbols.
+func (o *object) dynsyms() []elf.Symbol {
+	if o.syms == nil {
+		o.syms, _ = o.f.DynamicSymbols()
+		if o.syms == nil {
+			o.syms = []elf.Symbol{}
+		}
+	}
+	return o.syms
+}
+
+// lookup returns the defined dynamic symbol name and its .dynsym index.
+func (o *object) lookup(name string) (elf.Symbol, int, bool) {
+	for i, s := range o.dynsyms() {
+		if s.Name == name && s.Section != elf.SHN_UNDEF {
+			return s, i + 1, true
+		}
+	}
+	return elf.Symbol{}, 0, false
+}
+
+// readFile reads n bytes of the file's image at ELF virtual address vaddr
+// (not the process's memory: for constant data such as libthread_db's
+// descriptors).
+func (o *object) readFile(vaddr uint64, n int) ([]byte, error) {
+	for _, p := range o.f.Progs {
+		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr+uint64(n) <= p.Vaddr+p.Filesz {
+			b := make([]byte, n)
+			if _, err := p.ReadAt(b, int64(vaddr-p.Vaddr)); err != nil {
+				return nil, fmt.Errorf("%s: read %d bytes at %#x: %w", o.path, n, vaddr, err)
+			}
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: address %#x is not in a loaded segment of the file", o.path, vaddr)
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -122,6 +123,11 @@ type procState struct {
 	// roles name the threads the runtime left unnamed (see threadRole).
 	rolesMu sync.Mutex
 	roles   map[uint32]string
+	// pctx is the process context the process publishes, read at most
+	// every processContextInterval (see processContext).
+	pctxMu   sync.Mutex
+	pctx     map[string]any
+	pctxRead time.Time
 
 	sym *procSymbols
 }

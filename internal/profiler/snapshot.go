@@ -23,6 +23,10 @@ type Snapshot struct {
 	// Stacks are the stacks the samples index, leaf first.
 	Stacks  [][]*Location
 	Threads map[uint32]string // names of the samples' threads
+	// ProcessContext is the resource the process publishes itself (OTEP
+	// 4719's OTEL_CTX mapping: service.name, ...), nil when it publishes
+	// none: it names the process before, or without, any span.
+	ProcessContext map[string]any
 }
 
 // Sample is one on-CPU perf sample, or one group of off-CPU time.

@@ -124,6 +124,7 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		}
 	}
 	e.nameThreads(t, stacks)
+	pctx := t.st.processContext(t.st.gone)
 	if jit.Unnamed > 0 && !t.st.jit.Found() {
 		e.hintPerfMap(t.st, jit)
 	}
@@ -137,6 +138,8 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		Samples:  make([]Sample, len(t.b.samples)),
 		Stacks:   stacks,
 		Threads:  t.threads,
+
+		ProcessContext: pctx,
 	}
 	for i, r := range t.b.samples {
 		s.Samples[i] = Sample{

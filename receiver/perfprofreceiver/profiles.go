@@ -94,11 +94,19 @@ func buildProfiles(snaps []profiler.Snapshot, p profileParams) (pprofile.Profile
 		}
 		rp := out.ResourceProfiles().AppendEmpty()
 		res := rp.Resource().Attributes()
-		// The span resource of the process (service.name, ...) first, so
-		// that what the kernel says of the process wins.
+		// What the process publishes of itself (OTEP 4719), then the
+		// resource of its spans over it, then what the kernel says of the
+		// process over both.
+		if s.ProcessContext != nil {
+			if err := res.FromRaw(s.ProcessContext); err != nil {
+				res.Clear()
+			}
+		}
 		if p.resource != nil {
 			if r, ok := p.resource(s.Resource); ok {
-				r.Attributes().CopyTo(res)
+				for k, v := range r.Attributes().All() {
+					v.CopyTo(res.PutEmpty(k))
+				}
 			}
 		}
 		res.PutInt(convention.ProcessPid, int64(s.Pid))

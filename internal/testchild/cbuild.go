@@ -1,0 +1,46 @@
+package testchild
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// OTelCtxPublisher builds, once per test binary, the C program of
+// internal/testchild/otelctx_c that publishes an OTEP 4719 process context
+// (service.name "otelctx-publisher") and an OTEP 4947 thread context, and
+// returns its path. Run it as "PATH attach memfd TRUTHFILE"; see
+// publisher.c for its modes and output.
+func OTelCtxPublisher(tb testing.TB) string {
+	tb.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		NeedRuntime(tb, "gcc not installed: %v", err)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	const key = "\x00otelctx-publisher"
+	if p, ok := built[key]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "perfprof-testchild-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		buildDir = d
+	}
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "otelctx_c")
+	out := filepath.Join(buildDir, "otelctx-publisher")
+	args := []string{"-O2", "-Wall", "-pthread", "-I", src, "-o", out,
+		filepath.Join(src, "publisher.c"), filepath.Join(src, "threadctx.c"),
+		"-Wl,--export-dynamic-symbol=otel_thread_ctx_v1"}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		tb.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	built[key] = out
+	return out
+}

@@ -196,7 +196,7 @@ service:
 	cmd, out := runCollector(t, config, nil)
 	waitFor(t, out, "Everything is ready", 20*time.Second)
 
-	drive := exec.Command(bin, "drive", "-url", fmt.Sprintf("http://127.0.0.1:%d", svc.Ready[1]), "-clients", "8", "-duration", "12s")
+	drive := exec.Command(bin, "drive", "-url", fmt.Sprintf("http://127.0.0.1:%d", svc.Ready[1]), "-clients", "8", "-duration", "10s")
 	drive.Stderr = os.Stderr
 	b, err := drive.Output()
 	if err != nil {

@@ -58,10 +58,11 @@
 // The span in the returned context is the wrapper's, so that ending it
 // through trace.SpanFromContext restores labels too, and its TracerProvider
 // is the wrapper, so that instrumentation that starts child spans from the
-// span in a context (as otelhttp does) labels them. A consequence: the SDK
-// does not see its own span as the parent in the context, and does not
-// count the child in the parent's ChildSpanCount (which OTLP does not
-// export).
+// span in a context (as otelhttp does) labels them. The consequences: a
+// type assertion of a span from Start or from a context to an SDK type
+// (sdktrace.ReadWriteSpan) fails, and the SDK, not finding its own span as
+// the parent in the context, does not count the child in the parent's
+// ChildSpanCount (which OTLP does not export).
 //
 // Cost: a span start allocates the wrapper, the hex ids, the label set and
 // two context values, and calls into the runtime twice: BenchmarkStartEnd

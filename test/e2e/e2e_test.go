@@ -22,10 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // the OTLP exporter compresses by default
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
 	"github.com/perfprof/perfprof/internal/wire"
@@ -82,6 +84,12 @@ type stackCount struct {
 	linked    bool
 	thread    string // thread.name
 	leaf      string // the innermost function of the leaf location
+	// For judging samples one by one: the thread.id, the link's ids (zero
+	// when not linked) and each sample's time.
+	tid   int64
+	trace pcommon.TraceID
+	span  pcommon.SpanID
+	times []uint64
 }
 
 func containsAny(set map[string]bool, names []string) bool {
@@ -134,7 +142,12 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 					for name := range seen {
 						s.functions[name] += n
 					}
-					sc := stackCount{functions: seen, count: n, linked: smp.LinkIndex() > 0, leaf: leaf}
+					sc := stackCount{functions: seen, count: n, linked: smp.LinkIndex() > 0, leaf: leaf,
+						times: smp.TimestampsUnixNano().AsRaw()}
+					if sc.linked {
+						l := dic.LinkTable().At(int(smp.LinkIndex()))
+						sc.trace, sc.span = l.TraceID(), l.SpanID()
+					}
 					for _, ai := range smp.AttributeIndices().AsRaw() {
 						a := dic.AttributeTable().At(int(ai))
 						switch strs.At(int(a.KeyStrindex())) {
@@ -142,6 +155,8 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 							s.roots[a.Value().Str()] += n
 						case "thread.name":
 							sc.thread = a.Value().Str()
+						case convention.ThreadID:
+							sc.tid = a.Value().Int()
 						}
 					}
 					s.stacks = append(s.stacks, sc)

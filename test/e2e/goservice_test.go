@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/testchild"
+)
+
+// ---------------------------------------------------------------------
+// The bar of TestGoServiceSpanAttribution.
+//
+// perfprof joins samples to spans by (thread, time) only, which cannot
+// follow goroutines that move between threads: on this service it links
+// most unspanned work to some span and a good part of the spanned work to
+// another request's span. Until perfprof reads a goroutine's span from its
+// pprof labels at sample time, the test logs its figures and checks only
+// that it measured something. When the label reader lands: set labels (the
+// service then labels its goroutines with pkg/spanlabels) and enforce.
+// ---------------------------------------------------------------------
+var goAttribution = struct {
+	labels  bool // the service wraps its tracer provider with pkg/spanlabels
+	enforce bool // a figure out of its bound fails the test (else it is logged)
+	bounds  []goBound
+}{
+	labels:  false,
+	enforce: false,
+	bounds: []goBound{
+		{figure: figOwnRequest, min: 0.99, max: 1},
+		{figure: figRecall, min: 0.95, max: 1},
+		{figure: figBackground, min: 0, max: 0.01},
+	},
+}
+
+type goBound struct {
+	figure   string
+	min, max float64
+}
+
+// The figures, each a share in [0, 1].
+const (
+	// Of the route-function samples that are linked, those linked to a
+	// span of their own request (its server span or a child).
+	figOwnRequest = "linked route samples in their own request"
+	// Of the same, those linked to a span of a request of their route.
+	figOwnRoute = "linked route samples in a request of their route"
+	// Of the same, those linked to the innermost span running the work.
+	figExactSpan = "linked route samples in their exact span"
+	// Of the route-function samples the ground truth places, those linked.
+	figRecall = "route samples linked (recall)"
+	// Of the samples of the unspanned background goroutine, those linked.
+	figBackground = "background samples linked"
+)
+
+// goTruth is the ground truth otelhttpsvc writes (see its documentation).
+type goTruth struct {
+	offset int64                     // realtime − monotonic
+	recs   map[int64][]goRecord      // by tid, in time order
+	spans  map[string]goSpan         // by span id (hex)
+	routes map[string]string         // trace id (hex) → route
+	tids   map[string]map[int64]bool // trace id → the threads its burns ran on
+}
+
+type goRecord struct {
+	mono        int64
+	route       string
+	trace, span string // hex; "-" for the background
+	burn        uint64
+}
+
+type goSpan struct {
+	trace, name string
+	tid         int64
+}
+
+func readGoTruth(t *testing.T, path string) *goTruth {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gt := &goTruth{recs: map[int64][]goRecord{}, spans: map[string]goSpan{}, routes: map[string]string{}, tids: map[string]map[int64]bool{}}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		bad := func() { t.Fatalf("truth: bad line %q", sc.Text()) }
+		if len(fs) == 0 {
+			bad()
+		}
+		num := func(s string) int64 {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				bad()
+			}
+			return v
+		}
+		switch {
+		case fs[0] == "offset" && len(fs) == 2:
+			gt.offset = num(fs[1])
+		case fs[0] == "span" && len(fs) >= 8:
+			gt.spans[fs[2]] = goSpan{trace: fs[1], tid: num(fs[4]), name: strings.Join(fs[7:], " ")}
+		case fs[0] == "rec" && len(fs) == 7:
+			tid := num(fs[2])
+			r := goRecord{mono: num(fs[1]), route: fs[3], trace: fs[4], span: fs[5], burn: uint64(num(fs[6]))}
+			gt.recs[tid] = append(gt.recs[tid], r)
+			if r.route != "-" {
+				gt.routes[r.trace] = r.route
+				if gt.tids[r.trace] == nil {
+					gt.tids[r.trace] = map[int64]bool{}
+				}
+				gt.tids[r.trace][tid] = true
+			}
+		default:
+			bad()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range gt.recs {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].mono < rs[j].mono })
+	}
+	return gt
+}
+
+// maxRecordGap bounds the gap between the two records that place a sample:
+// records come every millisecond of a burn, so a longer gap means the
+// goroutine left the thread, and another goroutine may have run there.
+const maxRecordGap = 2 * time.Millisecond
+
+// place returns the record of the burn that thread tid ran at Unix time ts:
+// the records just before and just after it on that thread must be of one
+// burn, close together.
+func (gt *goTruth) place(tid int64, ts uint64) (goRecord, bool) {
+	rs := gt.recs[tid]
+	m := int64(ts) - gt.offset
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].mono > m })
+	if i == 0 || i == len(rs) {
+		return goRecord{}, false
+	}
+	prev, next := rs[i-1], rs[i]
+	if prev.burn != next.burn || next.mono-prev.mono > int64(maxRecordGap) {
+		return goRecord{}, false
+	}
+	return prev, true
+}
+
+// routeFunctions name the route of a sample from its stack.
+var routeFunctions = map[string]string{"main.routeAlpha": "alpha", "main.routeBeta": "beta", "main.routeGamma": "gamma"}
+
+// TestGoServiceSpanAttribution profiles a real otelhttp service with
+// unlocked goroutines through the built collector, with 8 clients, and
+// judges every sample's span link against the service's ground truth: the
+// measure of how well perfprof attributes a Go service's CPU to its spans
+// (see goAttribution for what it asserts).
+func TestGoServiceSpanAttribution(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.Build(t, "otelhttpsvc")
+	srv, addr := startServer(t)
+	spansAddr := freeAddr(t)
+	truthPath := filepath.Join(t.TempDir(), "truth.txt")
+	args := []string{"serve", "-endpoint", spansAddr, "-truth", truthPath, "-late", "1s"}
+	if goAttribution.labels {
+		args = append(args, "-labels")
+	}
+	svc := testchild.Start(t, bin, args...)
+	if len(svc.Ready) != 2 {
+		t.Fatalf("ready line fields %v, want PID PORT", svc.Ready)
+	}
+	config := fmt.Sprintf(`receivers:
+  perfprof:
+    targets: {pids: [%d]}
+    frequency: 999
+    report_interval: 1s
+    protocols:
+      grpc: {endpoint: %s}
+    correlation: {window: 3s}
+exporters:
+  otlp_grpc:
+    endpoint: %s
+    tls: {insecure: true}
+service:
+  pipelines:
+    profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
+`, svc.Pid, spansAddr, addr)
+	cmd, out := runCollector(t, config, nil)
+	waitFor(t, out, "Everything is ready", 20*time.Second)
+
+	drive := exec.Command(bin, "drive", "-url", fmt.Sprintf("http://127.0.0.1:%d", svc.Ready[1]), "-clients", "8", "-duration", "10s")
+	drive.Stderr = os.Stderr
+	b, err := drive.Output()
+	if err != nil {
+		t.Fatalf("driver: %v", err)
+	}
+	var requests, errs int
+	if _, err := fmt.Sscanf(string(b), "done %d %d", &requests, &errs); err != nil || requests == 0 || errs > 0 {
+		t.Fatalf("driver: %q (%d requests, %d errors)", b, requests, errs)
+	}
+
+	// The service flushes its last spans and writes the truth as it stops;
+	// then the collector's final report joins and sends what it holds.
+	if err := svc.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := svc.Line(t, 15*time.Second)
+	if err := svc.Cmd.Wait(); err != nil {
+		t.Fatalf("service: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("collector did not exit cleanly on SIGTERM: %v", err)
+	}
+	gt := readGoTruth(t, truthPath)
+	t.Logf("%d requests; service %q; truth: %d spans, %d threads", requests, done, len(gt.spans), len(gt.recs))
+
+	// Judge every sample.
+	type tally struct{ samples, placed, linked, ownRequest, ownRoute, exact, onSpanThread int }
+	var all tally
+	byRoute := map[string]*tally{}
+	var bgSamples, bgLinked, total, disagree int
+	// The names of the spans that samples were wrongly linked to: where
+	// the join goes wrong.
+	wrongBG, wrongRoute := map[string]int{}, map[string]int{}
+	srv.mu.Lock()
+	for _, st := range srv.stacks {
+		total += len(st.times)
+		route := ""
+		for fn, r := range routeFunctions {
+			if st.functions[fn] {
+				route = r
+			}
+		}
+		linkTrace, linkSpan := hex.EncodeToString(st.trace[:]), hex.EncodeToString(st.span[:])
+		if route == "" {
+			if st.functions["main.backgroundWork"] {
+				bgSamples += len(st.times)
+				if st.linked {
+					bgLinked += len(st.times)
+					wrongBG[gt.spans[linkSpan].name] += len(st.times)
+				}
+			}
+			continue
+		}
+		tr := byRoute[route]
+		if tr == nil {
+			tr = &tally{}
+			byRoute[route] = tr
+		}
+		for _, ts := range st.times {
+			for _, x := range []*tally{&all, tr} {
+				x.samples++
+			}
+			rec, ok := gt.place(st.tid, ts)
+			if !ok {
+				continue
+			}
+			if rec.route != route {
+				// The truth puts another route's burn on this thread then:
+				// a clock or record error, counted as a check of the truth.
+				disagree++
+				continue
+			}
+			if st.linked && linkTrace != rec.trace {
+				wrongRoute[gt.spans[linkSpan].name]++
+			}
+			var d tally
+			d.placed = 1
+			if gt.spans[rec.span].tid == st.tid {
+				d.onSpanThread = 1
+			}
+			if st.linked {
+				d.linked = 1
+				if linkTrace == rec.trace {
+					d.ownRequest = 1
+				}
+				if gt.routes[linkTrace] == route {
+					d.ownRoute = 1
+				}
+				if linkSpan == rec.span {
+					d.exact = 1
+				}
+			}
+			for _, x := range []*tally{&all, tr} {
+				x.placed += d.placed
+				x.linked += d.linked
+				x.ownRequest += d.ownRequest
+				x.ownRoute += d.ownRoute
+				x.exact += d.exact
+				x.onSpanThread += d.onSpanThread
+			}
+		}
+	}
+	srv.mu.Unlock()
+
+	share := func(n, of int) float64 {
+		if of == 0 {
+			return 0
+		}
+		return float64(n) / float64(of)
+	}
+	figures := map[string]float64{
+		figOwnRequest: share(all.ownRequest, all.linked),
+		figOwnRoute:   share(all.ownRoute, all.linked),
+		figExactSpan:  share(all.exact, all.linked),
+		figRecall:     share(all.linked, all.placed),
+		figBackground: share(bgLinked, bgSamples),
+	}
+	// How the requests' work maps to threads: the (thread, time) join
+	// assumes a span's work runs on the thread that started it.
+	var multi int
+	for _, tids := range gt.tids {
+		if len(tids) > 1 {
+			multi++
+		}
+	}
+	t.Logf("labels %v: %d samples; %d in route functions, %d of them placed by the truth (%d in another route's burn, the rest at burn edges or on long gaps), %d linked; %d in backgroundWork",
+		goAttribution.labels, total, all.samples, all.placed, disagree, all.linked, bgSamples)
+	t.Logf("wrong links by span name: of route samples %v; of background samples %v", wrongRoute, wrongBG)
+	t.Logf("threads: %.1f%% of placed route samples ran on the thread their span names (thread.id at start); %d of %d requests burnt on more than one thread",
+		100*share(all.onSpanThread, all.placed), multi, len(gt.tids))
+	for _, r := range []string{"alpha", "beta", "gamma"} {
+		if x := byRoute[r]; x != nil {
+			t.Logf("  %-5s %5d placed, recall %5.1f%%, own request %5.1f%%, own route %5.1f%%, exact span %5.1f%%, on span's thread %5.1f%%",
+				r, x.placed, 100*share(x.linked, x.placed), 100*share(x.ownRequest, x.linked), 100*share(x.ownRoute, x.linked),
+				100*share(x.exact, x.linked), 100*share(x.onSpanThread, x.placed))
+		}
+	}
+	for _, f := range []string{figOwnRequest, figOwnRoute, figExactSpan, figRecall, figBackground} {
+		t.Logf("%-50s %5.1f%%", f, 100*figures[f])
+	}
+
+	// Sanity: the measurement measured something.
+	if len(gt.recs) == 0 || len(gt.spans) == 0 {
+		t.Fatalf("empty ground truth: %d threads of records, %d spans", len(gt.recs), len(gt.spans))
+	}
+	if all.placed < 500 || bgSamples < 50 {
+		t.Fatalf("too few samples to judge: %d route samples placed, %d background samples", all.placed, bgSamples)
+	}
+	// Samples and truth agree on the clock and the threads: nearly every
+	// sample the truth places is in the route its stack names.
+	if disagree > all.placed/50 {
+		t.Fatalf("the truth places %d route samples in another route's burn (%d agree): clocks or records are off", disagree, all.placed)
+	}
+	for _, b := range goAttribution.bounds {
+		v := figures[b.figure]
+		if v >= b.min && v <= b.max {
+			continue
+		}
+		if goAttribution.enforce {
+			t.Errorf("%s: %.1f%%, want within [%.0f%%, %.0f%%]", b.figure, 100*v, 100*b.min, 100*b.max)
+		} else {
+			t.Logf("not enforced yet: %s %.1f%% is outside [%.0f%%, %.0f%%]", b.figure, 100*v, 100*b.min, 100*b.max)
+		}
+	}
+}

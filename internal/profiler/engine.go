@@ -50,6 +50,10 @@ type engine struct {
 	pidResource map[int]int32
 	spanCounts  SpanCounts // cumulative
 	joinCounts  JoinCounts // cumulative
+
+	// contexts holds the span contexts read at sample time, nil without
+	// Options.Contexts.
+	contexts *contextStore
 }
 
 // jitBump is a change of a perf map's generation seen by a poll: its new
@@ -145,6 +149,9 @@ func newEngine(opts Options) *engine {
 		pidResource: map[int]int32{},
 	}
 	e.syms = newSymbols(opts)
+	if opts.Contexts != nil {
+		e.contexts = &contextStore{}
+	}
 	if opts.Perf.Sched {
 		e.sched = newSchedState(uint64(opts.OffCPUInterval))
 	}

@@ -35,8 +35,12 @@ type SpanCounts struct {
 // JoinCounts are the outcomes of the join of taken samples, cumulative in
 // Stats.
 type JoinCounts struct {
-	Span   int64 // linked to a span
-	NoSpan int64 // no span covered the sample on its thread
+	Span int64 // linked to a span, by any source
+	// Read are the samples linked by what was read in the process at the
+	// sample, by source (SourceGoLabels, SourceThreadContext); the rest
+	// of Span were joined by thread and time.
+	Read   [3]int64
+	NoSpan int64 // no span covered the sample on its thread, or the process said it ran none
 	// Ambiguous samples were left unlinked: spans that are not one line of
 	// ancestors (other traces, or siblings) were open on the thread at
 	// once, and the thread ran one of them at the sample.
@@ -120,6 +124,26 @@ func (e *engine) Lookup(tid uint32, t uint64) (Link, bool) {
 	return l, true
 }
 
+// linkContext links a sample to the span its process ran it in, as read
+// at the sample, and reports whether there was one. The span index names
+// its root and worker when the span has arrived; the link stands without.
+// The contexts lock is held.
+func (e *engine) linkContext(l *Link, sc SpanContext) bool {
+	if sc.SpanID == ([8]byte{}) {
+		return false
+	}
+	if sp := e.spans.Get(sc.TraceID, sc.SpanID); sp != nil {
+		e.link(l, sp)
+	} else if sc.TraceID == ([16]byte{}) {
+		return false // no trace id, and no span to take it from
+	} else {
+		l.Linked = true
+		l.TraceID, l.SpanID = sc.TraceID, sc.SpanID
+	}
+	l.Source = sc.Source
+	return true
+}
+
 func (e *engine) link(l *Link, sp *tidmap.Span) {
 	l.Linked = true
 	l.TraceID, l.SpanID = sp.TraceID, sp.SpanID
@@ -138,6 +162,10 @@ func (e *engine) link(l *Link, sp *tidmap.Span) {
 func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) []Link {
 	links := make([]Link, len(b.samples))
 	votes := map[int32]int{}
+	if e.contexts != nil {
+		e.contexts.mu.Lock()
+		defer e.contexts.mu.Unlock()
+	}
 	for i, s := range b.samples {
 		l := &links[i]
 		l.Worker = -1
@@ -147,6 +175,17 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		if s.time >= watermark {
 			c.Early++
 			continue
+		}
+		if e.contexts != nil && s.state == 0 {
+			if sc, ok := e.contexts.find(uint32(st.info.Pid), s.tid, s.time); ok {
+				if e.linkContext(l, sc) {
+					c.Span++
+					c.Read[sc.Source]++
+				} else {
+					c.NoSpan++
+				}
+				continue
+			}
 		}
 		sp, ambiguous := e.spans.Resolve(s.tid, s.time)
 		if ambiguous {

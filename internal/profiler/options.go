@@ -58,6 +58,10 @@ type Options struct {
 
 	// Source delivers perf records; nil opens a perf session with Perf.
 	Source Source
+	// Contexts, when set, delivers the span each thread ran at each
+	// sample, read inside the process; the samples it covers are linked
+	// by it rather than by the (thread, time) join.
+	Contexts Contexts
 	// Procs answers questions about processes; nil reads /proc.
 	Procs Procs
 	// Logger receives what the engine has to say; nil discards it.

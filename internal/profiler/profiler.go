@@ -45,6 +45,9 @@ func Open(opts Options) (_ *Profiler, err error) {
 	defer func() {
 		if err != nil {
 			src.Close()
+			if opts.Contexts != nil {
+				opts.Contexts.Close()
+			}
 			_ = p.syms.close()
 		}
 	}()
@@ -75,6 +78,10 @@ func Open(opts Options) (_ *Profiler, err error) {
 			}
 		}
 	}
+	if opts.Contexts != nil {
+		p.wg.Add(1)
+		go p.readContexts()
+	}
 	p.wg.Add(5)
 	go p.readLoop()
 	go p.every(opts.DiscoveryInterval, p.discover)
@@ -96,6 +103,12 @@ func (p *Profiler) attach(proc perf.Process) error {
 		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, err)
 	}
 	p.syms.refresh([]*procState{st})
+	if c := p.opts.Contexts; c != nil {
+		if err := c.Attach(proc.Pid); err != nil {
+			p.log.Info("The span a thread runs cannot be read in this process; its samples are joined by thread and time",
+				zap.Int("pid", proc.Pid), zap.Error(err))
+		}
+	}
 	if p.opts.JVMPerfMap {
 		select {
 		case p.jvmQueue <- st:
@@ -104,6 +117,15 @@ func (p *Profiler) attach(proc perf.Process) error {
 	}
 	p.log.Info("Sampling process", zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm))
 	return nil
+}
+
+// readContexts stores the span contexts read at sample time until their
+// samples are joined.
+func (p *Profiler) readContexts() {
+	defer p.wg.Done()
+	if err := p.opts.Contexts.Read(p.contexts.add); err != nil {
+		p.log.Error("Reading span contexts failed; samples are joined by thread and time", zap.Error(err))
+	}
 }
 
 func (p *Profiler) readLoop() {
@@ -134,6 +156,9 @@ func (p *Profiler) discover() {
 	for _, proc := range p.liveProcesses() {
 		if !p.procs.Alive(proc) {
 			p.src.Detach(proc.Pid)
+			if c := p.opts.Contexts; c != nil {
+				c.Detach(proc.Pid)
+			}
 			if p.releaseProcess(proc.Pid) {
 				p.log.Info("Released process", zap.Int("pid", proc.Pid), zap.String("reason", "exited"))
 			}
@@ -277,6 +302,9 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		err = p.src.Close()
+		if c := p.opts.Contexts; c != nil {
+			err = errors.Join(err, c.Close())
+		}
 		p.wg.Wait()
 		p.mu.Lock()
 		for pid, st := range p.live {

@@ -52,7 +52,8 @@ type Link struct {
 	TraceID [16]byte
 	SpanID  [8]byte
 	Worker  int64  // runtime worker of the span or thread; -1: unknown
-	Root    string // name of the span's local root; "" when not linked
+	Root    string // name of the span's local root; "" when not linked or not received
+	Source  LinkSource
 }
 
 // Location is one stack address of one process, resolved. Locations are

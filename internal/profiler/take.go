@@ -79,7 +79,15 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 		e.spanCounts.Unmatched += int64(unmatched)
 		e.watermark = watermark
 	}
+	if e.contexts != nil {
+		e.contexts.mu.Lock()
+		e.contexts.forget(cut - min(cut, contextSkew))
+		e.contexts.mu.Unlock()
+	}
 	e.joinCounts.Span += jc.Span
+	for i, n := range jc.Read {
+		e.joinCounts.Read[i] += n
+	}
 	e.joinCounts.NoSpan += jc.NoSpan
 	e.joinCounts.Ambiguous += jc.Ambiguous
 	e.joinCounts.Early += jc.Early

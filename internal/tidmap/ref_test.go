@@ -376,7 +376,7 @@ func TestLookupMatchesReference(t *testing.T) {
 		hits, full, dups, chains, cycles = hits+c.hits, full+c.full, dups+c.dups, chains+c.chains, cycles+c.cycles
 		ambiguous += c.ambiguous
 		c.forget(^uint64(0))
-		if c.m.Len() != 0 || len(c.m.threads) != 0 || len(c.m.byID) != 0 {
+		if c.m.Len() != 0 || len(c.m.threads) != 0 || len(c.m.byID) != 0 || len(c.m.bySpan) != 0 {
 			t.Fatalf("seed %d: after forgetting all: %d spans, %d threads, %d ids", seed, c.m.Len(), len(c.m.threads), len(c.m.byID))
 		}
 	}

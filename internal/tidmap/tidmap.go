@@ -99,7 +99,10 @@ type Map struct {
 	free    []int32 // arena slots freed by Forget
 	threads map[uint32]*thread
 	byID    map[key]int32
-	stack   []int32 // scratch for build
+	// bySpan finds a span by its span id alone, for readers that know
+	// no trace id (a goroutine labelled with span_id only).
+	bySpan map[[8]byte]int32
+	stack  []int32 // scratch for build
 }
 
 // New returns an empty Map.
@@ -115,6 +118,7 @@ func New(opts Options) *Map {
 		max:     limit,
 		threads: make(map[uint32]*thread),
 		byID:    make(map[key]int32),
+		bySpan:  make(map[[8]byte]int32),
 	}
 }
 
@@ -162,6 +166,9 @@ func (m *Map) Add(tid uint32, s Span) error {
 	*p = s
 	p.Matched = false
 	m.byID[k] = i
+	if _, ok := m.bySpan[s.SpanID]; !ok {
+		m.bySpan[s.SpanID] = i
+	}
 	m.n++
 
 	th := m.threads[tid]
@@ -387,6 +394,25 @@ func (m *Map) LocalRoot(s *Span) *Span {
 	}
 }
 
+// Get returns the span held with the ids, nil when there is none; with a
+// zero trace id, the span with the span id. It marks the span Matched: a
+// sample named it.
+func (m *Map) Get(trace [16]byte, span [8]byte) *Span {
+	var i int32
+	var ok bool
+	if trace == ([16]byte{}) {
+		i, ok = m.bySpan[span]
+	} else {
+		i, ok = m.byID[key{trace, span}]
+	}
+	if !ok {
+		return nil
+	}
+	s := m.span(i)
+	s.Matched = true
+	return s
+}
+
 // Worker returns the worker id of the latest-starting span with a worker id
 // added for tid (of two starting together, the shorter). It is remembered as
 // long as the map holds any span for tid, even after that span is forgotten.
@@ -410,6 +436,9 @@ func (m *Map) Forget(before uint64) (forgotten, unmatched int) {
 		}
 		forgotten++
 		delete(m.byID, key{s.TraceID, s.SpanID})
+		if m.bySpan[s.SpanID] == i {
+			delete(m.bySpan, s.SpanID)
+		}
 		*s = Span{} // release Name
 		m.free = append(m.free, i)
 		m.n--

@@ -409,3 +409,24 @@ func TestResolve(t *testing.T) {
 		})
 	}
 }
+
+func TestGet(t *testing.T) {
+	m := New(Options{})
+	a := sp(1, 0, 100)
+	if err := m.Add(7, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Get(a.TraceID, a.SpanID); id(got) != 1 || !got.Matched {
+		t.Errorf("Get by trace and span id: %v", got)
+	}
+	if got := m.Get([16]byte{}, a.SpanID); id(got) != 1 {
+		t.Errorf("Get by span id alone: %v", got)
+	}
+	if got := m.Get([16]byte{9}, a.SpanID); got != nil {
+		t.Errorf("Get with another trace id: %v", got)
+	}
+	m.Forget(^uint64(0))
+	if got := m.Get([16]byte{}, a.SpanID); got != nil {
+		t.Errorf("Get after Forget: %v", got)
+	}
+}

@@ -243,4 +243,11 @@ func FuzzIngestHTTP(f *testing.F) {
 	})
 }
 
-func attrSet(k, v string) attribute.Set { return attribute.NewSet(attribute.String(k, v)) }
+// attrSet makes an attribute set of key, value pairs.
+func attrSet(kv ...string) attribute.Set {
+	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
+	}
+	return attribute.NewSet(attrs...)
+}

@@ -166,11 +166,11 @@ func (r *perfprofReceiver) recordStats() {
 		if d <= 0 {
 			return
 		}
-		if len(kv) == 2 {
-			c.Add(ctx, d, metric.WithAttributes(attribute.String(kv[0], kv[1])))
-			return
+		attrs := make([]attribute.KeyValue, 0, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
 		}
-		c.Add(ctx, d)
+		c.Add(ctx, d, metric.WithAttributes(attrs...))
 	}
 	tb := r.telemetry
 	if d := st.Processes - last.Processes; d != 0 {
@@ -180,7 +180,13 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofDroppedSamples, st.BufferFull-last.BufferFull, "reason", "buffer_full")
 	add(tb.ReceiverPerfprofDroppedSamples, int64(st.Source.Corrupt-last.Source.Corrupt), "reason", "corrupt")
 	add(tb.ReceiverPerfprofLostRecords, int64(st.Source.Lost-last.Source.Lost))
-	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Span-last.Joins.Span, "join", "span")
+	byThread := func(j profiler.JoinCounts) int64 {
+		return j.Span - j.Read[profiler.SourceGoLabels] - j.Read[profiler.SourceThreadContext]
+	}
+	add(tb.ReceiverPerfprofEmittedSamples, byThread(st.Joins)-byThread(last.Joins), "join", "span", "source", profiler.SourceThread.String())
+	for _, src := range []profiler.LinkSource{profiler.SourceGoLabels, profiler.SourceThreadContext} {
+		add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Read[src]-last.Joins.Read[src], "join", "span", "source", src.String())
+	}
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.NoSpan-last.Joins.NoSpan, "join", "no_span")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Ambiguous-last.Joins.Ambiguous, "join", "ambiguous")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Early-last.Joins.Early, "join", "early")

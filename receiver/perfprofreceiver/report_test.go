@@ -45,7 +45,7 @@ func TestReportWaitsForTheWindowAndCounts(t *testing.T) {
 		{Value: 1, Attributes: attrSet("outcome", "late")},
 	}, metricdatatest.IgnoreTimestamp())
 	metadatatest.AssertEqualReceiverPerfprofEmittedSamples(t, tt, []metricdata.DataPoint[int64]{
-		{Value: 1, Attributes: attrSet("join", "span")},
+		{Value: 1, Attributes: attrSet("join", "span", "source", "thread")},
 		{Value: 1, Attributes: attrSet("join", "no_span")},
 	}, metricdatatest.IgnoreTimestamp())
 

@@ -1,0 +1,128 @@
+package profiler
+
+import (
+	"slices"
+	"sync"
+)
+
+// LinkSource says where the span of a sample came from.
+type LinkSource uint8
+
+const (
+	// SourceThread: the (thread, time) join of the spans received.
+	SourceThread LinkSource = iota
+	// SourceGoLabels: the running goroutine's pprof labels, read at the
+	// sample.
+	SourceGoLabels
+	// SourceThreadContext: the thread's OpenTelemetry context record
+	// (OTEP 4947), read at the sample.
+	SourceThreadContext
+)
+
+func (s LinkSource) String() string {
+	switch s {
+	case SourceGoLabels:
+		return "goroutine_labels"
+	case SourceThreadContext:
+		return "thread_context"
+	}
+	return "thread"
+}
+
+// SpanContext is the span a thread was running when it was sampled, read
+// inside the process at the sample (by an eBPF program on the sampling
+// event). A zero SpanID says the thread ran no span then.
+type SpanContext struct {
+	Pid, Tid uint32
+	Time     uint64 // CLOCK_MONOTONIC ns, within contextSkew of the sample's
+	Source   LinkSource
+	TraceID  [16]byte // zero when only the span id is known
+	SpanID   [8]byte
+}
+
+// Contexts delivers the span contexts read at sample time. The profiler
+// attaches and detaches processes along with its Source; a process it
+// cannot read (not Go, no published context) is joined by thread and time.
+type Contexts interface {
+	Attach(pid int) error
+	Detach(pid int)
+	// Read delivers contexts to fn until Close, on the calling goroutine.
+	Read(fn func(SpanContext)) error
+	Close() error
+}
+
+// contextSkew bounds the time between a sample and the context read for
+// it: both are taken in the same overflow handler, microseconds apart,
+// while samples of one thread are at least 100 µs apart (10 kHz).
+const contextSkew = 50_000 // ns
+
+// contextStore holds the contexts read per process and thread until their
+// samples are joined. It has its own lock: the contexts reader and the
+// report share it, the ring reader never takes it.
+type contextStore struct {
+	mu    sync.Mutex
+	procs map[uint32]map[uint32][]SpanContext // pid → tid → by time
+}
+
+func (c *contextStore) add(sc SpanContext) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.procs == nil {
+		c.procs = map[uint32]map[uint32][]SpanContext{}
+	}
+	th := c.procs[sc.Pid]
+	if th == nil {
+		th = map[uint32][]SpanContext{}
+		c.procs[sc.Pid] = th
+	}
+	l := th[sc.Tid]
+	// Contexts of one thread come in time order, but for a thread that
+	// moved between CPUs, whose records are read from different rings.
+	i := len(l)
+	for i > 0 && l[i-1].Time > sc.Time {
+		i--
+	}
+	th[sc.Tid] = slices.Insert(l, i, sc)
+}
+
+// find returns the context read for the sample of tid at time t.
+func (c *contextStore) find(pid, tid uint32, t uint64) (SpanContext, bool) {
+	l := c.procs[pid][tid]
+	i, _ := slices.BinarySearchFunc(l, t, func(sc SpanContext, t uint64) int {
+		switch {
+		case sc.Time+contextSkew < t:
+			return -1
+		case sc.Time > t+contextSkew:
+			return 1
+		}
+		return 0
+	})
+	for ; i < len(l) && l[i].Time <= t+contextSkew; i++ {
+		if l[i].Time+contextSkew >= t {
+			return l[i], true
+		}
+	}
+	return SpanContext{}, false
+}
+
+// forget drops the contexts older than before.
+func (c *contextStore) forget(before uint64) {
+	for pid, th := range c.procs {
+		for tid, l := range th {
+			i, _ := slices.BinarySearchFunc(l, before, func(sc SpanContext, t uint64) int {
+				if sc.Time < t {
+					return -1
+				}
+				return 1
+			})
+			if i == len(l) {
+				delete(th, tid)
+			} else if i > 0 {
+				th[tid] = slices.Delete(l, 0, i)
+			}
+		}
+		if len(th) == 0 {
+			delete(c.procs, pid)
+		}
+	}
+}

@@ -103,10 +103,11 @@ type truthSlice struct {
 	start, end uint64
 	span       [8]byte
 	trace      [16]byte
+	gaps       [][2]uint64 // the goroutine did not run: samples here prove nothing
 }
 
 // readTruth parses golabels' ground truth by thread; slices that moved
-// between threads are counted and left out.
+// between threads or had too many gaps to list are counted and left out.
 func readTruth(t *testing.T, path string) (map[uint32][]truthSlice, int) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -115,33 +116,37 @@ func readTruth(t *testing.T, path string) (map[uint32][]truthSlice, int) {
 	}
 	defer f.Close()
 	byTid := map[uint32][]truthSlice{}
-	moved := 0
+	left := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		n := func(i int) uint64 {
-			v, err := strconv.ParseUint(fs[i], 10, 64)
+		n := func(s string) uint64 {
+			v, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
 				t.Fatalf("ground truth %q: %v", sc.Text(), err)
 			}
 			return v
 		}
-		if fs[1] != fs[2] {
-			moved++
+		if len(fs) < 7 || fs[1] != fs[2] || slices.Contains(fs, "many") {
+			left++
 			continue
 		}
-		s := truthSlice{labelled: fs[0] == "L", start: n(3), end: n(4)}
+		s := truthSlice{labelled: fs[0] == "L", start: n(fs[3]), end: n(fs[4])}
 		if s.labelled {
 			hex.Decode(s.span[:], []byte(fs[5]))
 			hex.Decode(s.trace[:], []byte(fs[6]))
 		}
-		tid := uint32(n(1))
+		for _, g := range fs[7:] {
+			a, b, _ := strings.Cut(g, "-")
+			s.gaps = append(s.gaps, [2]uint64{n(a), n(b)})
+		}
+		tid := uint32(n(fs[1]))
 		byTid[tid] = append(byTid[tid], s)
 	}
 	for _, ss := range byTid {
 		slices.SortFunc(ss, func(a, b truthSlice) int { return int(int64(a.start - b.start)) })
 	}
-	return byTid, moved
+	return byTid, left
 }
 
 func find(ss []truthSlice, t uint64) (truthSlice, bool) {
@@ -155,6 +160,11 @@ func find(ss []truthSlice, t uint64) (truthSlice, bool) {
 		return 0
 	})
 	if i < len(ss) && ss[i].start <= t && t <= ss[i].end {
+		for _, g := range ss[i].gaps {
+			if g[0] <= t && t <= g[1] {
+				return truthSlice{}, false
+			}
+		}
 		return ss[i], true
 	}
 	return truthSlice{}, false
@@ -214,7 +224,7 @@ func TestGoLabels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			truth, moved := readTruth(t, truthPath)
+			truth, left := readTruth(t, truthPath)
 
 			var labelled, right, wrong, missing, unlabelled, spurious, traceWrong, unpaired, between int
 			var dist []int64
@@ -257,8 +267,8 @@ func TestGoLabels(t *testing.T) {
 				Faults: after.Faults - before.Faults, RunCount: after.RunCount - before.RunCount,
 				RunTime: after.RunTime - before.RunTime,
 			}
-			t.Logf("%d samples of the child: %d in labelled slices (%d right span, %d wrong, %d without; %d right span but wrong trace), %d in unlabelled slices (%d with a span), %d between slices; %d slices moved threads (left out)",
-				len(samples), labelled, right, wrong, missing, traceWrong, unlabelled, spurious, between, moved)
+			t.Logf("%d samples of the child: %d in labelled slices (%d right span, %d wrong, %d without; %d right span but wrong trace), %d in unlabelled slices (%d with a span), %d between slices or in their gaps; %d slices left out (moved threads or too many gaps)",
+				len(samples), labelled, right, wrong, missing, traceWrong, unlabelled, spurious, between, left)
 			t.Logf("pairing: %d paired, %d unpaired, %d stale records; sample time - record time: min %d ns, p1 %d, p50 %d, p99 %d, max %d",
 				len(dist), unpaired, pairer.Stale, percentile(dist, 0), percentile(dist, 0.01), percentile(dist, 0.5), percentile(dist, 0.99), percentile(dist, 1))
 			t.Logf("program: %+v", st)
@@ -284,8 +294,8 @@ func TestGoLabels(t *testing.T) {
 			if st.Faults > st.Samples/100 || st.BadValue > 0 || st.Dropped > 0 {
 				t.Errorf("faults %d, bad values %d, dropped %d of %d", st.Faults, st.BadValue, st.Dropped, st.Samples)
 			}
-			if moved > 10 {
-				t.Errorf("%d slices moved between threads: the ground truth is unreliable", moved)
+			if left > len(samples)/20 {
+				t.Errorf("%d slices left out of the ground truth: it is unreliable (a busy machine?)", left)
 			}
 		})
 	}

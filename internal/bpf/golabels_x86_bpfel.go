@@ -19,6 +19,7 @@ type golabelsGoLayout struct {
 	G_m        uint32
 	G_labels   uint32
 	M_curg     uint32
+	G_goid     uint32
 	LabelList  uint32
 	LabelSize  uint32
 	LabelKey   uint32

@@ -167,6 +167,7 @@ func (p *Program) AddTarget(pid int, l goruntime.Layout) error {
 		G_m:      l.GM,
 		G_labels: l.GLabels,
 		M_curg:   l.MCurg,
+		G_goid:   l.GGoid,
 	}
 	// label_size 0 tells the program not to read the label set: it
 	// then reports labels as present (FlagLabels) without a span.
@@ -257,12 +258,12 @@ const (
 func (p *Program) Stats() (Stats, error) {
 	var s Stats
 	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults}
-	var perCPU []uint64
-	for i := uint32(0); i < statMax; i++ {
-		if err := p.objs.Stats.Lookup(i, &perCPU); err != nil {
-			return s, fmt.Errorf("read golabels stats: %w", err)
-		}
-		for _, v := range perCPU {
+	var perCPU [][statMax]uint64
+	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
+		return s, fmt.Errorf("read golabels stats: %w", err)
+	}
+	for _, cpu := range perCPU {
+		for i, v := range cpu {
 			*dst[i] += v
 		}
 	}

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of c/ when the objects were last generated.
-const sourceSum = "c5c5b2e18bbb9185675945079572cc8549c69c29982b47698f5e6422478f1e17"
+const sourceSum = "b668fefe7063d5e48ef70f297851d832b363cb68ceb6a549572b803b5803aaf3"

@@ -8,10 +8,10 @@ import "go/version"
 // fields. TestKnownMatchesDWARF checks the entries of the toolchains
 // present on the machine.
 var known = map[string]Layout{
-	"go1.23": {GM: 48, GLabels: 352, MCurg: 192, Labels: LabelsMap},
-	"go1.24": {GM: 48, GLabels: 352, MCurg: 192, Labels: LabelsSlice, LabelSize: 32, LabelValue: 16},
-	"go1.25": {GM: 48, GLabels: 344, MCurg: 184, Labels: LabelsSlice, LabelSize: 32, LabelValue: 16},
-	"go1.26": {GM: 48, GLabels: 352, MCurg: 184, Labels: LabelsSlice, LabelSize: 32, LabelValue: 16},
+	"go1.23": {GM: 48, GLabels: 352, MCurg: 192, GGoid: 160, Labels: LabelsMap},
+	"go1.24": {GM: 48, GLabels: 352, MCurg: 192, GGoid: 160, Labels: LabelsSlice, LabelSize: 32, LabelValue: 16},
+	"go1.25": {GM: 48, GLabels: 344, MCurg: 184, GGoid: 152, Labels: LabelsSlice, LabelSize: 32, LabelValue: 16},
+	"go1.26": {GM: 48, GLabels: 352, MCurg: 184, GGoid: 152, Labels: LabelsSlice, LabelSize: 32, LabelValue: 16},
 }
 
 // Known returns the fallback layout of a Go release ("go1.26.8"), with

@@ -54,8 +54,10 @@ type Layout struct {
 	// when a cgo binary's C code has thread-local variables too.
 	TLSG int32
 	// GM, GLabels and MCurg are the offsets of runtime.g.m,
-	// runtime.g.labels and runtime.m.curg.
-	GM, GLabels, MCurg uint32
+	// runtime.g.labels and runtime.m.curg; GGoid of runtime.g.goid,
+	// which is 0 in the g0 and gsignal of each thread and set in every
+	// other goroutine.
+	GM, GLabels, MCurg, GGoid uint32
 	// Labels is what g.labels points to; the fields below describe
 	// LabelsSlice.
 	Labels LabelsKind
@@ -205,6 +207,9 @@ func (l *Layout) readDWARF(d *dwarf.Data) error {
 		return err
 	}
 	if l.GLabels, err = fieldOffset(g, "labels"); err != nil {
+		return err
+	}
+	if l.GGoid, err = fieldOffset(g, "goid"); err != nil {
 		return err
 	}
 	if l.MCurg, err = fieldOffset(m, "curg"); err != nil {

@@ -37,7 +37,7 @@ func TestReadGoBinary(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s missing from the table of known releases", runtime.Version())
 	}
-	if l.GM != known.GM || l.GLabels != known.GLabels || l.MCurg != known.MCurg {
+	if l.GM != known.GM || l.GLabels != known.GLabels || l.MCurg != known.MCurg || l.GGoid != known.GGoid {
 		t.Errorf("DWARF offsets m=%d labels=%d curg=%d, table has m=%d labels=%d curg=%d",
 			l.GM, l.GLabels, l.MCurg, known.GM, known.GLabels, known.MCurg)
 	}

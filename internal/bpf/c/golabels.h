@@ -13,6 +13,7 @@ struct go_layout {
 	__u32 g_m;         /* offsetof(runtime.g, m) */
 	__u32 g_labels;    /* offsetof(runtime.g, labels) */
 	__u32 m_curg;      /* offsetof(runtime.m, curg) */
+	__u32 g_goid;      /* offsetof(runtime.g, goid): 0 in g0 and gsignal */
 	__u32 label_list;  /* offset of the []label in *g.labels */
 	__u32 label_size;  /* sizeof(label); 0: do not read the labels */
 	__u32 label_key;   /* offsetof(label, key), a Go string */
@@ -40,7 +41,7 @@ struct sample_labels {
 	__u8 trace_id[16];
 };
 
-/* Indices of the per-CPU stats array. */
+/* Indices of the counters in the per-CPU stats value. */
 enum {
 	STAT_RUNS,        /* samples of targets */
 	STAT_DROPPED,     /* records lost: ring buffer full */

@@ -23,20 +23,25 @@
 // burn 1–5 ms, clear its labels, burn 1–4 ms unlabelled. Every burn is one
 // slice of the ground truth; ground-truth lines are
 //
-//	L TID0 TID1 START END SPANHEX TRACEHEX    a labelled slice
-//	U TID0 TID1 START END                     an unlabelled slice
+//	L TID0 TID1 START END SPANHEX TRACEHEX [many] [GAPSTART-GAPEND ...]   a labelled slice
+//	U TID0 TID1 START END - - [many] [GAPSTART-GAPEND ...]                an unlabelled slice
 //
 // where TID0 and TID1 are the thread (gettid) at the slice's start and
 // end and START, END are CLOCK_MONOTONIC nanoseconds read after the labels
-// were set (or cleared) and before they change again, so a sample on TID0
-// inside [START, END] of a slice with TID0 == TID1 ran that slice's code
-// with its labels.
+// were set (or cleared) and before they change again. Gaps are pauses of
+// the burn loop longer than 100 µs (it reads the clock every microsecond or
+// so): the thread was off the CPU, or another goroutine ran on it; "many"
+// says more than 8 were seen and some are not listed. So a sample on TID0
+// inside [START, END] of a slice with TID0 == TID1, outside its gaps, ran
+// that slice's code with its labels.
 //
-// Keeping that true needs every slice to run on one thread without another
-// goroutine in between: each goroutine calls runtime.Gosched after every
-// slice, so none runs 10 ms without yielding and the runtime never preempts
-// it, and the garbage collector is off (the few MB of labels are kept), so
-// no stop-the-world or mark worker interrupts a slice. The clock is the
+// Keeping that true most of the time needs every slice to run on one
+// thread without another goroutine in between: each goroutine calls
+// runtime.Gosched after every slice, so none runs 10 ms without yielding
+// and the runtime seldom preempts it (it still does when the machine is
+// busy and a slice takes over 10 ms of wall time: the gaps show it), and
+// the garbage collector is off (the few MB of labels are kept), so no
+// stop-the-world or mark worker interrupts a slice. The clock is the
 // runtime's own vDSO nanotime and gettid a raw system call: neither gives
 // the P away. A slice whose TID0 and TID1 differ moved anyway and is to be
 // left out.
@@ -70,24 +75,50 @@ type slice struct {
 	start, end int64
 	span       [8]byte
 	trace      [16]byte
+	gaps       [8][2]int64
+	ngaps      int
+	gapsLost   bool
 }
 
 var sink uint64
 
-// burn spins for about d. It reads the clock every 4096 iterations (some
-// microseconds) and calls nothing that could yield.
+// burn spins for about d. It reads the clock every 1024 iterations (about
+// a microsecond) and calls nothing that could yield. A longer pause
+// between two reads than gapMin means the thread was taken off the CPU,
+// or the goroutine off the thread: it is noted in s.gaps (up to
+// len(s.gaps); more set s.gapsLost).
 //
 //go:noinline
-func burn(d int64) {
-	end := nanotime() + d
+func burn(d int64, s *slice) {
+	last := nanotime()
+	end := last + d
 	x := uint64(1)
-	for nanotime() < end {
-		for i := 0; i < 4096; i++ {
+	for {
+		for i := 0; i < 1024; i++ {
 			x = x*6364136223846793005 + 1442695040888963407
+		}
+		now := nanotime()
+		if now-last > gapMin {
+			if s.ngaps < len(s.gaps) {
+				s.gaps[s.ngaps] = [2]int64{last, now}
+				s.ngaps++
+			} else {
+				s.gapsLost = true
+			}
+		}
+		last = now
+		if now >= end {
+			break
 		}
 	}
 	sink += x
 }
+
+// gapMin is the shortest pause of a burn loop taken for a gap. Pauses of
+// 20–30 µs every 100 µs or so are common on a busy virtual machine (the
+// vCPU is taken away); another goroutine's turn on the thread lasts far
+// longer (it burns for a millisecond or more).
+const gapMin = 100_000
 
 func worker(seed uint64, until int64, spanKey, traceKey string, out *[]slice) {
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
@@ -108,14 +139,14 @@ func worker(seed uint64, until int64, spanKey, traceKey string, out *[]slice) {
 			"span_idx", "x", traceKey, hex.EncodeToString(s.trace[:]), "zz", "x"))
 		pprof.SetGoroutineLabels(ctx)
 		s.tid0, s.start = syscall.Gettid(), nanotime()
-		burn(int64(1+rng.IntN(5)) * int64(time.Millisecond))
+		burn(int64(1+rng.IntN(5))*int64(time.Millisecond), &s)
 		s.end, s.tid1 = nanotime(), syscall.Gettid()
 		pprof.SetGoroutineLabels(base)
 		*out = append(*out, s)
 		runtime.Gosched()
 
 		u := slice{tid0: syscall.Gettid(), start: nanotime()}
-		burn(int64(1+rng.IntN(4)) * int64(time.Millisecond))
+		burn(int64(1+rng.IntN(4))*int64(time.Millisecond), &u)
 		u.end, u.tid1 = nanotime(), syscall.Gettid()
 		*out = append(*out, u)
 		runtime.Gosched()
@@ -161,10 +192,17 @@ func main() {
 	for _, ss := range slices {
 		for _, s := range ss {
 			if s.labelled {
-				fmt.Fprintf(w, "L %d %d %d %d %x %x\n", s.tid0, s.tid1, s.start, s.end, s.span, s.trace)
+				fmt.Fprintf(w, "L %d %d %d %d %x %x", s.tid0, s.tid1, s.start, s.end, s.span, s.trace)
 			} else {
-				fmt.Fprintf(w, "U %d %d %d %d\n", s.tid0, s.tid1, s.start, s.end)
+				fmt.Fprintf(w, "U %d %d %d %d - -", s.tid0, s.tid1, s.start, s.end)
 			}
+			if s.gapsLost {
+				fmt.Fprint(w, " many")
+			}
+			for _, g := range s.gaps[:s.ngaps] {
+				fmt.Fprintf(w, " %d-%d", g[0], g[1])
+			}
+			fmt.Fprintln(w)
 			total++
 		}
 	}

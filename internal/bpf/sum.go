@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of c/ when the objects were last generated.
-const sourceSum = "b668fefe7063d5e48ef70f297851d832b363cb68ceb6a549572b803b5803aaf3"
+const sourceSum = "ec2ed323a76d8b6ccc393aa5c38c7b402ff5d787260e42f8dc6c5ecc8172ed5d"

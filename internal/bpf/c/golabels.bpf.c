@@ -9,7 +9,6 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 
 #include "kernel.h"
 #include "golabels.h"
@@ -130,8 +129,9 @@ static __always_inline __u32 read_id(const struct go_string *v, __u8 *out, int n
 
 static __always_inline __u32 read_labels(const struct go_layout *l, struct sample_labels *r)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	/* A BTF pointer: the load below is a plain one, no helper call. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 fsbase = task->thread.fsbase;
 	void *g = 0, *m = 0, *curg = 0, *labels = 0;
 	__s64 goid = 0;
 	struct go_slice list;

@@ -2,8 +2,9 @@ package bpf
 
 // DefaultMaxSkew is how far apart (ns) a record and the perf sample it
 // belongs to may be. Measured on Linux 6.18: the record is 1–3 µs later
-// (p1–p99), at most 50 µs: perf takes the sample's time and callchain
-// before it runs the program. That is far below the shortest interval
+// (p1–p99), up to 75 µs seen: perf takes the sample's time and walks the
+// callchain before it runs the program (older kernels run it first: the
+// window is symmetric). That is far below the shortest interval
 // between two samples of one thread (1 ms at 999 Hz).
 const DefaultMaxSkew = 200_000
 

@@ -15,7 +15,7 @@ BENCHCOUNT ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build demo test bench e2e generate tools fmt vet clean overhead browser-deps
+.PHONY: all run build demo test bench e2e generate generate-bpf tools fmt vet clean overhead browser-deps
 
 all: build
 
@@ -71,9 +71,17 @@ overhead: build
 	$(GO) run ./test/overhead -collector $(COLLECTOR) $(OVERHEAD_FLAGS)
 
 ## generate: regenerate mdatagen output (metadata.yaml → internal/metadata, tests, docs)
-generate:
+## and the eBPF objects (generate-bpf)
+generate: generate-bpf
 	cd receiver/perfprofreceiver && $(GO) generate ./...
 	cd exporter/tracefileexporter && $(GO) generate ./...
+
+## generate-bpf: compile internal/bpf/c with bpf2go into the committed objects and
+## bindings, installing Debian's clang-19, llvm-19 (llvm-strip) and libbpf-dev when missing
+generate-bpf:
+	@command -v clang-19 >/dev/null && command -v llvm-strip-19 >/dev/null && [ -f /usr/include/bpf/bpf_helpers.h ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 llvm-19 libbpf-dev >/dev/null)
+	$(GO) generate ./internal/bpf
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -44,6 +44,7 @@ require (
 )
 
 require (
+	github.com/cilium/ebpf v0.22.0 // indirect
 	go.opentelemetry.io/collector v0.162.0 // indirect
 	go.opentelemetry.io/collector/component/componentstatus v0.162.0 // indirect
 	go.opentelemetry.io/collector/config/configtelemetry v0.162.0 // indirect

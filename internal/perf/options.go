@@ -43,6 +43,13 @@ type Options struct {
 	// 512 is enough to find the return address of a leaf function that
 	// has not pushed a frame ([InsertLeafCaller]).
 	StackUser uint32
+	// BPFProgram is the file descriptor of a BPF_PROG_TYPE_PERF_EVENT
+	// program to attach (PERF_EVENT_IOC_SET_BPF) to every cpu-clock
+	// sampling event the session opens, now and later, before it is
+	// enabled: it runs at each sample, and a sample it returns 0 for is
+	// dropped. Inherited events (new threads) inherit it. 0 means none.
+	// The session does not own it: close it after the session.
+	BPFProgram int
 }
 
 // EventKind says which event produced a sample.

@@ -263,6 +263,16 @@ func (s *Session) openEvent(kind EventKind, tmpl *unix.PerfEventAttr, pid, cpu, 
 	m[id] = kind
 	s.kinds.Store(&m)
 	s.kindsMu.Unlock()
+	if kind == EventCPUClock && s.opts.BPFProgram > 0 {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, s.opts.BPFProgram); err != nil {
+			// Not %w: an EINVAL here must not look like the open's
+			// EINVAL that openSampler retries without build ids.
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+				return -1, fmt.Errorf("attach BPF program to the sampling event of pid %d on cpu %d: %w (%v)", pid, cpu, ErrPermission, err)
+			}
+			return -1, fmt.Errorf("attach BPF program to the sampling event of pid %d on cpu %d: %v", pid, cpu, err)
+		}
+	}
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
 		return -1, fmt.Errorf("enable event of pid %d on cpu %d: %w", pid, cpu, err)
 	}

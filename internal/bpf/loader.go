@@ -1,0 +1,297 @@
+//go:build amd64
+
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/goruntime"
+)
+
+var (
+	// ErrPermission is wrapped when the kernel refuses to load the
+	// program or attach it; the text names the capabilities.
+	ErrPermission = errors.New("BPF denied")
+	// ErrNotSupported is wrapped when the kernel lacks what the program
+	// needs (BPF, BTF, ring buffers, perf-event programs).
+	ErrNotSupported = errors.New("BPF feature not supported by this kernel")
+)
+
+// Options configure [Load].
+type Options struct {
+	// SpanKey and TraceKey are the pprof label keys holding the span id
+	// (16 hex digits) and the trace id (32 hex digits); at most 32 bytes.
+	// Empty means "span_id" and "trace_id".
+	SpanKey, TraceKey string
+	// MaxTargets is the number of processes AddTarget can hold; 0 means
+	// 4096.
+	MaxTargets int
+	// RingBytes is the size of the records ring buffer, a power of two
+	// and a multiple of the page size; 0 means 256 KiB (5 000 records).
+	RingBytes int
+}
+
+// Program is the loaded golabels program with its maps. Attach it to
+// sampling events, add target processes, and drain its records.
+type Program struct {
+	objs   golabelsObjects
+	reader *ringbuf.Reader
+	stats  io.Closer // BPF_STATS_RUN_TIME while open; nil if refused
+
+	drainMu   sync.Mutex
+	raw       ringbuf.Record
+	closeOnce sync.Once
+}
+
+// Load loads the program into the kernel. It fails whole: without
+// privilege (CAP_BPF and CAP_PERFMON, or root) the error wraps
+// ErrPermission; without kernel BTF or BPF support, ErrNotSupported; a
+// verifier rejection wraps *ebpf.VerifierError with the log.
+func Load(opts Options) (_ *Program, err error) {
+	if opts.SpanKey == "" {
+		opts.SpanKey = "span_id"
+	}
+	if opts.TraceKey == "" {
+		opts.TraceKey = "trace_id"
+	}
+	if opts.MaxTargets == 0 {
+		opts.MaxTargets = 4096
+	}
+	if opts.RingBytes == 0 {
+		opts.RingBytes = 256 << 10
+	}
+	if opts.RingBytes&(opts.RingBytes-1) != 0 || opts.RingBytes%os.Getpagesize() != 0 {
+		return nil, fmt.Errorf("bpf: ring size %d is not a power of two multiple of the page size", opts.RingBytes)
+	}
+	// Before 5.11 BPF memory counts against RLIMIT_MEMLOCK; since then
+	// against the cgroup, and raising the limit may be refused (EPERM in
+	// a container) while loading works anyway.
+	_ = rlimit.RemoveMemlock()
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return nil, fmt.Errorf("load BPF program golabels: %w: no kernel BTF (%v); the kernel needs CONFIG_DEBUG_INFO_BTF", ErrNotSupported, err)
+	}
+
+	spec, err := loadGolabels()
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range []struct {
+		key, lenVar, name string
+	}{{opts.SpanKey, golabelsVarSpanKeyLen, golabelsVarSpanKey}, {opts.TraceKey, golabelsVarTraceKeyLen, golabelsVarTraceKey}} {
+		if len(kv.key) > 32 {
+			return nil, fmt.Errorf("bpf: label key %q is longer than 32 bytes", kv.key)
+		}
+		var b [32]byte
+		copy(b[:], kv.key)
+		if err := spec.Variables[kv.name].Set(b); err != nil {
+			return nil, fmt.Errorf("set %s: %w", kv.name, err)
+		}
+		if err := spec.Variables[kv.lenVar].Set(uint32(len(kv.key))); err != nil {
+			return nil, fmt.Errorf("set %s: %w", kv.lenVar, err)
+		}
+	}
+	spec.Maps[golabelsMapTargets].MaxEntries = uint32(opts.MaxTargets)
+	spec.Maps[golabelsMapRecords].MaxEntries = uint32(opts.RingBytes)
+
+	p := &Program{}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		return nil, explainLoadError(err)
+	}
+	defer func() {
+		if err != nil {
+			p.objs.Close()
+		}
+	}()
+	if p.reader, err = ringbuf.NewReader(p.objs.Records); err != nil {
+		return nil, fmt.Errorf("open records ring buffer: %w", err)
+	}
+	// Run-time statistics cost two clock reads per run of every BPF
+	// program on the machine while enabled; they are what tells the cost
+	// of this one. Refused without CAP_SYS_ADMIN: then Stats has none.
+	if c, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err == nil {
+		p.stats = c
+	}
+	// Reads never wait: Drain takes what is there.
+	p.reader.SetDeadline(time.Unix(1, 0))
+	return p, nil
+}
+
+func explainLoadError(err error) error {
+	var ve *ebpf.VerifierError
+	switch {
+	case errors.As(err, &ve) && !errors.Is(err, unix.EPERM):
+		// Before EACCES: the verifier rejects a program with EACCES
+		// too. Without privilege the kernel answers EPERM (and a log
+		// may come with it).
+		return fmt.Errorf("load BPF program golabels: verifier rejected it: %w", err)
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("load BPF program golabels: %w (%v): it needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)", ErrPermission, err)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("load BPF program golabels: %w: %v", ErrNotSupported, err)
+	}
+	return fmt.Errorf("load BPF program golabels: %w", err)
+}
+
+// FD is the program's file descriptor, for PERF_EVENT_IOC_SET_BPF (see
+// perf.Options.BPFProgram).
+func (p *Program) FD() int { return p.objs.GolabelsSample.FD() }
+
+// AttachPerfEvent attaches the program to the perf event fd (a sampling
+// event: software cpu-clock, or any that samples). The event keeps the
+// program until it is closed; events inherited by new threads inherit it.
+func (p *Program) AttachPerfEvent(fd int) error {
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, p.FD()); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("attach golabels to perf event: %w (%v)", ErrPermission, err)
+		}
+		return fmt.Errorf("attach golabels to perf event: %w", err)
+	}
+	return nil
+}
+
+// AddTarget makes the program read the labels of pid's goroutines, at the
+// places l says (goruntime.ReadFile("/proc/PID/exe")). A process whose
+// labels are not a slice (Go 1.23 and older, or no runtime/pprof) is
+// added too: its records say whether a goroutine ran, with no labels.
+func (p *Program) AddTarget(pid int, l goruntime.Layout) error {
+	v := golabelsGoLayout{
+		TlsG:     l.TLSG,
+		G_m:      l.GM,
+		G_labels: l.GLabels,
+		M_curg:   l.MCurg,
+		G_goid:   l.GGoid,
+	}
+	// label_size 0 tells the program not to read the label set: it
+	// then reports labels as present (FlagLabels) without a span.
+	if l.Labels == goruntime.LabelsSlice {
+		v.LabelList, v.LabelSize, v.LabelKey, v.LabelValue = l.LabelList, l.LabelSize, l.LabelKey, l.LabelValue
+	}
+	if err := p.objs.Targets.Put(uint32(pid), &v); err != nil {
+		return fmt.Errorf("add target pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// RemoveTarget stops reading pid's labels. Removing a pid that is not a
+// target is not an error.
+func (p *Program) RemoveTarget(pid int) error {
+	if err := p.objs.Targets.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove target pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// Drain passes every record in the ring buffer to fn, without waiting for
+// more, and returns how many it passed. The record of a sample is in the
+// ring before perf writes the sample, so a reader that drains after it
+// has read a sample from a perf ring has that sample's record. fn runs on
+// the calling goroutine; the Record is reused after it returns. Calls are
+// serialised.
+func (p *Program) Drain(fn func(*Record)) (int, error) {
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	if p.reader == nil {
+		return 0, fmt.Errorf("bpf: %w", os.ErrClosed)
+	}
+	// An atomic load of the ring's positions: no system call when empty.
+	if p.reader.AvailableBytes() == 0 {
+		return 0, nil
+	}
+	var rec Record
+	n := 0
+	for {
+		err := p.reader.ReadInto(&p.raw)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("read records ring buffer: %w", err)
+		}
+		if err := rec.decode(p.raw.RawSample); err != nil {
+			return n, err
+		}
+		n++
+		fn(&rec)
+	}
+}
+
+// Stats are cumulative counters of the program.
+type Stats struct {
+	// Samples counts runs for samples of targets; each one writes a
+	// record unless the ring buffer is full (Dropped).
+	Samples, Dropped uint64
+	// What the runs found (a sample counts in at most one of NoGoroutine,
+	// NoLabels and NoSpan): no goroutine on the thread, a goroutine
+	// without labels, labels without the span key. BadValue counts span
+	// or trace values that were not hex ids, Faults failed reads of the
+	// target's memory.
+	NoGoroutine, NoLabels, NoSpan, BadValue, Faults uint64
+	// RunCount and RunTime are the kernel's totals over all runs, for
+	// every sample of every event the program is attached to (targets or
+	// not). Zero when run-time statistics could not be enabled (they need
+	// CAP_SYS_ADMIN).
+	RunCount uint64
+	RunTime  time.Duration
+}
+
+// Must match the STAT_* enum in c/golabels.h.
+const (
+	statRuns = iota
+	statDropped
+	statNoG
+	statNoLabels
+	statNoSpan
+	statBadValue
+	statFaults
+	statMax
+)
+
+// Stats reads the counters.
+func (p *Program) Stats() (Stats, error) {
+	var s Stats
+	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults}
+	var perCPU [][statMax]uint64
+	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
+		return s, fmt.Errorf("read golabels stats: %w", err)
+	}
+	for _, cpu := range perCPU {
+		for i, v := range cpu {
+			*dst[i] += v
+		}
+	}
+	if ps, err := p.objs.GolabelsSample.Stats(); err == nil {
+		s.RunCount, s.RunTime = ps.RunCount, ps.Runtime
+	}
+	return s, nil
+}
+
+// Close unloads the program. Events it is attached to keep running it
+// until they are closed themselves. Safe to call more than once.
+func (p *Program) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		p.drainMu.Lock()
+		defer p.drainMu.Unlock()
+		if p.reader != nil {
+			err = p.reader.Close()
+			p.reader = nil
+		}
+		if p.stats != nil {
+			p.stats.Close()
+		}
+		if cerr := p.objs.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}

@@ -1,0 +1,50 @@
+//go:build !amd64
+
+package bpf
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/goruntime"
+)
+
+// The program reads the FS base and the amd64 TLS slot of the Go runtime,
+// and its object is built for amd64 only.
+
+var (
+	ErrPermission   = fmt.Errorf("BPF denied")
+	ErrNotSupported = fmt.Errorf("BPF feature not supported by this kernel")
+)
+
+// Options configure [Load].
+type Options struct {
+	SpanKey, TraceKey string
+	MaxTargets        int
+	RingBytes         int
+}
+
+// Program is not available on this architecture.
+type Program struct{}
+
+// Stats are cumulative counters of the program.
+type Stats struct {
+	Samples, Dropped                                uint64
+	NoGoroutine, NoLabels, NoSpan, BadValue, Faults uint64
+	RunCount                                        uint64
+	RunTime                                         time.Duration
+}
+
+// Load fails with ErrNotSupported.
+func Load(Options) (*Program, error) {
+	return nil, fmt.Errorf("load BPF program golabels: %w: built for amd64 only, not %s", ErrNotSupported, runtime.GOARCH)
+}
+
+func (*Program) FD() int                               { return -1 }
+func (*Program) AttachPerfEvent(int) error             { return ErrNotSupported }
+func (*Program) AddTarget(int, goruntime.Layout) error { return ErrNotSupported }
+func (*Program) RemoveTarget(int) error                { return nil }
+func (*Program) Drain(func(*Record)) (int, error)      { return 0, nil }
+func (*Program) Stats() (Stats, error)                 { return Stats{}, nil }
+func (*Program) Close() error                          { return nil }

@@ -1,0 +1,69 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Flags say what the program found for one sample.
+type Flags uint32
+
+// Must match the GL_* enum in c/golabels.h.
+const (
+	// FlagSpan: SpanID holds the span label's value.
+	FlagSpan Flags = 1 << iota
+	// FlagTrace: TraceID holds the trace label's value.
+	FlagTrace
+	// FlagLabels: the goroutine had pprof labels.
+	FlagLabels
+	// FlagNoGoroutine: the thread ran no user goroutine (nil g, m or
+	// m.curg: the scheduler between goroutines, or a thread that is not
+	// the Go runtime's).
+	FlagNoGoroutine
+	// FlagFault: a read of the process's memory failed (a page not
+	// present, or a wrong layout).
+	FlagFault
+	// FlagBadValue: a span or trace key was found, but its value was not
+	// 16 (32) hex digits.
+	FlagBadValue
+)
+
+// Record is what the program saw at one sample of a target thread.
+type Record struct {
+	// Time is bpf_ktime_get_ns at the start of the program: the
+	// CLOCK_MONOTONIC clock of perf's sample times, read some hundreds of
+	// nanoseconds before perf reads it for the same sample.
+	Time     uint64
+	Pid, Tid uint32
+	CPU      uint32
+	Flags    Flags
+	SpanID   [8]byte
+	TraceID  [16]byte
+}
+
+// HasSpan reports whether the sample's goroutine carried a valid span id
+// (OpenTelemetry's all-zero id is invalid).
+func (r *Record) HasSpan() bool { return r.Flags&FlagSpan != 0 && r.SpanID != [8]byte{} }
+
+// HasTrace reports whether it carried a valid trace id.
+func (r *Record) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.TraceID != [16]byte{} }
+
+// recordSize is sizeof(struct sample_labels).
+const recordSize = 48
+
+// decode fills r from the raw ring buffer sample b (struct sample_labels,
+// host byte order: little endian on amd64).
+func (r *Record) decode(b []byte) error {
+	if len(b) < recordSize {
+		return fmt.Errorf("bpf: record of %d bytes, want %d", len(b), recordSize)
+	}
+	le := binary.LittleEndian
+	r.Time = le.Uint64(b[0:])
+	r.Pid = le.Uint32(b[8:])
+	r.Tid = le.Uint32(b[12:])
+	r.CPU = le.Uint32(b[16:])
+	r.Flags = Flags(le.Uint32(b[20:]))
+	copy(r.SpanID[:], b[24:32])
+	copy(r.TraceID[:], b[32:48])
+	return nil
+}

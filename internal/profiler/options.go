@@ -60,8 +60,16 @@ type Options struct {
 	Source Source
 	// Contexts, when set, delivers the span each thread ran at each
 	// sample, read inside the process; the samples it covers are linked
-	// by it rather than by the (thread, time) join.
+	// by it rather than by the (thread, time) join. When nil and the
+	// profiler opens its own perf session, EBPF decides.
 	Contexts Contexts
+	// EBPF says whether an eBPF program on the sampling events reads the
+	// span of each sample of a Go target from its goroutine's pprof
+	// labels (SpanLabelKey, TraceLabelKey: default span_id, trace_id).
+	EBPF                        EBPFMode
+	SpanLabelKey, TraceLabelKey string
+
+	ebpfErr error // why the eBPF programs are not used, set by Open
 	// Procs answers questions about processes; nil reads /proc.
 	Procs Procs
 	// Logger receives what the engine has to say; nil discards it.

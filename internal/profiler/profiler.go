@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
@@ -22,6 +23,7 @@ type Profiler struct {
 
 	stop      chan struct{}
 	jvmQueue  chan *procState // JVMs to ask for their perf maps, as attached
+	labels    *goLabels       // the eBPF reader of goroutine labels, nil without
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -34,19 +36,32 @@ type Profiler struct {
 func Open(opts Options) (_ *Profiler, err error) {
 	opts.setDefaults()
 	src := opts.Source
+	var labels *goLabels
 	if src == nil {
+		if opts.Contexts == nil {
+			var err error
+			if labels, err = openEBPF(&opts); err != nil {
+				return nil, err
+			}
+		}
 		s, err := perf.Open(opts.Perf)
 		if err != nil {
+			if labels != nil {
+				labels.release()
+			}
 			return nil, err
 		}
 		src = s
 	}
-	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64)}
+	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64), labels: labels}
 	defer func() {
 		if err != nil {
 			src.Close()
 			if opts.Contexts != nil {
 				opts.Contexts.Close()
+			}
+			if labels != nil {
+				labels.release()
 			}
 			_ = p.syms.close()
 		}
@@ -117,6 +132,27 @@ func (p *Profiler) attach(proc perf.Process) error {
 	}
 	p.log.Info("Sampling process", zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm))
 	return nil
+}
+
+// openEBPF loads the eBPF reader of goroutine labels per opts.EBPF and
+// makes it the Contexts; it fails only with EBPFRequired.
+func openEBPF(opts *Options) (*goLabels, error) {
+	if opts.EBPF == EBPFOff {
+		opts.ebpfErr = errEBPFOff
+		return nil, nil
+	}
+	g, err := loadEBPF(*opts)
+	if err != nil {
+		if opts.EBPF == EBPFRequired {
+			return nil, err
+		}
+		opts.ebpfErr = err
+		opts.Logger.Warn("Spans are read at sample time only with eBPF; joining samples to spans by thread and time", zap.Error(err))
+		return nil, nil
+	}
+	opts.Perf.BPFProgram = g.prog.FD()
+	opts.Contexts = g
+	return g, nil
 }
 
 // readContexts stores the span contexts read at sample time until their
@@ -277,6 +313,16 @@ type Stats struct {
 	Joins      JoinCounts
 	Symbols    symbolize.Stats
 	JIT        JITStats
+	EBPF       EBPFStats
+}
+
+// EBPFStats say whether the eBPF programs run, and what they counted.
+type EBPFStats struct {
+	// Active: the goroutine-labels program is attached to the sampling
+	// events. Otherwise Reason says why not.
+	Active  bool
+	Reason  error
+	Program bpf.Stats
 }
 
 // Stats returns the counters.
@@ -290,6 +336,11 @@ func (p *Profiler) Stats() Stats {
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()
 	s.JIT = p.syms.jitStats()
+	s.EBPF.Reason = p.opts.ebpfErr
+	if p.labels != nil {
+		s.EBPF.Active = true
+		s.EBPF.Program, _ = p.labels.stats()
+	}
 	return s
 }
 
@@ -306,6 +357,9 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 			err = errors.Join(err, c.Close())
 		}
 		p.wg.Wait()
+		if p.labels != nil {
+			err = errors.Join(err, p.labels.release())
+		}
 		p.mu.Lock()
 		for pid, st := range p.live {
 			st.gone = true

@@ -51,6 +51,12 @@ type Config struct {
 	Sched SchedConfig `mapstructure:"sched"`
 	// JVM configures what the receiver asks of target JVMs.
 	JVM JVMConfig `mapstructure:"jvm"`
+	// EBPF says whether eBPF programs on the sampling events read the span
+	// each sample ran in inside the process (a Go goroutine's pprof
+	// labels): auto (when the kernel and privileges allow; otherwise a
+	// warning says why and samples are joined by thread and time),
+	// required (the receiver does not start without them) or off.
+	EBPF string `mapstructure:"ebpf"`
 	// RecoverLeafCaller restores the caller of a function sampled before
 	// it pushed a frame (frameless leaves, first instructions), which
 	// frame-pointer stacks skip: each on-CPU sample copies 512 bytes of
@@ -110,6 +116,12 @@ type CorrelationConfig struct {
 	// MaxSpans bounds the spans held for the join; spans over it are not
 	// indexed (still passed on) and are counted.
 	MaxSpans int `mapstructure:"max_spans"`
+	// SpanIDLabel and TraceIDLabel are the pprof label keys under which Go
+	// programs put the running span's ids on their goroutines
+	// (pkg/spanlabels does); read with ebpf. The span id alone is enough
+	// once the span has arrived.
+	SpanIDLabel  string `mapstructure:"span_id_label"`
+	TraceIDLabel string `mapstructure:"trace_id_label"`
 	_        struct{}
 }
 
@@ -145,6 +157,12 @@ type JVMConfig struct {
 }
 
 const (
+	ebpfAuto     = "auto"
+	ebpfRequired = "required"
+	ebpfOff      = "off"
+)
+
+const (
 	scopeProcess = "process"
 	scopeSystem  = "system"
 	maxFrequency = 10000
@@ -167,7 +185,8 @@ func createDefaultConfig() *Config {
 			GRPC: configoptional.Default(grpc),
 			HTTP: configoptional.Default(HTTPConfig{ServerConfig: httpServer, TracesURLPath: "/v1/traces"}),
 		},
-		JVM: JVMConfig{RefreshInterval: time.Second},
+		JVM:  JVMConfig{RefreshInterval: time.Second},
+		EBPF: ebpfAuto,
 		Sched: SchedConfig{
 			Enabled:        false,
 			OffCPUInterval: 10 * time.Millisecond,
@@ -178,6 +197,8 @@ func createDefaultConfig() *Config {
 			WorkerIDAttribute:  convention.WorkerID,
 			MaxBufferedSamples: 1_000_000,
 			MaxSpans:           100_000,
+			SpanIDLabel:        "span_id",
+			TraceIDLabel:       "trace_id",
 		},
 	}
 }
@@ -216,6 +237,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
+	}
+	if c.EBPF != ebpfAuto && c.EBPF != ebpfRequired && c.EBPF != ebpfOff {
+		errs = append(errs, fmt.Errorf("ebpf: %q is not one of %q, %q, %q", c.EBPF, ebpfAuto, ebpfRequired, ebpfOff))
+	}
+	for name, key := range map[string]string{"correlation.span_id_label": c.Correlation.SpanIDLabel, "correlation.trace_id_label": c.Correlation.TraceIDLabel} {
+		if key == "" || len(key) > 32 {
+			errs = append(errs, fmt.Errorf("%s: %q must be a label key of 1 to 32 bytes", name, key))
+		}
 	}
 	if c.JVM.RefreshInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("jvm.refresh_interval: %v is below the minimum of 100ms", c.JVM.RefreshInterval))
@@ -260,6 +289,9 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		RecoverLeafCaller:  c.RecoverLeafCaller,
 		Symbolize:          c.Symbolize,
 		JVMPerfMap:         c.JVM.PerfMap,
+		EBPF:               map[string]profiler.EBPFMode{ebpfAuto: profiler.EBPFAuto, ebpfRequired: profiler.EBPFRequired, ebpfOff: profiler.EBPFOff}[c.EBPF],
+		SpanLabelKey:       c.Correlation.SpanIDLabel,
+		TraceLabelKey:      c.Correlation.TraceIDLabel,
 		JVMRefreshInterval: c.JVM.RefreshInterval,
 		Window:             c.Correlation.Window,
 		MaxBufferedSamples: c.Correlation.MaxBufferedSamples,

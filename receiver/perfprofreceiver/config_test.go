@@ -47,6 +47,9 @@ func TestLoadConfig(t *testing.T) {
 				c.Symbolize = false
 				c.RecoverLeafCaller = false
 				c.JVM = JVMConfig{PerfMap: true, RefreshInterval: 30 * time.Second}
+				c.EBPF = "off"
+				c.Correlation.SpanIDLabel = "otel.span_id"
+				c.Correlation.TraceIDLabel = "otel.trace_id"
 				c.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "0.0.0.0:14317"
 				c.Protocols.HTTP.GetOrInsertDefault().TracesURLPath = "/traces"
 				c.Sched = SchedConfig{Enabled: true, OffCPUInterval: 5 * time.Millisecond}
@@ -73,6 +76,7 @@ func TestLoadConfig(t *testing.T) {
 				"correlation.window: 1h0m0s is outside 0..10m",
 				"sched.off_cpu_interval: 10µs is outside 100µs..1m",
 				"jvm.refresh_interval: 10ms is below the minimum of 100ms",
+				`ebpf: "sometimes" is not one of "auto", "required", "off"`,
 				"correlation.thread_id_attribute: must name a span attribute",
 				"correlation.max_spans: 0 must be at least 1",
 				`protocols.http.traces_url_path: "traces" must start with /`,

@@ -27,12 +27,13 @@ import (
 // the engine, the OTLP servers that feed it spans, and the loop that turns
 // its snapshots into profiles.
 type perfprofReceiver struct {
-	cfg       *Config
-	set       receiver.Settings
-	log       *zap.Logger
-	profiles  xconsumer.Profiles
-	traces    consumer.Traces
-	telemetry *metadata.TelemetryBuilder
+	ebpfActive bool // counted in receiver_perfprof_ebpf_programs
+	cfg        *Config
+	set        receiver.Settings
+	log        *zap.Logger
+	profiles   xconsumer.Profiles
+	traces     consumer.Traces
+	telemetry  *metadata.TelemetryBuilder
 
 	prof *profiler.Profiler
 	// source and procs replace the perf session and /proc in tests.
@@ -79,6 +80,10 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) error
 		return fmt.Errorf("perfprof: %w%s", err, r.schedHint(err))
 	}
 	r.prof = prof
+	if prof.Stats().EBPF.Active {
+		r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, 1)
+		r.ebpfActive = true
+	}
 	if err := r.startServers(ctx, host); err != nil {
 		r.stopServers(ctx)
 		_, _ = prof.Close()
@@ -223,6 +228,9 @@ func (r *perfprofReceiver) shutdown(ctx context.Context, started bool) error {
 	r.wg.Wait()
 	snaps, err := r.prof.Close()
 	r.recordStats()
+	if r.ebpfActive {
+		r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, -1)
+	}
 	r.emit(ctx, snaps)
 	if err != nil {
 		return fmt.Errorf("perfprof: close: %w", err)

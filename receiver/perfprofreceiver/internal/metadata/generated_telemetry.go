@@ -27,6 +27,7 @@ type TelemetryBuilder struct {
 	mu                             sync.Mutex
 	registrations                  []metric.Registration
 	ReceiverPerfprofDroppedSamples metric.Int64Counter
+	ReceiverPerfprofEbpfPrograms   metric.Int64UpDownCounter
 	ReceiverPerfprofEmittedSamples metric.Int64Counter
 	ReceiverPerfprofJitFrames      metric.Int64Counter
 	ReceiverPerfprofLostRecords    metric.Int64Counter
@@ -69,6 +70,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_dropped_samples",
 		metric.WithDescription("Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt). [Development]"),
 		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofEbpfPrograms, err = builder.meter.Int64UpDownCounter(
+		"otelcol_receiver_perfprof_ebpf_programs",
+		metric.WithDescription("eBPF programs attached to the sampling events (1 when the span of each sample of a Go target is read from its goroutine's labels; 0 when samples are joined by thread and time, the log says why). [Development]"),
+		metric.WithUnit("{program}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEmittedSamples, err = builder.meter.Int64Counter(

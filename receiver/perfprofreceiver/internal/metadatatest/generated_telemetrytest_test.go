@@ -20,6 +20,7 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1)
+	tb.ReceiverPerfprofEbpfPrograms.Add(context.Background(), 1)
 	tb.ReceiverPerfprofEmittedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofJitFrames.Add(context.Background(), 1)
 	tb.ReceiverPerfprofLostRecords.Add(context.Background(), 1)
@@ -28,6 +29,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofEbpfPrograms(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofEmittedSamples(t, testTel,

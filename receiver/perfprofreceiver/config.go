@@ -122,7 +122,7 @@ type CorrelationConfig struct {
 	// once the span has arrived.
 	SpanIDLabel  string `mapstructure:"span_id_label"`
 	TraceIDLabel string `mapstructure:"trace_id_label"`
-	_        struct{}
+	_            struct{}
 }
 
 // SchedConfig configures context-switch capture: off-CPU time with the

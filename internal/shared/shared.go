@@ -27,7 +27,7 @@ type instance[V any] struct {
 
 	startOnce sync.Once
 	startErr  error
-	started   bool
+	started   bool // guarded by Map.mu
 	stopped   bool // guarded by Map.mu
 }
 
@@ -83,9 +83,18 @@ func (u *User[K, V]) Start(start func() error) error {
 	}
 	u.inst.startOnce.Do(func() {
 		u.inst.startErr = start()
+		u.m.mu.Lock()
 		u.inst.started = u.inst.startErr == nil
+		u.m.mu.Unlock()
 	})
 	return u.inst.startErr
+}
+
+// Started reports whether the instance started.
+func (u *User[K, V]) Started() bool {
+	u.m.mu.Lock()
+	defer u.m.mu.Unlock()
+	return u.inst.started
 }
 
 // Stop releases this handle. The last handle of the instance to stop runs
@@ -103,12 +112,13 @@ func (u *User[K, V]) Stop(stop func(started bool) error) error {
 				delete(u.m.m, u.key)
 			}
 		}
+		started := u.inst.started
 		u.m.mu.Unlock()
 		if last {
 			// A Start racing with this one must not start the instance
 			// after it was stopped.
 			u.inst.startOnce.Do(func() { u.inst.startErr = errStopped })
-			err = stop(u.inst.started)
+			err = stop(started)
 		}
 	})
 	return err

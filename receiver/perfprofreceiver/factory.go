@@ -2,6 +2,7 @@ package perfprofreceiver
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -31,6 +32,7 @@ var receivers shared.Map[*Config, *perfprofReceiver]
 // signal is one signal's handle on the shared receiver.
 type signal struct {
 	*shared.User[*Config, *perfprofReceiver]
+	profiles bool // the profiles signal; else traces
 }
 
 func (s signal) Start(ctx context.Context, host component.Host) error {
@@ -38,14 +40,24 @@ func (s signal) Start(ctx context.Context, host component.Host) error {
 	return s.User.Start(func() error { return r.start(ctx, host) })
 }
 
+// Shutdown finishes this signal's part while its pipeline's exporters still
+// run (see perfprofReceiver.flush), and the rest with the last signal.
 func (s signal) Shutdown(ctx context.Context) error {
 	r := s.Value()
-	return s.Stop(func(started bool) error { return r.shutdown(ctx, started) })
+	var err error
+	if s.Started() {
+		if s.profiles {
+			err = r.flush(ctx)
+		} else {
+			r.stopSpans(ctx)
+		}
+	}
+	return errors.Join(err, s.Stop(func(started bool) error { return r.shutdown(ctx, started) }))
 }
 
 func acquire(cfg *Config, set receiver.Settings) (signal, error) {
 	u, err := receivers.Acquire(cfg, func() (*perfprofReceiver, error) { return newReceiver(cfg, set) })
-	return signal{u}, err
+	return signal{User: u}, err
 }
 
 func createProfiles(_ context.Context, set receiver.Settings, cfg component.Config, next xconsumer.Profiles) (xreceiver.Profiles, error) {
@@ -54,6 +66,7 @@ func createProfiles(_ context.Context, set receiver.Settings, cfg component.Conf
 		return nil, err
 	}
 	s.Value().profiles = next
+	s.profiles = true
 	return s, nil
 }
 

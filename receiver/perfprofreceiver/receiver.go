@@ -28,12 +28,15 @@ import (
 // its snapshots into profiles.
 type perfprofReceiver struct {
 	ebpfActive bool // counted in receiver_perfprof_ebpf_programs
-	cfg        *Config
-	set        receiver.Settings
-	log        *zap.Logger
-	profiles   xconsumer.Profiles
-	traces     consumer.Traces
-	telemetry  *metadata.TelemetryBuilder
+	// stopSpansOnce and flushOnce: each signal's part of the shutdown,
+	// done when that signal stops (see flush), or by the last.
+	stopSpansOnce, flushOnce sync.Once
+	cfg                      *Config
+	set                      receiver.Settings
+	log                      *zap.Logger
+	profiles                 xconsumer.Profiles
+	traces                   consumer.Traces
+	telemetry                *metadata.TelemetryBuilder
 
 	prof *profiler.Profiler
 	// source and procs replace the perf session and /proc in tests.
@@ -223,17 +226,40 @@ func (r *perfprofReceiver) shutdown(ctx context.Context, started bool) error {
 	if !started {
 		return nil
 	}
-	r.stopServers(ctx)
-	r.cancel()
-	r.wg.Wait()
-	snaps, err := r.prof.Close()
-	r.recordStats()
-	if r.ebpfActive {
-		r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, -1)
-	}
-	r.emit(ctx, snaps)
-	if err != nil {
-		return fmt.Errorf("perfprof: close: %w", err)
-	}
-	return nil
+	r.stopSpans(ctx)
+	return r.flush(ctx)
+}
+
+// The collector stops the components of all pipelines in one topological
+// order, in which the exporters of one signal may stop before the receiver
+// of the other. So each signal finishes its own part when its pipeline
+// stops it: the traces signal stops taking spans while the traces
+// exporters still run, the profiles signal stops sampling and sends the
+// final report while the profiles exporters still run (a report sent to a
+// stopped exporter's queue is lost without an error).
+
+// stopSpans stops the OTLP servers; spans taken so far were passed on.
+func (r *perfprofReceiver) stopSpans(ctx context.Context) {
+	r.stopSpansOnce.Do(func() { r.stopServers(ctx) })
+}
+
+// flush stops sampling and sends the final report, joined with the spans
+// at hand.
+func (r *perfprofReceiver) flush(ctx context.Context) error {
+	var err error
+	r.flushOnce.Do(func() {
+		r.cancel()
+		r.wg.Wait()
+		var snaps []profiler.Snapshot
+		snaps, err = r.prof.Close()
+		r.recordStats()
+		if r.ebpfActive {
+			r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, -1)
+		}
+		r.emit(ctx, snaps)
+		if err != nil {
+			err = fmt.Errorf("perfprof: close: %w", err)
+		}
+	})
+	return err
 }

@@ -214,3 +214,35 @@ func TestReceiverFailsOnMissingPid(t *testing.T) {
 	require.True(t, strings.Contains(err.Error(), "target pid 8388608") && strings.Contains(err.Error(), "no such process"), err.Error())
 	require.NoError(t, r.Shutdown(context.Background()))
 }
+
+// TestProfilesSignalFlushesWhenItStops: the collector stops all pipelines
+// in one order, in which the profiles exporters may stop before the traces
+// side of this receiver. The final report must go out when the profiles
+// signal stops, not when the last signal does: a report sent to a stopped
+// exporter's queue is lost without an error.
+func TestProfilesSignalFlushesWhenItStops(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.Build(t, "burner")
+	child := testchild.Start(t, bin, "-alpha", "1", "-beta", "0")
+	cfg := createDefaultConfig()
+	cfg.Targets.Pids = []int{child.Pid}
+	cfg.Frequency = 499
+	cfg.ReportInterval = time.Minute // only the final report
+	cfg.Correlation.Window = 0
+	f := NewFactory().(xreceiver.Factory)
+	set := receivertest.NewNopSettings(f.Type())
+	sink := new(consumertest.ProfilesSink)
+	prof, err := f.CreateProfiles(context.Background(), set, cfg, sink)
+	require.NoError(t, err)
+	traces, err := f.CreateTraces(context.Background(), set, cfg, new(consumertest.TracesSink))
+	require.NoError(t, err)
+	require.NoError(t, prof.Start(context.Background(), nil))
+	require.NoError(t, traces.Start(context.Background(), nil))
+	time.Sleep(500 * time.Millisecond)
+
+	require.NoError(t, prof.Shutdown(context.Background()))
+	require.Positive(t, sink.SampleCount(), "no final report when the profiles signal stopped")
+	n := sink.SampleCount()
+	require.NoError(t, traces.Shutdown(context.Background()))
+	require.Equal(t, n, sink.SampleCount(), "a report after the profiles signal stopped")
+}

@@ -297,6 +297,9 @@ func (p *Profiler) Take(final bool) []Snapshot {
 			watermark = now - w
 		}
 	}
+	if p.labels != nil {
+		p.labels.flush() // the records of the samples about to be joined
+	}
 	return p.take(now, watermark, final)
 }
 

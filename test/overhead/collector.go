@@ -63,6 +63,9 @@ func collectorYAML(pid, hz, port any, m mode) string {
 	if m.noRecover {
 		extra += "\n    recover_leaf_caller: false"
 	}
+	if m.noBPF {
+		extra += "\n    ebpf: off"
+	}
 	if m.ringPages > 0 {
 		extra += fmt.Sprintf("\n    ring_pages: %d", m.ringPages)
 	}

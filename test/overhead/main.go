@@ -34,6 +34,9 @@
 //	perfprof-norecover-HZ
 //	                 the same with recover_leaf_caller: false (no user stack
 //	                 copy per sample)
+//	perfprof-nobpf-HZ, perfprof-nosched-nobpf-HZ
+//	                 the same with ebpf: off (no program reads goroutine
+//	                 labels at each sample)
 //	perfprof-ringN-HZ, perfprof-nosched-ringN-HZ
 //	                 the same with ring_pages: N (a power of two; without
 //	                 it the receiver's default, 64 pages, 256 KiB per CPU),
@@ -154,22 +157,26 @@ type mode struct {
 	// perfprof modes only.
 	noSched   bool // sched: {enabled: false}
 	noRecover bool // recover_leaf_caller: false
+	noBPF     bool // ebpf: off
 	ringPages int  // ring_pages, 0 for the receiver's default
 }
 
 // twin is the name of the perfprof mode that differs from m only in sched
 // capture.
 func (m mode) twin() string {
-	return perfprofName(!m.noSched, m.noRecover, m.ringPages, m.hz)
+	return perfprofName(!m.noSched, m.noRecover, m.noBPF, m.ringPages, m.hz)
 }
 
-func perfprofName(noSched, noRecover bool, ringPages, hz int) string {
+func perfprofName(noSched, noRecover, noBPF bool, ringPages, hz int) string {
 	name := "perfprof-"
 	if noSched {
 		name += "nosched-"
 	}
 	if noRecover {
 		name += "norecover-"
+	}
+	if noBPF {
+		name += "nobpf-"
 	}
 	if ringPages > 0 {
 		name += fmt.Sprintf("ring%d-", ringPages)
@@ -196,6 +203,9 @@ func parseMode(s string) (mode, error) {
 			if r, ok := strings.CutPrefix(rest, "norecover-"); ok {
 				m.noRecover, rest = true, r
 			}
+			if r, ok := strings.CutPrefix(rest, "nobpf-"); ok {
+				m.noBPF, rest = true, r
+			}
 			if r, ok := strings.CutPrefix(rest, "ring"); ok {
 				n, r, _ := strings.Cut(r, "-")
 				pages, err := strconv.Atoi(n)
@@ -210,8 +220,8 @@ func parseMode(s string) (mode, error) {
 			return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000 (perfprof options go before it: perfprof[-nosched][-ringN]-HZ)", s, rest)
 		}
 		m.hz = hz
-		if kind == kindPerfprof && perfprofName(m.noSched, m.noRecover, m.ringPages, hz) != s {
-			return mode{}, fmt.Errorf("mode %q: want perfprof[-nosched][-norecover][-ringN]-HZ", s)
+		if kind == kindPerfprof && perfprofName(m.noSched, m.noRecover, m.noBPF, m.ringPages, hz) != s {
+			return mode{}, fmt.Errorf("mode %q: want perfprof[-nosched][-norecover][-nobpf][-ringN]-HZ", s)
 		}
 		return m, nil
 	}

@@ -37,7 +37,9 @@ int main(void) {
 // TestFirstSymbolizationDoesNotStallReading profiles a 999 Hz target with a
 // cold symbol cache and takes reports while it runs: the reports pay for
 // parsing libc, the read loop must not. It fails if a ring overflows or the
-// reader is away from the rings for more than 50 ms.
+// reader is away from the rings for more than 100 ms: a first parse of
+// libc holds its goroutine for 0.4-5 s; on two CPUs, one taken by the
+// target, the reader still waits for a CPU at times (20-55 ms measured).
 func TestFirstSymbolizationDoesNotStallReading(t *testing.T) {
 	dir := t.TempDir()
 	src, bin := filepath.Join(dir, "burn.c"), filepath.Join(dir, "burn")
@@ -105,7 +107,7 @@ func TestFirstSymbolizationDoesNotStallReading(t *testing.T) {
 	if st.Source.Lost != 0 {
 		t.Errorf("%d records lost", st.Source.Lost)
 	}
-	if st.Source.LongestGap > 50*time.Millisecond {
+	if st.Source.LongestGap > 100*time.Millisecond {
 		t.Errorf("the reader was away from the rings for %v", st.Source.LongestGap)
 	}
 }

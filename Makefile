@@ -76,7 +76,7 @@ generate: generate-bpf
 	cd receiver/perfprofreceiver && $(GO) generate ./...
 	cd exporter/tracefileexporter && $(GO) generate ./...
 
-## generate-bpf: compile internal/bpf/c with bpf2go into the committed objects and
+## generate-bpf: compile internal/bpf/*.bpf.c with bpf2go into the committed objects and
 ## bindings, installing Debian's clang-19, llvm-19 (llvm-strip) and libbpf-dev when missing
 generate-bpf:
 	@command -v clang-19 >/dev/null && command -v llvm-strip-19 >/dev/null && [ -f /usr/include/bpf/bpf_helpers.h ] || \

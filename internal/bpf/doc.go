@@ -1,6 +1,6 @@
 // Package bpf holds perfprof's eBPF programs and their loaders.
 //
-// golabels (c/golabels.bpf.c) is a perf_event program attached, with
+// golabels (golabels.bpf.c) is a perf_event program attached, with
 // PERF_EVENT_IOC_SET_BPF, to the cpu-clock sampling events of a
 // perf.Session (perf.Options.BPFProgram). It runs at every sample, in the
 // sampled thread's context, just before perf writes the sample. For a

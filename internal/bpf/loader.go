@@ -244,7 +244,7 @@ type Stats struct {
 	RunTime  time.Duration
 }
 
-// Must match the STAT_* enum in c/golabels.h.
+// Must match the STAT_* enum in golabels.h.
 const (
 	statRuns = iota
 	statDropped

@@ -8,7 +8,7 @@ import (
 // Flags say what the program found for one sample.
 type Flags uint32
 
-// Must match the GL_* enum in c/golabels.h.
+// Must match the GL_* enum in golabels.h.
 const (
 	// FlagSpan: SpanID holds the span label's value.
 	FlagSpan Flags = 1 << iota

@@ -2,5 +2,5 @@
 
 package bpf
 
-// sourceSum is the SHA-256 of c/ when the objects were last generated.
-const sourceSum = "ec2ed323a76d8b6ccc393aa5c38c7b402ff5d787260e42f8dc6c5ecc8172ed5d"
+// sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
+const sourceSum = "b15598766c677662253a9f247c78e6673b03ca6bf1cdd4dcc64b41e2a0fa95ac"

@@ -12,12 +12,12 @@ import (
 // TestObjectsMatchSources fails when the C sources changed since the
 // committed objects were generated from them.
 func TestObjectsMatchSources(t *testing.T) {
-	sum, err := sourcesum.Dir("c")
+	sum, err := sourcesum.Dir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum != sourceSum {
-		t.Fatalf("c/ has changed since golabels_x86_bpfel.o was generated (sum %s, generated from %s): run make generate", sum, sourceSum)
+		t.Fatalf("the C sources have changed since golabels_x86_bpfel.o was generated (sum %s, generated from %s): run make generate", sum, sourceSum)
 	}
 }
 

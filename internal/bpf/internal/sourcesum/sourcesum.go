@@ -12,8 +12,8 @@ import (
 	"slices"
 )
 
-// Dir returns the SHA-256, in hex, of the regular files directly in dir:
-// each file's name, length and contents, in name order.
+// Dir returns the SHA-256, in hex, of the C sources and headers (.c, .h)
+// directly in dir: each file's name, length and contents, in name order.
 func Dir(dir string) (string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -21,7 +21,7 @@ func Dir(dir string) (string, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		if e.Type().IsRegular() {
+		if ext := filepath.Ext(e.Name()); e.Type().IsRegular() && (ext == ".c" || ext == ".h") {
 			names = append(names, e.Name())
 		}
 	}

@@ -31,7 +31,7 @@ func main() {
 
 package %s
 
-// sourceSum is the SHA-256 of %s/ when the objects were last generated.
+// sourceSum is the SHA-256 of the C sources in %s when the objects were last generated.
 const sourceSum = %q
 `, pkg, dir, sum)
 	if err := os.WriteFile(*out, []byte(src), 0o644); err != nil {

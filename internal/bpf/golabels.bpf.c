@@ -1,3 +1,5 @@
+//go:build ignore
+
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /* golabels: attached to perfprof's cpu-clock sampling events
  * (PERF_EVENT_IOC_SET_BPF), it runs in the overflow handler of every

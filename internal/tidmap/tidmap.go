@@ -192,25 +192,9 @@ func (m *Map) Add(tid uint32, s Span) error {
 // the next Add or Forget. The first Lookup on a thread after an Add or Forget
 // rebuilds that thread's sorted view; later ones do not allocate.
 func (m *Map) Lookup(tid uint32, t uint64) *Span {
-	th := m.threads[tid]
+	th, lo := m.view(tid, t)
 	if th == nil {
 		return nil
-	}
-	if th.dirty {
-		m.build(th)
-	}
-	// The number of spans with Start <= t. A branchy search measured faster
-	// here than a branchless one: speculation starts the next probe's load
-	// early, and the views of 64 threads do not fit in L1.
-	starts := th.starts
-	lo, hi := 0, len(starts)
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if starts[h] <= t {
-			lo = h + 1
-		} else {
-			hi = h
-		}
 	}
 	ents := th.ents
 	for i := lo - 1; i >= 0; {
@@ -225,22 +209,19 @@ func (m *Map) Lookup(tid uint32, t uint64) *Span {
 	return nil
 }
 
-// Resolve returns the span running on tid at t, as Lookup does, unless the
-// spans that cover t are not one line of ancestors, each outer one an
-// ancestor of the next inner one:
-// spans of other traces, or of one trace but not nested, open on the thread
-// at once. Then it returns nil and ambiguous: a thread that interleaves
-// them (goroutines, async tasks) ran one of them at t, and which cannot be
-// told from the thread and the time. An ancestor that cannot be confirmed
-// because a span between them is not held counts as one.
-func (m *Map) Resolve(tid uint32, t uint64) (s *Span, ambiguous bool) {
+// view returns the sorted view of tid, built if spans changed, and the
+// number of its spans with Start <= t; nil when tid holds no span.
+func (m *Map) view(tid uint32, t uint64) (*thread, int) {
 	th := m.threads[tid]
 	if th == nil {
-		return nil, false
+		return nil, 0
 	}
 	if th.dirty {
 		m.build(th)
 	}
+	// A branchy search measured faster here than a branchless one:
+	// speculation starts the next probe's load early, and the views of 64
+	// threads do not fit in L1.
 	starts := th.starts
 	lo, hi := 0, len(starts)
 	for lo < hi {
@@ -250,6 +231,22 @@ func (m *Map) Resolve(tid uint32, t uint64) (s *Span, ambiguous bool) {
 		} else {
 			hi = h
 		}
+	}
+	return th, lo
+}
+
+// Resolve returns the span running on tid at t, as Lookup does, unless the
+// spans that cover t are not one line of ancestors, each outer one an
+// ancestor of the next inner one:
+// spans of other traces, or of one trace but not nested, open on the thread
+// at once. Then it returns nil and ambiguous: a thread that interleaves
+// them (goroutines, async tasks) ran one of them at t, and which cannot be
+// told from the thread and the time. An ancestor that cannot be confirmed
+// because a span between them is not held counts as one.
+func (m *Map) Resolve(tid uint32, t uint64) (s *Span, ambiguous bool) {
+	th, lo := m.view(tid, t)
+	if th == nil {
+		return nil, false
 	}
 	// The spans covering t, innermost first, each must be an ancestor of
 	// the one before: usually its parent, one comparison away.

@@ -1,7 +1,6 @@
 package testchild
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -25,13 +24,7 @@ func OTelCtxPublisher(tb testing.TB) string {
 	if p, ok := built[key]; ok {
 		return p
 	}
-	if buildDir == "" {
-		d, err := os.MkdirTemp("", "perfprof-testchild-")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		buildDir = d
-	}
+	ensureBuildDir(tb)
 	_, self, _, _ := runtime.Caller(0)
 	src := filepath.Join(filepath.Dir(self), "otelctx_c")
 	out := filepath.Join(buildDir, "otelctx-publisher")

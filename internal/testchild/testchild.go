@@ -76,13 +76,7 @@ func Build(tb testing.TB, name string, extraArgs ...string) string {
 	if p, ok := built[key]; ok {
 		return p
 	}
-	if buildDir == "" {
-		d, err := os.MkdirTemp("", "perfprof-testchild-")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		buildDir = d
-	}
+	ensureBuildDir(tb)
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(self), "..", "..")
 	src := filepath.Join(filepath.Dir(self), name)
@@ -98,6 +92,18 @@ func Build(tb testing.TB, name string, extraArgs ...string) string {
 	}
 	built[key] = out
 	return out
+}
+
+// ensureBuildDir makes the directory the test binary builds its children
+// in. Called with buildMu held.
+func ensureBuildDir(tb testing.TB) {
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "perfprof-testchild-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		buildDir = d
+	}
 }
 
 // Child is a running workload.

@@ -2,7 +2,6 @@ package profiler
 
 import (
 	"errors"
-	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -172,10 +171,7 @@ func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
 		if rs.leafCall != 0 && proc != nil {
 			ne.PutUint64(s.leafBuf[:], rs.leafCall)
 			chain = perf.InsertLeafCaller(s.chainBuf, chain, s.leafBuf[:], func(pc uint64) bool {
-				if yes, known := proc.ReturnAddressAtSP(pc); known {
-					return yes
-				}
-				return interpretedCaller(proc, pc, rs.leafCall, rs.gen)
+				return proc.LeafCallerAtSP(pc, rs.leafCall, rs.gen)
 			})
 			if len(chain) > len(rs.chain) {
 				s.chainBuf = chain[:0]
@@ -193,29 +189,6 @@ func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
 		}
 	}
 	return out, jit
-}
-
-// interpretedCaller reports whether leaf is a V8 bytecode handler called
-// by the interpreter frame of a JS function at ret, the word at SP: the
-// handlers run without a frame of their own and V8's builtins have no
-// unwind tables, so the frame-pointer walk skips the frame that names the
-// interpreted function (JS:~f, with --interpreted-frames-native-stack),
-// whose return address is then at SP.
-func interpretedCaller(proc *symbolize.Process, leaf, ret uint64, gen symbolize.Gen) bool {
-	l := proc.Lookup(leaf)
-	if len(l.Frames) == 0 || l.JIT != symbolize.NotJIT {
-		return false
-	}
-	if fn := l.Frames[0].Function; !strings.HasPrefix(fn, "Builtins_") || !strings.HasSuffix(fn, "Handler") {
-		return false
-	}
-	c := proc.LookupAt(ret-1, gen)
-	if c.JIT == symbolize.NotJIT || len(c.Frames) == 0 {
-		return false
-	}
-	// JS:~f, Eval:~ and the like: code that runs in the interpreter.
-	kind, rest, ok := strings.Cut(c.Frames[0].Function, ":")
-	return ok && len(kind) <= 8 && strings.HasPrefix(rest, "~")
 }
 
 // resolver names the stacks of one batch.

@@ -1,5 +1,7 @@
 package symbolize
 
+import "strings"
+
 // funcPCSPOff is the offset of pcsp in runtime._func (Go 1.20+): entryOff,
 // nameOff, args, deferreturn, then pcsp.
 const funcPCSPOff = 16
@@ -54,4 +56,40 @@ func (g *goTable) spDeltaZero(pc uint64) (yes, known bool) {
 		return false, false
 	}
 	return v == 0, true
+}
+
+// LeafCallerAtSP reports whether word, the word at the stack pointer of a
+// sample whose leaf is at pc, is the leaf's return address: when the
+// unwind tables say the leaf has not pushed a frame (ReturnAddressAtSP),
+// or, where they do not cover pc, when the leaf is a frameless V8 bytecode
+// handler and word returns into interpreter code that the perf map (at
+// generation gen) names.
+func (p *Process) LeafCallerAtSP(pc, word uint64, gen Gen) bool {
+	if yes, known := p.ReturnAddressAtSP(pc); known {
+		return yes
+	}
+	return p.interpretedCaller(pc, word, gen)
+}
+
+// interpretedCaller reports whether leaf is a V8 bytecode handler called
+// by the interpreter frame of a JS function at ret, the word at SP: the
+// handlers run without a frame of their own and V8's builtins have no
+// unwind tables, so the frame-pointer walk skips the frame that names the
+// interpreted function (JS:~f, with --interpreted-frames-native-stack),
+// whose return address is then at SP.
+func (p *Process) interpretedCaller(leaf, ret uint64, gen Gen) bool {
+	l := p.Lookup(leaf)
+	if len(l.Frames) == 0 || l.JIT != NotJIT {
+		return false
+	}
+	if fn := l.Frames[0].Function; !strings.HasPrefix(fn, "Builtins_") || !strings.HasSuffix(fn, "Handler") {
+		return false
+	}
+	c := p.LookupAt(ret-1, gen)
+	if c.JIT == NotJIT || len(c.Frames) == 0 {
+		return false
+	}
+	// JS:~f, Eval:~ and the like: code that runs in the interpreter.
+	kind, rest, ok := strings.Cut(c.Frames[0].Function, ":")
+	return ok && len(kind) <= 8 && strings.HasPrefix(rest, "~")
 }

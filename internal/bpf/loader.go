@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfprof/perfprof/internal/goruntime"
+	"github.com/perfprof/perfprof/internal/otelctx"
 )
 
 var (
@@ -41,10 +42,11 @@ type Options struct {
 	RingBytes int
 }
 
-// Program is the loaded golabels program with its maps. Attach it to
-// sampling events, add target processes, and drain its records.
+// Program is the loaded spanctx programs with their maps. Attach them to
+// sampling and context-switch events, add target processes, and drain
+// their records.
 type Program struct {
-	objs   golabelsObjects
+	objs   spanctxObjects
 	reader *ringbuf.Reader
 	stats  io.Closer // BPF_STATS_RUN_TIME while open; nil if refused
 
@@ -78,16 +80,16 @@ func Load(opts Options) (_ *Program, err error) {
 	// a container) while loading works anyway.
 	_ = rlimit.RemoveMemlock()
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		return nil, fmt.Errorf("load BPF program golabels: %w: no kernel BTF (%v); the kernel needs CONFIG_DEBUG_INFO_BTF", ErrNotSupported, err)
+		return nil, fmt.Errorf("load BPF program spanctx: %w: no kernel BTF (%v); the kernel needs CONFIG_DEBUG_INFO_BTF", ErrNotSupported, err)
 	}
 
-	spec, err := loadGolabels()
+	spec, err := loadSpanctx()
 	if err != nil {
 		return nil, err
 	}
 	for _, kv := range []struct {
 		key, lenVar, name string
-	}{{opts.SpanKey, golabelsVarSpanKeyLen, golabelsVarSpanKey}, {opts.TraceKey, golabelsVarTraceKeyLen, golabelsVarTraceKey}} {
+	}{{opts.SpanKey, spanctxVarSpanKeyLen, spanctxVarSpanKey}, {opts.TraceKey, spanctxVarTraceKeyLen, spanctxVarTraceKey}} {
 		if len(kv.key) > 32 {
 			return nil, fmt.Errorf("bpf: label key %q is longer than 32 bytes", kv.key)
 		}
@@ -100,8 +102,8 @@ func Load(opts Options) (_ *Program, err error) {
 			return nil, fmt.Errorf("set %s: %w", kv.lenVar, err)
 		}
 	}
-	spec.Maps[golabelsMapTargets].MaxEntries = uint32(opts.MaxTargets)
-	spec.Maps[golabelsMapRecords].MaxEntries = uint32(opts.RingBytes)
+	spec.Maps[spanctxMapTargets].MaxEntries = uint32(opts.MaxTargets)
+	spec.Maps[spanctxMapRecords].MaxEntries = uint32(opts.RingBytes)
 
 	p := &Program{}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
@@ -133,50 +135,76 @@ func explainLoadError(err error) error {
 		// Before EACCES: the verifier rejects a program with EACCES
 		// too. Without privilege the kernel answers EPERM (and a log
 		// may come with it).
-		return fmt.Errorf("load BPF program golabels: verifier rejected it: %w", err)
+		return fmt.Errorf("load BPF program spanctx: verifier rejected it: %w", err)
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("load BPF program golabels: %w (%v): it needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)", ErrPermission, err)
+		return fmt.Errorf("load BPF program spanctx: %w (%v): it needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)", ErrPermission, err)
 	case errors.Is(err, ebpf.ErrNotSupported):
-		return fmt.Errorf("load BPF program golabels: %w: %v", ErrNotSupported, err)
+		return fmt.Errorf("load BPF program spanctx: %w: %v", ErrNotSupported, err)
 	}
-	return fmt.Errorf("load BPF program golabels: %w", err)
+	return fmt.Errorf("load BPF program spanctx: %w", err)
 }
 
-// FD is the program's file descriptor, for PERF_EVENT_IOC_SET_BPF (see
-// perf.Options.BPFProgram).
-func (p *Program) FD() int { return p.objs.GolabelsSample.FD() }
+// FD is the file descriptor of the program for cpu-clock sampling events,
+// for PERF_EVENT_IOC_SET_BPF (see perf.Options.BPFProgram).
+func (p *Program) FD() int { return p.objs.SpanctxSample.FD() }
 
-// AttachPerfEvent attaches the program to the perf event fd (a sampling
-// event: software cpu-clock, or any that samples). The event keeps the
-// program until it is closed; events inherited by new threads inherit it.
+// SwitchFD is the file descriptor of the program for context-switch
+// events (perf.Options.BPFSwitchProgram): its records carry FlagSwitch.
+func (p *Program) SwitchFD() int { return p.objs.SpanctxSwitch.FD() }
+
+// AttachPerfEvent attaches the cpu-clock program to the perf event fd (a
+// sampling event: software cpu-clock, or any that samples). The event
+// keeps the program until it is closed; events inherited by new threads
+// inherit it.
 func (p *Program) AttachPerfEvent(fd int) error {
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, p.FD()); err != nil {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return fmt.Errorf("attach golabels to perf event: %w (%v)", ErrPermission, err)
+			return fmt.Errorf("attach spanctx to perf event: %w (%v)", ErrPermission, err)
 		}
-		return fmt.Errorf("attach golabels to perf event: %w", err)
+		return fmt.Errorf("attach spanctx to perf event: %w", err)
 	}
 	return nil
 }
 
-// AddTarget makes the program read the labels of pid's goroutines, at the
+// AddTarget makes the programs read the labels of pid's goroutines, at the
 // places l says (goruntime.ReadFile("/proc/PID/exe")). A process whose
 // labels are not a slice (Go 1.23 and older, or no runtime/pprof) is
 // added too: its records say whether a goroutine ran, with no labels.
 func (p *Program) AddTarget(pid int, l goruntime.Layout) error {
-	v := golabelsGoLayout{
-		TlsG:     l.TLSG,
-		G_m:      l.GM,
-		G_labels: l.GLabels,
-		M_curg:   l.MCurg,
-		G_goid:   l.GGoid,
-	}
+	v := spanctxTarget{Kind: targetGo}
+	v.Go.TlsG, v.Go.G_m, v.Go.G_labels, v.Go.M_curg, v.Go.G_goid = l.TLSG, l.GM, l.GLabels, l.MCurg, l.GGoid
 	// label_size 0 tells the program not to read the label set: it
 	// then reports labels as present (FlagLabels) without a span.
 	if l.Labels == goruntime.LabelsSlice {
-		v.LabelList, v.LabelSize, v.LabelKey, v.LabelValue = l.LabelList, l.LabelSize, l.LabelKey, l.LabelValue
+		v.Go.LabelList, v.Go.LabelSize, v.Go.LabelKey, v.Go.LabelValue = l.LabelList, l.LabelSize, l.LabelKey, l.LabelValue
 	}
-	if err := p.objs.Targets.Put(uint32(pid), &v); err != nil {
+	return p.put(pid, &v)
+}
+
+// AddThreadContextTarget makes the programs read, in each thread of pid,
+// the OTEP 4947 context record that otel_thread_ctx_v1 points to, found
+// where v says (otelctx.LocateTLS). Its records carry FlagThreadContext.
+func (p *Program) AddThreadContextTarget(pid int, v otelctx.TLSVar) error {
+	t := spanctxTarget{Kind: targetTLS}
+	if v.Static {
+		t.Tls.TpOffset = v.TPOffset
+	} else {
+		if v.Module == 0 {
+			return fmt.Errorf("add target pid %d: dynamic TLS of module 0", pid)
+		}
+		t.Tls.Module, t.Tls.Offset = v.Module, v.Offset
+	}
+	return p.put(pid, &t)
+}
+
+// Must match TARGET_* in spanctx.h.
+const (
+	targetGo  = 1
+	targetTLS = 2
+)
+
+func (p *Program) put(pid int, v *spanctxTarget) error {
+	if err := p.objs.Targets.Put(uint32(pid), v); err != nil {
 		return fmt.Errorf("add target pid %d: %w", pid, err)
 	}
 	return nil
@@ -231,20 +259,21 @@ type Stats struct {
 	// record unless the ring buffer is full (Dropped).
 	Samples, Dropped uint64
 	// What the runs found (a sample counts in at most one of NoGoroutine,
-	// NoLabels and NoSpan): no goroutine on the thread, a goroutine
-	// without labels, labels without the span key. BadValue counts span
-	// or trace values that were not hex ids, Faults failed reads of the
-	// target's memory.
-	NoGoroutine, NoLabels, NoSpan, BadValue, Faults uint64
-	// RunCount and RunTime are the kernel's totals over all runs, for
-	// every sample of every event the program is attached to (targets or
-	// not). Zero when run-time statistics could not be enabled (they need
+	// NotValid, NoLabels and NoSpan): no goroutine on the thread (or no
+	// thread pointer), a thread context record being written, a goroutine
+	// without labels (a thread without a record), labels (a record)
+	// without a span. BadValue counts span or trace values that were not
+	// hex ids, Faults failed reads of the target's memory.
+	NoGoroutine, NotValid, NoLabels, NoSpan, BadValue, Faults uint64
+	// RunCount and RunTime are the kernel's totals over all runs of both
+	// programs, for every sample of every event they are attached to
+	// (targets or not). Zero when run-time statistics could not be enabled (they need
 	// CAP_SYS_ADMIN).
 	RunCount uint64
 	RunTime  time.Duration
 }
 
-// Must match the STAT_* enum in golabels.h.
+// Must match the STAT_* enum in spanctx.h.
 const (
 	statRuns = iota
 	statDropped
@@ -253,24 +282,28 @@ const (
 	statNoSpan
 	statBadValue
 	statFaults
+	statNotValid
 	statMax
 )
 
 // Stats reads the counters.
 func (p *Program) Stats() (Stats, error) {
 	var s Stats
-	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults}
+	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid}
 	var perCPU [][statMax]uint64
 	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
-		return s, fmt.Errorf("read golabels stats: %w", err)
+		return s, fmt.Errorf("read spanctx stats: %w", err)
 	}
 	for _, cpu := range perCPU {
 		for i, v := range cpu {
 			*dst[i] += v
 		}
 	}
-	if ps, err := p.objs.GolabelsSample.Stats(); err == nil {
-		s.RunCount, s.RunTime = ps.RunCount, ps.Runtime
+	for _, prog := range []*ebpf.Program{p.objs.SpanctxSample, p.objs.SpanctxSwitch} {
+		if ps, err := prog.Stats(); err == nil {
+			s.RunCount += ps.RunCount
+			s.RunTime += ps.Runtime
+		}
 	}
 	return s, nil
 }

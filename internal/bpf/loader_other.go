@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/perfprof/perfprof/internal/goruntime"
+	"github.com/perfprof/perfprof/internal/otelctx"
 )
 
 // The program reads the FS base and the amd64 TLS slot of the Go runtime,
@@ -30,21 +31,23 @@ type Program struct{}
 
 // Stats are cumulative counters of the program.
 type Stats struct {
-	Samples, Dropped                                uint64
-	NoGoroutine, NoLabels, NoSpan, BadValue, Faults uint64
-	RunCount                                        uint64
-	RunTime                                         time.Duration
+	Samples, Dropped                                          uint64
+	NoGoroutine, NotValid, NoLabels, NoSpan, BadValue, Faults uint64
+	RunCount                                                  uint64
+	RunTime                                                   time.Duration
 }
 
 // Load fails with ErrNotSupported.
 func Load(Options) (*Program, error) {
-	return nil, fmt.Errorf("load BPF program golabels: %w: built for amd64 only, not %s", ErrNotSupported, runtime.GOARCH)
+	return nil, fmt.Errorf("load BPF program spanctx: %w: built for amd64 only, not %s", ErrNotSupported, runtime.GOARCH)
 }
 
-func (*Program) FD() int                               { return -1 }
-func (*Program) AttachPerfEvent(int) error             { return ErrNotSupported }
-func (*Program) AddTarget(int, goruntime.Layout) error { return ErrNotSupported }
-func (*Program) RemoveTarget(int) error                { return nil }
-func (*Program) Drain(func(*Record)) (int, error)      { return 0, nil }
-func (*Program) Stats() (Stats, error)                 { return Stats{}, nil }
-func (*Program) Close() error                          { return nil }
+func (*Program) FD() int                                          { return -1 }
+func (*Program) SwitchFD() int                                    { return -1 }
+func (*Program) AttachPerfEvent(int) error                        { return ErrNotSupported }
+func (*Program) AddTarget(int, goruntime.Layout) error            { return ErrNotSupported }
+func (*Program) AddThreadContextTarget(int, otelctx.TLSVar) error { return ErrNotSupported }
+func (*Program) RemoveTarget(int) error                           { return nil }
+func (*Program) Drain(func(*Record)) (int, error)                 { return 0, nil }
+func (*Program) Stats() (Stats, error)                            { return Stats{}, nil }
+func (*Program) Close() error                                     { return nil }

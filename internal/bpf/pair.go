@@ -24,7 +24,7 @@ type Pairer struct {
 	// of its thread; zero means DefaultHorizon.
 	Horizon uint64
 
-	byTid map[uint32][]Record // in time order
+	byTid map[pairKey][]Record // in time order
 
 	// Paired counts samples that found their record, Unpaired those
 	// that did not, Stale records dropped without a sample.
@@ -43,21 +43,40 @@ const DefaultHorizon = 2_000_000_000
 // coming (the thread is not sampled by this session, or they were lost).
 const perThread = 4096
 
-// Add keeps a copy of r for Pair.
+// pairKey keeps the records of a thread's switch-out samples apart from
+// those of its cpu-clock samples: the two may be microseconds apart.
+type pairKey struct {
+	tid uint32
+	out bool
+}
+
+// Add keeps a copy of r for Pair (PairSwitch when it has FlagSwitch).
 func (p *Pairer) Add(r *Record) {
 	if p.byTid == nil {
-		p.byTid = map[uint32][]Record{}
+		p.byTid = map[pairKey][]Record{}
 	}
-	q := p.byTid[r.Tid]
+	k := pairKey{r.Tid, r.Flags&FlagSwitch != 0}
+	q := p.byTid[k]
 	if len(q) == perThread {
 		q = q[:copy(q, q[1:])]
 		p.Stale++
 	}
-	p.byTid[r.Tid] = append(q, *r)
+	p.byTid[k] = append(q, *r)
 }
 
-// Pair returns the record of the sample of tid at time t and removes it.
+// Pair returns the record of the cpu-clock sample of tid at time t and
+// removes it.
 func (p *Pairer) Pair(tid uint32, t uint64) (Record, bool) {
+	return p.pair(pairKey{tid, false}, t)
+}
+
+// PairSwitch returns the record of the switch-out sample of tid at time t
+// and removes it.
+func (p *Pairer) PairSwitch(tid uint32, t uint64) (Record, bool) {
+	return p.pair(pairKey{tid, true}, t)
+}
+
+func (p *Pairer) pair(tid pairKey, t uint64) (Record, bool) {
 	skew, horizon := p.MaxSkew, p.Horizon
 	if skew == 0 {
 		skew = DefaultMaxSkew
@@ -101,8 +120,11 @@ func (p *Pairer) Pair(tid uint32, t uint64) (Record, bool) {
 
 // Forget drops the records of a thread that exited.
 func (p *Pairer) Forget(tid uint32) {
-	p.Stale += uint64(len(p.byTid[tid]))
-	delete(p.byTid, tid)
+	for _, sw := range []bool{false, true} {
+		k := pairKey{tid, sw}
+		p.Stale += uint64(len(p.byTid[k]))
+		delete(p.byTid, k)
+	}
 }
 
 // Pending is the number of records waiting for their samples.

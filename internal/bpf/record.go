@@ -8,17 +8,19 @@ import (
 // Flags say what the program found for one sample.
 type Flags uint32
 
-// Must match the GL_* enum in golabels.h.
+// Must match the SC_* enum in spanctx.h.
 const (
 	// FlagSpan: SpanID holds the span label's value.
 	FlagSpan Flags = 1 << iota
 	// FlagTrace: TraceID holds the trace label's value.
 	FlagTrace
-	// FlagLabels: the goroutine had pprof labels.
+	// FlagLabels: the goroutine had pprof labels; for a thread context,
+	// the thread had a valid record.
 	FlagLabels
 	// FlagNoGoroutine: the thread ran no user goroutine (nil g, m or
 	// m.curg: the scheduler between goroutines, or a thread that is not
-	// the Go runtime's).
+	// the Go runtime's); for a thread context, the thread had no thread
+	// pointer.
 	FlagNoGoroutine
 	// FlagFault: a read of the process's memory failed (a page not
 	// present, or a wrong layout).
@@ -26,6 +28,15 @@ const (
 	// FlagBadValue: a span or trace key was found, but its value was not
 	// 16 (32) hex digits.
 	FlagBadValue
+	// FlagNotValid: the thread's context record was being written (its
+	// valid byte was not 1): the sample says nothing of the span.
+	FlagNotValid
+	// FlagThreadContext: read from the thread's OTEP 4947 context record
+	// (a target added with AddThreadContextTarget), not goroutine labels.
+	FlagThreadContext
+	// FlagSwitch: the record of a context-switch sample (the thread
+	// leaving the CPU), not of a cpu-clock sample.
+	FlagSwitch
 )
 
 // Record is what the program saw at one sample of a target thread.

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "b15598766c677662253a9f247c78e6673b03ca6bf1cdd4dcc64b41e2a0fa95ac"
+const sourceSum = "9454415dd46b5e1f1d6782dc46772df22e4562af8f7546d837465f6782e601e3"

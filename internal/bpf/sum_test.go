@@ -17,16 +17,17 @@ func TestObjectsMatchSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sum != sourceSum {
-		t.Fatalf("the C sources have changed since golabels_x86_bpfel.o was generated (sum %s, generated from %s): run make generate", sum, sourceSum)
+		t.Fatalf("the C sources have changed since spanctx_x86_bpfel.o was generated (sum %s, generated from %s): run make generate", sum, sourceSum)
 	}
 }
 
 // The Go mirrors of the C structs must have their sizes.
 func TestStructSizes(t *testing.T) {
-	if n := unsafe.Sizeof(golabelsSampleLabels{}); n != recordSize {
+	if n := unsafe.Sizeof(spanctxSampleLabels{}); n != recordSize {
 		t.Errorf("struct sample_labels is %d bytes, Record.decode reads %d", n, recordSize)
 	}
-	if n := unsafe.Sizeof(golabelsGoLayout{}); n != 36 {
-		t.Errorf("struct go_layout is %d bytes, want 36", n)
+	// 8 + tls_layout (24) + go_layout (36) + 4 of padding.
+	if n := unsafe.Sizeof(spanctxTarget{}); n != 72 {
+		t.Errorf("struct target is %d bytes, want 72", n)
 	}
 }

@@ -50,6 +50,9 @@ type Options struct {
 	// dropped. Inherited events (new threads) inherit it. 0 means none.
 	// The session does not own it: close it after the session.
 	BPFProgram int
+	// BPFSwitchProgram is the same for the context-switch events (Sched):
+	// it runs at every switch-out sample, as the thread leaves the CPU.
+	BPFSwitchProgram int
 }
 
 // EventKind says which event produced a sample.

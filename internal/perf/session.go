@@ -263,8 +263,12 @@ func (s *Session) openEvent(kind EventKind, tmpl *unix.PerfEventAttr, pid, cpu, 
 	m[id] = kind
 	s.kinds.Store(&m)
 	s.kindsMu.Unlock()
-	if kind == EventCPUClock && s.opts.BPFProgram > 0 {
-		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, s.opts.BPFProgram); err != nil {
+	prog := s.opts.BPFProgram
+	if kind == EventSwitch {
+		prog = s.opts.BPFSwitchProgram
+	}
+	if prog > 0 {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog); err != nil {
 			// Not %w: an EINVAL here must not look like the open's
 			// EINVAL that openSampler retries without build ids.
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {

@@ -1,33 +1,36 @@
 //go:build ignore
 
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
-/* golabels: attached to perfprof's cpu-clock sampling events
- * (PERF_EVENT_IOC_SET_BPF), it runs in the overflow handler of every
- * sample, on the sampled thread, just before perf writes the sample. For a
- * thread of a target process (the targets map, keyed by pid) it finds the
- * goroutine the thread is running, looks up the span and trace keys in its
- * pprof labels, and writes one sample_labels record to the records ring
- * buffer. It always returns 1: the sample is kept, whatever happened. */
+/* spanctx: attached to perfprof's sampling events (PERF_EVENT_IOC_SET_BPF),
+ * it runs in the overflow handler of every sample, on the sampled thread,
+ * just before perf writes the sample: spanctx_sample on the cpu-clock
+ * events, spanctx_switch on the context-switch events (as the thread
+ * leaves the CPU). For a thread of a target process (the targets map,
+ * keyed by pid) it reads the span the thread is running, where the
+ * process keeps it: a Go program in the running goroutine's pprof labels,
+ * a native one in the thread's OTEP 4947 context record; and writes one
+ * sample_labels record to the records ring buffer. It always returns 1:
+ * the sample is kept, whatever happened. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 #include "kernel.h"
-#include "golabels.h"
+#include "spanctx.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Label keys, set by the loader before loading (zero-padded). */
-volatile const __u64 span_key[GL_KEY_MAX / 8] = {0};
+volatile const __u64 span_key[SC_KEY_MAX / 8] = {0};
 volatile const __u32 span_key_len = 0;
-volatile const __u64 trace_key[GL_KEY_MAX / 8] = {0};
+volatile const __u64 trace_key[SC_KEY_MAX / 8] = {0};
 volatile const __u32 trace_key_len = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096); /* set by the loader */
 	__type(key, __u32);        /* pid */
-	__type(value, struct go_layout);
+	__type(value, struct target);
 } targets SEC(".maps");
 
 struct {
@@ -54,6 +57,7 @@ struct {
 
 /* Force the types into BTF for bpf2go. */
 const struct sample_labels *unused_sample_labels __attribute__((unused));
+const struct target *unused_target __attribute__((unused));
 
 /* A Go string header. */
 struct go_string {
@@ -79,15 +83,15 @@ static __always_inline int read_user(void *dst, __u32 size, const void *src)
 static __always_inline int key_is(const struct go_string *k, volatile const __u64 *want, __u32 wantlen,
 				  int *fault)
 {
-	__u64 buf[GL_KEY_MAX / 8] = {0};
+	__u64 buf[SC_KEY_MAX / 8] = {0};
 
-	if (wantlen == 0 || wantlen > GL_KEY_MAX || k->len != wantlen)
+	if (wantlen == 0 || wantlen > SC_KEY_MAX || k->len != wantlen)
 		return 0;
 	if (read_user(buf, wantlen, k->ptr)) {
 		*fault = 1;
 		return 0;
 	}
-	for (int i = 0; i < GL_KEY_MAX / 8; i++)
+	for (int i = 0; i < SC_KEY_MAX / 8; i++)
 		if (buf[i] != want[i])
 			return 0;
 	return 1;
@@ -121,11 +125,11 @@ static __always_inline __u32 read_id(const struct go_string *v, __u8 *out, int n
 	__u8 buf[32];
 
 	if (v->len != 2 * n)
-		return GL_BAD_VALUE;
+		return SC_BAD_VALUE;
 	if (read_user(buf, 2 * n, v->ptr))
-		return GL_FAULT;
+		return SC_FAULT;
 	if (unhex(buf, out, n))
-		return GL_BAD_VALUE;
+		return SC_BAD_VALUE;
 	return 0;
 }
 
@@ -141,37 +145,37 @@ static __always_inline __u32 read_labels(const struct go_layout *l, struct sampl
 	__u32 flags = 0;
 
 	if (!fsbase)
-		return GL_NO_G;
+		return SC_NO_G;
 	if (read_user(&g, sizeof(g), (void *)(fsbase + (__s64)l->tls_g)))
-		return GL_FAULT;
+		return SC_FAULT;
 	if (!g)
-		return GL_NO_G;
+		return SC_NO_G;
 	/* A goroutine with an id is a user goroutine, and so m.curg: its
 	 * labels are one read away. g0 and gsignal (id 0) run for m.curg,
 	 * the goroutine they interrupted, or for none between goroutines. */
 	if (read_user(&goid, sizeof(goid), g + l->g_goid))
-		return GL_FAULT;
+		return SC_FAULT;
 	if (goid) {
 		curg = g;
 	} else {
 		if (read_user(&m, sizeof(m), g + l->g_m))
-			return GL_FAULT;
+			return SC_FAULT;
 		if (!m)
-			return GL_NO_G;
+			return SC_NO_G;
 		if (read_user(&curg, sizeof(curg), m + l->m_curg))
-			return GL_FAULT;
+			return SC_FAULT;
 		if (!curg)
-			return GL_NO_G;
+			return SC_NO_G;
 	}
 	if (read_user(&labels, sizeof(labels), curg + l->g_labels))
-		return GL_FAULT;
+		return SC_FAULT;
 	if (!labels)
 		return 0;
 	if (!l->label_size) /* a layout the program does not read */
-		return GL_LABELS;
+		return SC_LABELS;
 	if (read_user(&list, sizeof(list), labels + l->label_list))
-		return GL_FAULT;
-	flags |= GL_LABELS;
+		return SC_FAULT;
+	flags |= SC_LABELS;
 
 	/* One read for the labels (the slice's backing array, up to
 	 * LABEL_BYTES), then the keys that have the right length: every read
@@ -184,18 +188,18 @@ static __always_inline __u32 read_labels(const struct go_layout *l, struct sampl
 		return flags;
 	if (n > LABEL_BYTES / size)
 		n = LABEL_BYTES / size;
-	if (n > GL_LABELS_MAX)
-		n = GL_LABELS_MAX;
+	if (n > SC_LABELS_MAX)
+		n = SC_LABELS_MAX;
 	__u64 bytes = n * size;
 	if (bytes > LABEL_BYTES)
 		return flags;
 	if (read_user(buf, bytes, list.ptr))
-		return flags | GL_FAULT;
+		return flags | SC_FAULT;
 
 	/* Find both keys first, then decode: decoding inside the loop
 	 * makes the verifier explore too many paths. */
 	struct go_string span_v = {}, trace_v = {};
-	for (int i = 0; i < GL_LABELS_MAX; i++) {
+	for (int i = 0; i < SC_LABELS_MAX; i++) {
 		__u64 koff = (__u64)i * size + l->label_key;
 		__u64 voff = (__u64)i * size + l->label_value;
 		struct go_string k, v;
@@ -214,30 +218,94 @@ static __always_inline __u32 read_labels(const struct go_layout *l, struct sampl
 		else if (!trace_v.ptr && key_is(&k, trace_key, trace_key_len, &fault))
 			trace_v = v;
 		if (fault)
-			return flags | GL_FAULT;
+			return flags | SC_FAULT;
 	}
 	if (span_v.ptr) {
 		__u32 f = read_id(&span_v, r->span_id, 8);
-		flags |= f ? f : GL_SPAN;
+		flags |= f ? f : SC_SPAN;
 	}
 	if (trace_v.ptr) {
 		__u32 f = read_id(&trace_v, r->trace_id, 16);
-		flags |= f ? f : GL_TRACE;
+		flags |= f ? f : SC_TRACE;
 	}
 	return flags;
 }
 
-SEC("perf_event")
-int golabels_sample(void *ctx)
+/* The first 28 bytes of an OTEP 4947 Thread-Local Context Record. */
+struct otel_record {
+	__u8 trace_id[16];
+	__u8 span_id[8];
+	__u8 valid; /* 1: the record may be read */
+	__u8 trace_flags;
+	__u16 attrs_size;
+} __attribute__((packed));
+
+/* read_tls reads the thread's otel_thread_ctx_v1 pointer and the ids of
+ * the record it points to. The thread is interrupted, so the record
+ * cannot change under the reads; a record being rewritten says so
+ * (valid != 1) and is not guessed at. A thread with no record, or whose
+ * dynamic TLS block was never allocated, published no span: flags 0. */
+static __always_inline __u32 read_tls(const struct tls_layout *l, struct sample_labels *r)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 tp = task->thread.fsbase;
+	__u64 var, ptr = 0;
+	struct otel_record rec;
+
+	if (!tp)
+		return SC_NO_G;
+	if (!l->module) {
+		var = tp + l->tp_offset;
+	} else {
+		/* glibc's DTV: tcbhead_t.dtv at tp + 8; 16-byte entries; entry
+		 * -1 holds the number of slots; an unallocated block is 0 or
+		 * TLS_DTV_UNALLOCATED (-1). */
+		__u64 dtv = 0, n = 0, block = 0;
+		if (read_user(&dtv, sizeof(dtv), (void *)(tp + 8)))
+			return SC_FAULT;
+		if (!dtv)
+			return 0;
+		if (read_user(&n, sizeof(n), (void *)(dtv - 16)))
+			return SC_FAULT;
+		if (l->module > n)
+			return 0;
+		if (read_user(&block, sizeof(block), (void *)(dtv + 16 * l->module)))
+			return SC_FAULT;
+		if (!block || block == (__u64)-1)
+			return 0;
+		var = block + l->offset;
+	}
+	if (read_user(&ptr, sizeof(ptr), (void *)var))
+		return SC_FAULT;
+	if (!ptr)
+		return 0;
+	if (read_user(&rec, sizeof(rec), (void *)ptr))
+		return SC_FAULT;
+	if (rec.valid != 1)
+		return SC_NOT_VALID;
+	__u32 flags = SC_LABELS;
+	__u64 *s = (__u64 *)rec.span_id, *t = (__u64 *)rec.trace_id;
+	if (s[0]) {
+		__builtin_memcpy(r->span_id, rec.span_id, 8);
+		flags |= SC_SPAN;
+	}
+	if (t[0] | t[1]) {
+		__builtin_memcpy(r->trace_id, rec.trace_id, 16);
+		flags |= SC_TRACE;
+	}
+	return flags;
+}
+
+static __always_inline int run(__u32 kind)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32;
-	struct go_layout *l;
+	struct target *tg;
 	struct sample_labels *r;
 
-	l = bpf_map_lookup_elem(&targets, &pid);
-	if (!l)
+	tg = bpf_map_lookup_elem(&targets, &pid);
+	if (!tg)
 		return 1;
 	__u32 zero = 0;
 	__u64 *st = bpf_map_lookup_elem(&stats, &zero);
@@ -254,20 +322,40 @@ int golabels_sample(void *ctx)
 	r->pid = pid;
 	r->tid = (__u32)id;
 	r->cpu = bpf_get_smp_processor_id();
-	r->flags = read_labels(l, r);
-	if (r->flags & GL_FAULT)
+	if (tg->kind == TARGET_TLS)
+		r->flags = read_tls(&tg->tls, r) | SC_TLS;
+	else
+		r->flags = read_labels(&tg->go, r);
+	if (r->flags & SC_FAULT)
 		st[STAT_FAULTS]++;
-	if (r->flags & GL_BAD_VALUE)
+	if (r->flags & SC_BAD_VALUE)
 		st[STAT_BAD_VALUE]++;
-	if (r->flags & GL_NO_G)
+	if (r->flags & SC_NO_G)
 		st[STAT_NO_G]++;
-	else if (!(r->flags & (GL_LABELS | GL_FAULT)))
+	else if (r->flags & SC_NOT_VALID)
+		st[STAT_NOT_VALID]++;
+	else if (!(r->flags & (SC_LABELS | SC_FAULT)))
 		st[STAT_NO_LABELS]++;
-	else if (!(r->flags & (GL_SPAN | GL_FAULT | GL_BAD_VALUE)))
+	else if (!(r->flags & (SC_SPAN | SC_FAULT | SC_BAD_VALUE)))
 		st[STAT_NO_SPAN]++;
+	r->flags |= kind;
 	/* No wake-up: the reader never sleeps on this ring (Drain), and a
 	 * wake-up is an irq_work, a self-interrupt: it was a third of the
 	 * program's cost. */
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 1;
+}
+
+SEC("perf_event")
+int spanctx_sample(void *ctx)
+{
+	return run(0);
+}
+
+/* On the context-switch event the thread is still current, with its own
+ * memory map: the switch to the next task comes after. */
+SEC("perf_event")
+int spanctx_switch(void *ctx)
+{
+	return run(SC_SWITCH);
 }

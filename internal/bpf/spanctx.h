@@ -1,0 +1,86 @@
+/* Types shared by spanctx.bpf.c and the Go loader (internal/bpf). The Go
+ * side uses the declarations bpf2go generates from these; a test checks
+ * their sizes. */
+#ifndef PERFPROF_SPANCTX_H
+#define PERFPROF_SPANCTX_H
+
+#include <linux/types.h>
+
+/* Where a goroutine's labels are in one Go process. Filled from
+ * goruntime.Layout. */
+struct go_layout {
+	__s32 tls_g;       /* g pointer at FS base + tls_g */
+	__u32 g_m;         /* offsetof(runtime.g, m) */
+	__u32 g_labels;    /* offsetof(runtime.g, labels) */
+	__u32 m_curg;      /* offsetof(runtime.m, curg) */
+	__u32 g_goid;      /* offsetof(runtime.g, goid): 0 in g0 and gsignal */
+	__u32 label_list;  /* offset of the []label in *g.labels */
+	__u32 label_size;  /* sizeof(label); 0: do not read the labels */
+	__u32 label_key;   /* offsetof(label, key), a Go string */
+	__u32 label_value; /* offsetof(label, value), a Go string */
+};
+
+/* Where a process keeps its OTEP 4947 otel_thread_ctx_v1 pointer,
+ * relative to each thread's pointer (FS base). Filled from
+ * otelctx.TLSVar. */
+struct tls_layout {
+	__s64 tp_offset; /* static TLS (module 0): at FS base + tp_offset */
+	__u64 module;    /* dynamic TLS: the module's index in the thread's DTV */
+	__u64 offset;    /* and the variable's offset in the module's block */
+};
+
+/* How a target process says which span a thread runs. */
+enum {
+	TARGET_GO = 1,  /* the running goroutine's pprof labels */
+	TARGET_TLS = 2, /* the thread's OTEP 4947 context record */
+};
+
+/* Value of the targets map, keyed by pid. */
+struct target {
+	__u32 kind; /* TARGET_* */
+	__u32 _pad;
+	struct tls_layout tls;
+	struct go_layout go;
+};
+
+/* Record flags. */
+enum {
+	SC_SPAN = 1 << 0,      /* span_id holds the running span's id */
+	SC_TRACE = 1 << 1,     /* trace_id holds its trace id */
+	SC_LABELS = 1 << 2,    /* the goroutine had labels; the thread a valid record */
+	SC_NO_G = 1 << 3,      /* no goroutine (nil g, m or m.curg), or no thread pointer */
+	SC_FAULT = 1 << 4,     /* a read of the process's memory failed */
+	SC_BAD_VALUE = 1 << 5, /* a key matched, its value was not hex of the right length */
+	SC_NOT_VALID = 1 << 6, /* the thread's record was being written (valid != 1) */
+	SC_TLS = 1 << 7,       /* read from a thread context record, not Go labels */
+	SC_SWITCH = 1 << 8,    /* the sample of a switch-out, not of cpu-clock */
+};
+
+/* One record per sample of a target, in the records ring buffer. */
+struct sample_labels {
+	__u64 ktime;        /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u32 pid;
+	__u32 tid;
+	__u32 cpu;
+	__u32 flags;        /* SC_* */
+	__u8 span_id[8];
+	__u8 trace_id[16];
+};
+
+/* Indices of the counters in the per-CPU stats value. */
+enum {
+	STAT_RUNS,        /* samples of targets */
+	STAT_DROPPED,     /* records lost: ring buffer full */
+	STAT_NO_G,        /* no goroutine on the thread, or no thread pointer */
+	STAT_NO_LABELS,   /* goroutine without labels; thread without a record */
+	STAT_NO_SPAN,     /* labels or record, but no span */
+	STAT_BAD_VALUE,   /* span or trace key with a malformed value */
+	STAT_FAULTS,      /* failed reads of process memory */
+	STAT_NOT_VALID,   /* a thread's record being written */
+	STAT_MAX,
+};
+
+#define SC_KEY_MAX 32    /* longest label key matched */
+#define SC_LABELS_MAX 16 /* labels looked at per goroutine */
+
+#endif

@@ -35,9 +35,12 @@ func (s LinkSource) String() string {
 type SpanContext struct {
 	Pid, Tid uint32
 	Time     uint64 // CLOCK_MONOTONIC ns, within contextSkew of the sample's
-	Source   LinkSource
-	TraceID  [16]byte // zero when only the span id is known
-	SpanID   [8]byte
+	// Switch: read at a switch-out sample (the thread leaving the CPU),
+	// for the off-CPU time that follows; else at a cpu-clock sample.
+	Switch  bool
+	Source  LinkSource
+	TraceID [16]byte // zero when only the span id is known
+	SpanID  [8]byte
 }
 
 // Contexts delivers the span contexts read at sample time. The profiler
@@ -61,33 +64,42 @@ const contextSkew = 50_000 // ns
 // report share it, the ring reader never takes it.
 type contextStore struct {
 	mu    sync.Mutex
-	procs map[uint32]map[uint32][]SpanContext // pid → tid → by time
+	procs map[uint32]map[ctxKey][]SpanContext // pid → thread → by time
+}
+
+// ctxKey keeps a thread's switch-out contexts apart from its cpu-clock
+// ones: a switch-out may come microseconds after a cpu-clock sample.
+type ctxKey struct {
+	tid uint32
+	out bool
 }
 
 func (c *contextStore) add(sc SpanContext) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.procs == nil {
-		c.procs = map[uint32]map[uint32][]SpanContext{}
+		c.procs = map[uint32]map[ctxKey][]SpanContext{}
 	}
 	th := c.procs[sc.Pid]
 	if th == nil {
-		th = map[uint32][]SpanContext{}
+		th = map[ctxKey][]SpanContext{}
 		c.procs[sc.Pid] = th
 	}
-	l := th[sc.Tid]
+	k := ctxKey{sc.Tid, sc.Switch}
+	l := th[k]
 	// Contexts of one thread come in time order, but for a thread that
 	// moved between CPUs, whose records are read from different rings.
 	i := len(l)
 	for i > 0 && l[i-1].Time > sc.Time {
 		i--
 	}
-	th[sc.Tid] = slices.Insert(l, i, sc)
+	th[k] = slices.Insert(l, i, sc)
 }
 
-// find returns the context read for the sample of tid at time t.
-func (c *contextStore) find(pid, tid uint32, t uint64) (SpanContext, bool) {
-	l := c.procs[pid][tid]
+// find returns the context read for the sample of tid at time t: a
+// cpu-clock sample, or with out the switch-out that began off-CPU time.
+func (c *contextStore) find(pid, tid uint32, out bool, t uint64) (SpanContext, bool) {
+	l := c.procs[pid][ctxKey{tid, out}]
 	i, _ := slices.BinarySearchFunc(l, t, func(sc SpanContext, t uint64) int {
 		switch {
 		case sc.Time+contextSkew < t:

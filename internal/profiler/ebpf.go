@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/goruntime"
+	"github.com/perfprof/perfprof/internal/otelctx"
 )
 
 // EBPFMode says whether the span a thread runs is read at each sample by
@@ -27,75 +28,115 @@ const (
 	EBPFOff
 )
 
-// goLabelsPoll is how often the records of the golabels program are
+// spanReaderPoll is how often the records of the spanctx programs are
 // drained: the program does not wake readers (waking cost 1 µs a sample),
 // and a report drains what is left before it joins. At 20 ms the wake-ups
 // alone cost the collector ~7 ms of CPU a second; at 100 ms the ring
-// (goLabelsRing) holds 2 s of 10 000 samples a second.
+// (spanReaderRing) holds 2 s of 10 000 samples a second.
 const (
-	goLabelsPoll = 100 * time.Millisecond
-	goLabelsRing = 1 << 20 // 20 000 records
+	spanReaderPoll = 100 * time.Millisecond
+	spanReaderRing = 1 << 20 // 20 000 records
 )
 
-// goLabels is Contexts over the golabels eBPF program: the span a Go
-// target's running goroutine carries in its pprof labels.
-type goLabels struct {
+// spanReader is Contexts over the spanctx eBPF programs: the span a Go
+// target's running goroutine carries in its pprof labels, or the one a
+// native target's thread publishes in its OTEP 4947 context record.
+type spanReader struct {
 	prog *bpf.Program
 	log  *zap.Logger
 	stop chan struct{}
 	once sync.Once
 
 	mu sync.Mutex
-	// labelled holds the processes that showed a goroutine with a span
-	// label: in them, a goroutine without one ran no span.
+	// labelled holds the processes that showed a span (a goroutine
+	// with a span label, a thread with a context record): in them, a
+	// goroutine or thread without one ran no span.
 	labelled map[uint32]bool
-	deliver  func(*bpf.Record) // set by Read, for flush
+	// targets holds the processes the programs read, by source.
+	targets map[uint32]LinkSource
+	deliver func(*bpf.Record) // set by Read, for flush
 }
 
 // loadEBPF loads the programs per mode. It returns nil and the reason when
 // they cannot be used; with EBPFRequired the caller fails on it.
-func loadEBPF(opts Options) (*goLabels, error) {
-	prog, err := bpf.Load(bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: goLabelsRing})
+func loadEBPF(opts Options) (*spanReader, error) {
+	prog, err := bpf.Load(bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: spanReaderRing})
 	if err != nil {
-		return nil, fmt.Errorf("load the eBPF program that reads goroutine labels: %w", err)
+		return nil, fmt.Errorf("load the eBPF programs that read the running span: %w", err)
 	}
-	return &goLabels{prog: prog, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}}, nil
+	return &spanReader{prog: prog, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{}}, nil
 }
 
-// Attach reads the labels of pid's goroutines, if pid is a Go program whose
-// runtime layout is known.
-func (g *goLabels) Attach(pid int) error {
+// Attach reads the span pid's threads run: from the labels of its
+// goroutines if it is a Go program whose runtime layout is known, else
+// from its threads' OTEP 4947 context records if an object it has loaded
+// defines otel_thread_ctx_v1. Attaching a process again (its process
+// context announced thread contexts since) looks for the variable again.
+func (g *spanReader) Attach(pid int) error {
+	g.mu.Lock()
+	_, done := g.targets[uint32(pid)]
+	g.mu.Unlock()
+	if done {
+		return nil
+	}
 	l, err := goruntime.ReadFile(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil {
+	if err == nil {
+		if l.Labels == goruntime.LabelsMap {
+			return fmt.Errorf("%s keeps pprof labels in a map, which is not read (Go 1.24 and later keep a list)", l.GoVersion)
+		}
+		if err := g.prog.AddTarget(pid, l); err != nil {
+			return err
+		}
+		g.added(pid, SourceGoLabels)
+		return nil
+	}
+	if !errors.Is(err, goruntime.ErrNotGo) {
 		return err
 	}
-	if l.Labels == goruntime.LabelsMap {
-		return fmt.Errorf("%s keeps pprof labels in a map, which is not read (Go 1.24 and later keep a list)", l.GoVersion)
+	v, terr := otelctx.LocateTLS(pid)
+	if terr != nil {
+		return fmt.Errorf("neither Go (%v) nor a publisher of OpenTelemetry thread contexts: %w", err, terr)
 	}
-	return g.prog.AddTarget(pid, l)
+	if err := g.prog.AddThreadContextTarget(pid, v); err != nil {
+		return err
+	}
+	g.added(pid, SourceThreadContext)
+	g.log.Info("Reading the span each thread runs from its OpenTelemetry thread context (OTEP 4947)",
+		zap.Int("pid", pid), zap.String("object", v.Object), zap.Stringer("tls_model", v.Model))
+	return nil
 }
 
-func (g *goLabels) Detach(pid int) {
-	_ = g.prog.RemoveTarget(pid)
+func (g *spanReader) added(pid int, src LinkSource) {
 	g.mu.Lock()
-	delete(g.labelled, uint32(pid))
+	g.targets[uint32(pid)] = src
 	g.mu.Unlock()
 }
 
-// Read drains the program's records until Close. A record that found no
-// goroutine, or could not read one, says nothing of the span: its sample
-// is joined by thread and time. So does a goroutine without a span label
-// in a process that never showed one: it does not label its goroutines
-// with spans (it may lock spans to threads instead); once it has, a
-// goroutine without one ran no span.
-func (g *goLabels) Read(fn func(SpanContext)) error {
-	t := time.NewTicker(goLabelsPoll)
+func (g *spanReader) Detach(pid int) {
+	_ = g.prog.RemoveTarget(pid)
+	g.mu.Lock()
+	delete(g.labelled, uint32(pid))
+	delete(g.targets, uint32(pid))
+	g.mu.Unlock()
+}
+
+// Read drains the programs' records until Close. A record that found no
+// goroutine, could not read one, or found the thread's record being
+// written says nothing of the span: its sample is joined by thread and
+// time. So does a goroutine (thread) without a span in a process that
+// never showed one: it does not label its goroutines with spans (it may
+// lock spans to threads instead); once it has, one without ran no span.
+func (g *spanReader) Read(fn func(SpanContext)) error {
+	t := time.NewTicker(spanReaderPoll)
 	defer t.Stop()
 	deliver := func(r *bpf.Record) {
-		if r.Flags&(bpf.FlagNoGoroutine|bpf.FlagFault) != 0 {
+		if r.Flags&(bpf.FlagNoGoroutine|bpf.FlagFault|bpf.FlagNotValid) != 0 {
 			return
 		}
-		sc := SpanContext{Pid: r.Pid, Tid: r.Tid, Time: r.Time, Source: SourceGoLabels}
+		sc := SpanContext{Pid: r.Pid, Tid: r.Tid, Time: r.Time, Source: SourceGoLabels, Switch: r.Flags&bpf.FlagSwitch != 0}
+		if r.Flags&bpf.FlagThreadContext != 0 {
+			sc.Source = SourceThreadContext
+		}
 		g.mu.Lock()
 		if r.HasSpan() {
 			g.labelled[r.Pid] = true
@@ -129,7 +170,7 @@ func (g *goLabels) Read(fn func(SpanContext)) error {
 }
 
 // flush drains the records read so far, for a report about to join.
-func (g *goLabels) flush() {
+func (g *spanReader) flush() {
 	g.mu.Lock()
 	deliver := g.deliver
 	g.mu.Unlock()
@@ -139,16 +180,16 @@ func (g *goLabels) flush() {
 }
 
 // Close stops Read after a last drain and unloads the program.
-func (g *goLabels) Close() error {
+func (g *spanReader) Close() error {
 	g.once.Do(func() { close(g.stop) })
 	return nil
 }
 
 // release unloads the program, after Read returned.
-func (g *goLabels) release() error { return g.prog.Close() }
+func (g *spanReader) release() error { return g.prog.Close() }
 
 // stats returns the program's counters.
-func (g *goLabels) stats() (bpf.Stats, error) { return g.prog.Stats() }
+func (g *spanReader) stats() (bpf.Stats, error) { return g.prog.Stats() }
 
 // errEBPFOff says the programs were not asked for.
 var errEBPFOff = errors.New("ebpf: off")

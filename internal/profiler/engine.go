@@ -132,6 +132,7 @@ type procState struct {
 	pctxMu   sync.Mutex
 	pctx     map[string]any
 	pctxRead time.Time
+	pctxAt   uint64 // PublishedAt of pctx
 
 	sym *procSymbols
 }

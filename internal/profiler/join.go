@@ -176,8 +176,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 			c.Early++
 			continue
 		}
-		if e.contexts != nil && s.state == 0 {
-			if sc, ok := e.contexts.find(uint32(st.info.Pid), s.tid, s.time); ok {
+		// An off-CPU sample's time is its switch-out, where the
+		// switch-out program read the span that blocked.
+		if e.contexts != nil {
+			if sc, ok := e.contexts.find(uint32(st.info.Pid), s.tid, s.state != 0, s.time); ok {
 				if e.linkContext(l, sc) {
 					c.Span++
 					c.Read[sc.Source]++

@@ -14,21 +14,26 @@ const processContextInterval = 10 * time.Second
 // processContext returns the resource attributes the process publishes
 // (OTEP 4719), nil when none, read again at most every
 // processContextInterval; a process that is gone keeps what was read.
-func (st *procState) processContext(gone bool) map[string]any {
+// announce is true when a new publication names a thread-context schema:
+// OTEP 4947 asks readers to look for the thread-local variable again then
+// (it may be in a library loaded since the process was attached).
+func (st *procState) processContext(gone bool) (attrs map[string]any, announce bool) {
 	st.pctxMu.Lock()
 	defer st.pctxMu.Unlock()
 	if gone || time.Since(st.pctxRead) < processContextInterval {
-		return st.pctx
+		return st.pctx, false
 	}
 	st.pctxRead = time.Now()
 	r, err := otelctx.ProcessContext(st.info.Pid)
 	switch {
 	case err == nil:
 		st.pctx = r.Attributes
+		announce = r.PublishedAt != st.pctxAt && r.SchemaVersion() != ""
+		st.pctxAt = r.PublishedAt
 	case errors.Is(err, otelctx.ErrNotPublished):
 		st.pctx = nil
 	}
 	// Other errors (the process exited, a context being updated) keep
 	// what was read.
-	return st.pctx
+	return st.pctx, announce
 }

@@ -23,7 +23,7 @@ type Profiler struct {
 
 	stop      chan struct{}
 	jvmQueue  chan *procState // JVMs to ask for their perf maps, as attached
-	labels    *goLabels       // the eBPF reader of goroutine labels, nil without
+	labels    *spanReader     // the eBPF reader of the running span, nil without
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -36,7 +36,7 @@ type Profiler struct {
 func Open(opts Options) (_ *Profiler, err error) {
 	opts.setDefaults()
 	src := opts.Source
-	var labels *goLabels
+	var labels *spanReader
 	if src == nil {
 		if opts.Contexts == nil {
 			var err error
@@ -134,9 +134,9 @@ func (p *Profiler) attach(proc perf.Process) error {
 	return nil
 }
 
-// openEBPF loads the eBPF reader of goroutine labels per opts.EBPF and
+// openEBPF loads the eBPF reader of the running span per opts.EBPF and
 // makes it the Contexts; it fails only with EBPFRequired.
-func openEBPF(opts *Options) (*goLabels, error) {
+func openEBPF(opts *Options) (*spanReader, error) {
 	if opts.EBPF == EBPFOff {
 		opts.ebpfErr = errEBPFOff
 		return nil, nil
@@ -151,6 +151,7 @@ func openEBPF(opts *Options) (*goLabels, error) {
 		return nil, nil
 	}
 	opts.Perf.BPFProgram = g.prog.FD()
+	opts.Perf.BPFSwitchProgram = g.prog.SwitchFD()
 	opts.Contexts = g
 	return g, nil
 }
@@ -321,8 +322,8 @@ type Stats struct {
 
 // EBPFStats say whether the eBPF programs run, and what they counted.
 type EBPFStats struct {
-	// Active: the goroutine-labels program is attached to the sampling
-	// events. Otherwise Reason says why not.
+	// Active: the spanctx programs are attached to the sampling and
+	// context-switch events. Otherwise Reason says why not.
 	Active  bool
 	Reason  error
 	Program bpf.Stats

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 
+	"go.uber.org/zap"
+
 	"github.com/perfprof/perfprof/internal/sched"
 )
 
@@ -132,7 +134,12 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		}
 	}
 	e.nameThreads(t, stacks)
-	pctx := t.st.processContext(t.st.gone)
+	pctx, announce := t.st.processContext(t.st.gone)
+	if announce && e.opts.Contexts != nil {
+		if err := e.opts.Contexts.Attach(t.st.info.Pid); err != nil {
+			e.log.Info("The process announces OpenTelemetry thread contexts, but they cannot be read; its samples are joined by thread and time", zap.Int("pid", t.st.info.Pid), zap.Error(err))
+		}
+	}
 	if jit.Unnamed > 0 && !t.st.jit.Found() {
 		e.hintPerfMap(t.st, jit)
 	}

@@ -37,3 +37,35 @@ func OTelCtxPublisher(tb testing.TB) string {
 	built[key] = out
 	return out
 }
+
+// OTelCtxPublisherDlopen builds, once per test binary, the same publisher
+// with its thread context in a shared library that it dlopens (general
+// dynamic TLS: a reader must walk each thread's DTV), and returns the
+// program and the library. Run it as "PROGRAM MODE PCTX TRUTHFILE LIBRARY".
+func OTelCtxPublisherDlopen(tb testing.TB) (bin, lib string) {
+	tb.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		NeedRuntime(tb, "gcc not installed: %v", err)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	const key, libKey = "\x00otelctx-publisher-dlopen", "\x00otelctx-publisher-dlopen-lib"
+	if p, ok := built[key]; ok {
+		return p, built[libKey]
+	}
+	ensureBuildDir(tb)
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "otelctx_c")
+	bin = filepath.Join(buildDir, "otelctx-publisher-dlopen")
+	lib = filepath.Join(buildDir, "libotelctx-threadctx.so")
+	for _, args := range [][]string{
+		{"-O2", "-Wall", "-fPIC", "-shared", "-I", src, "-o", lib, filepath.Join(src, "threadctx.c")},
+		{"-O2", "-Wall", "-pthread", "-DTHREADCTX_DLOPEN", "-I", src, "-o", bin, filepath.Join(src, "publisher.c"), "-ldl"},
+	} {
+		if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			tb.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	built[key], built[libKey] = bin, lib
+	return bin, lib
+}

@@ -12,6 +12,11 @@
  *        detach   leave otel_thread_ctx_v1 NULL and wait
  *        threads  start two threads, thread K attaching span K, each printing
  *                 "thread K TID TP VAR"; then wait
+ *        work     like attach, but burn the CPU through each millisecond in
+ *                 work_in_span0 or work_in_span1 (the active span's), and
+ *                 in every fifth period of a span block for 2 ms in
+ *                 block_in_span0 or block_in_span1: a profiler's stacks
+ *                 then say which span was active at each sample
  * PCTX:  memfd    publish the process context
  *        churn    publish it, then update it every ~20 us (service.version
  *                 alternates "1"/"2") to exercise the readers' retry rule
@@ -266,6 +271,80 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One function per span, kept out of line and apart, so that the leaf or
+ * its caller in a sample's stack names the span that was active. */
+volatile uint64_t work_sink;
+
+__attribute__((noinline)) void work_in_span0(uint64_t until)
+{
+	while (now_ns() < until)
+		for (int i = 0; i < 2000; i++)
+			work_sink = work_sink * 6364136223846793005u + 1;
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void work_in_span1(uint64_t until)
+{
+	while (now_ns() < until)
+		for (int i = 0; i < 2000; i++)
+			work_sink = work_sink * 2862933555777941757u + 3;
+	__asm__ volatile("" ::: "memory");
+}
+
+/* nanosleep by a syscall instruction of its own: the thread leaves the CPU
+ * with its user IP in block_in_span0/1, so the stack of the switch-out
+ * names the span without unwinding through libc. */
+static inline void sleep_2ms(void)
+{
+	struct timespec d = {0, 2000000};
+	long ret;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"((long)SYS_nanosleep), "D"(&d), "S"(0L)
+			 : "rcx", "r11", "memory");
+	(void)ret;
+}
+
+__attribute__((noinline)) void block_in_span0(void)
+{
+	sleep_2ms();
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void block_in_span1(void)
+{
+	sleep_2ms();
+	__asm__ volatile("nop" ::: "memory");
+}
+
+static void work(struct truth *truth)
+{
+	for (int64_t n = 0;; n++) {
+		int i = (int)(n & 1);
+		ctx_attach(i);
+		truth->active = i;
+		truth->seq = n;
+		uint64_t until = now_ns() + 1000000;
+		if (i)
+			work_in_span1(until);
+		else
+			work_in_span0(until);
+		if (n % 10 < 2) {
+			if (i)
+				block_in_span1();
+			else
+				block_in_span0();
+		}
+	}
+}
+
 static void hex(const uint8_t *p, int n, char *out)
 {
 	for (int i = 0; i < n; i++)
@@ -338,6 +417,8 @@ int main(int argc, char **argv)
 		for (;;)
 			pause();
 	}
+	if (strcmp(mode, "work") == 0)
+		work(truth);
 	if (strcmp(mode, "detach") == 0) {
 		for (;;)
 			pause();

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,11 +138,65 @@ func explainLoadError(err error) error {
 		// may come with it).
 		return fmt.Errorf("load BPF program spanctx: verifier rejected it: %w", err)
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("load BPF program spanctx: %w (%v): it needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)", ErrPermission, err)
+		eff, ok := effectiveCaps()
+		return fmt.Errorf("load BPF program spanctx: %w", deniedError(err, eff, ok))
 	case errors.Is(err, ebpf.ErrNotSupported):
 		return fmt.Errorf("load BPF program spanctx: %w: %v", ErrNotSupported, err)
 	}
 	return fmt.Errorf("load BPF program spanctx: %w", err)
+}
+
+// Linux capability numbers (<linux/capability.h>).
+const (
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+// deniedError explains a refusal to load the program, given the effective
+// capabilities eff of this process (ok false: unknown). A perf_event
+// program needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: when one is
+// missing the error names it and leaves out cilium/ebpf's guess that
+// RLIMIT_MEMLOCK may be too low, which misleads there (since Linux 5.11,
+// which the program needs, BPF memory is charged to the cgroup).
+func deniedError(err error, eff uint64, ok bool) error {
+	const (
+		needs = "it needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN"
+		fix   = "fix: run the collector as root, or grant it CAP_BPF and CAP_PERFMON " +
+			"(setcap cap_bpf,cap_perfmon+ep otelcol-perfprof; in Kubernetes securityContext.capabilities.add: [BPF, PERFMON])"
+	)
+	if !ok {
+		return fmt.Errorf("%w (%v): %s; %s", ErrPermission, err, needs, fix)
+	}
+	have := func(c uint) bool { return eff&(1<<c) != 0 }
+	var missing []string
+	if !have(capSysAdmin) {
+		if !have(capBPF) {
+			missing = append(missing, "CAP_BPF")
+		}
+		if !have(capPerfmon) {
+			missing = append(missing, "CAP_PERFMON")
+		}
+	}
+	if len(missing) == 0 {
+		return fmt.Errorf("%w (%v): this process has the capabilities (%s), so the kernel refused for another reason: "+
+			"RLIMIT_MEMLOCK before Linux 5.11, kernel lockdown, or a seccomp or LSM policy", ErrPermission, err, needs)
+	}
+	cause := err
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		cause = errno
+	}
+	return fmt.Errorf("%w (%v): this process lacks %s (%s); %s", ErrPermission, cause, strings.Join(missing, " and "), needs, fix)
+}
+
+// effectiveCaps returns the effective capabilities of the calling thread.
+func effectiveCaps() (uint64, bool) {
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0]); err != nil {
+		return 0, false
+	}
+	return uint64(data[1].Effective)<<32 | uint64(data[0].Effective), true
 }
 
 // FD is the file descriptor of the program for cpu-clock sampling events,

@@ -15,7 +15,7 @@ import (
 // lacks, without cilium/ebpf's RLIMIT_MEMLOCK guess; with them all, the
 // error keeps what the library said and points elsewhere.
 func TestDeniedError(t *testing.T) {
-	refused := fmt.Errorf("field GolabelsSample: map targets: map create: %w (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", unix.EPERM)
+	refused := fmt.Errorf("field SpanctxSample: map targets: map create: %w (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", unix.EPERM)
 	for _, c := range []struct {
 		name      string
 		eff       uint64

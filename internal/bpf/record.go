@@ -37,6 +37,11 @@ const (
 	// FlagSwitch: the record of a context-switch sample (the thread
 	// leaving the CPU), not of a cpu-clock sample.
 	FlagSwitch
+	// FlagIdle, with FlagNoGoroutine: a thread of the Go runtime between
+	// goroutines (on g0, with no m.curg): the scheduler, the garbage
+	// collector's assists of no goroutine, or idle. Without it a
+	// FlagNoGoroutine thread may not be the runtime's at all (cgo).
+	FlagIdle
 )
 
 // Record is what the program saw at one sample of a target thread.

@@ -165,7 +165,7 @@ static __always_inline __u32 read_labels(const struct go_layout *l, struct sampl
 		if (read_user(&curg, sizeof(curg), m + l->m_curg))
 			return SC_FAULT;
 		if (!curg)
-			return SC_NO_G;
+			return SC_NO_G | SC_IDLE;
 	}
 	if (read_user(&labels, sizeof(labels), curg + l->g_labels))
 		return SC_FAULT;

@@ -54,6 +54,7 @@ enum {
 	SC_NOT_VALID = 1 << 6, /* the thread's record was being written (valid != 1) */
 	SC_TLS = 1 << 7,       /* read from a thread context record, not Go labels */
 	SC_SWITCH = 1 << 8,    /* the sample of a switch-out, not of cpu-clock */
+	SC_IDLE = 1 << 9,      /* with SC_NO_G: a Go thread between goroutines (g0, nil m.curg) */
 };
 
 /* One record per sample of a target, in the records ring buffer. */

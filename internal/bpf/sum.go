@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "9454415dd46b5e1f1d6782dc46772df22e4562af8f7546d837465f6782e601e3"
+const sourceSum = "4be3c19b54c4fa06be7d7ccc7a580e5a67044291f5573c3ed7a58ef8559c1f9d"

@@ -120,17 +120,24 @@ func (g *spanReader) Detach(pid int) {
 	g.mu.Unlock()
 }
 
-// Read drains the programs' records until Close. A record that found no
-// goroutine, could not read one, or found the thread's record being
+// Read drains the programs' records until Close. A record that found no g
+// on the thread, could not read one, or found the thread's record being
 // written says nothing of the span: its sample is joined by thread and
-// time. So does a goroutine (thread) without a span in a process that
-// never showed one: it does not label its goroutines with spans (it may
-// lock spans to threads instead); once it has, one without ran no span.
+// time. So does a goroutine (thread) without a span, or a Go thread
+// between goroutines, in a process that never showed a span: it does not
+// label its goroutines with spans (it may lock spans to threads instead);
+// once it has, they ran no span.
 func (g *spanReader) Read(fn func(SpanContext)) error {
 	t := time.NewTicker(spanReaderPoll)
 	defer t.Stop()
 	deliver := func(r *bpf.Record) {
-		if r.Flags&(bpf.FlagNoGoroutine|bpf.FlagFault|bpf.FlagNotValid) != 0 {
+		if r.Flags&(bpf.FlagFault|bpf.FlagNotValid) != 0 {
+			return
+		}
+		// A Go thread between goroutines runs no span; one with no g
+		// at all may be a thread of C code (cgo), whose spans only the
+		// thread join knows.
+		if r.Flags&bpf.FlagNoGoroutine != 0 && r.Flags&bpf.FlagIdle == 0 {
 			return
 		}
 		sc := SpanContext{Pid: r.Pid, Tid: r.Tid, Time: r.Time, Source: SourceGoLabels, Switch: r.Flags&bpf.FlagSwitch != 0}

@@ -274,6 +274,18 @@ func (p *Program) RemoveTarget(pid int) error {
 	return nil
 }
 
+// Buffered is the number of bytes of records in the ring buffer, read
+// without a system call: a reader can poll it cheaply and drain only when
+// the ring fills.
+func (p *Program) Buffered() int {
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	if p.reader == nil {
+		return 0
+	}
+	return p.reader.AvailableBytes()
+}
+
 // Drain passes every record in the ring buffer to fn, without waiting for
 // more, and returns how many it passed. The record of a sample is in the
 // ring before perf writes the sample, so a reader that drains after it

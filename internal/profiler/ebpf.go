@@ -78,6 +78,7 @@ type spanReader struct {
 	labelled map[uint32]bool
 	// targets holds the processes the programs read, by source.
 	targets map[uint32]LinkSource
+	last    bpf.Stats // the programs' counters when last read
 	deliver func(*bpf.Record) // set by Read, for flush
 }
 
@@ -223,11 +224,23 @@ func (g *spanReader) Close() error {
 	return nil
 }
 
-// release unloads the program, after Read returned.
-func (g *spanReader) release() error { return g.prog.Close() }
+// release unloads the programs, after Read returned; their counters as
+// they ended stay for stats.
+func (g *spanReader) release() error {
+	g.stats()
+	return g.prog.Close()
+}
 
-// stats returns the program's counters.
-func (g *spanReader) stats() (bpf.Stats, error) { return g.prog.Stats() }
+// stats returns the programs' counters; once they are unloaded, the last
+// ones read.
+func (g *spanReader) stats() bpf.Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, err := g.prog.Stats(); err == nil {
+		g.last = s
+	}
+	return g.last
+}
 
 // errEBPFOff says the programs were not asked for.
 var errEBPFOff = errors.New("ebpf: off")

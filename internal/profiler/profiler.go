@@ -343,7 +343,7 @@ func (p *Profiler) Stats() Stats {
 	s.EBPF.Reason = p.opts.ebpfErr
 	if p.labels != nil {
 		s.EBPF.Active = true
-		s.EBPF.Program, _ = p.labels.stats()
+		s.EBPF.Program = p.labels.stats()
 	}
 	return s
 }

@@ -199,6 +199,10 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Ambiguous-last.Joins.Ambiguous, "join", "ambiguous")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Early-last.Joins.Early, "join", "early")
 	add(tb.ReceiverPerfprofSpansUnmatched, st.Spans.Unmatched-last.Spans.Unmatched)
+	prog, lastProg := st.EBPF.Program, last.EBPF.Program
+	add(tb.ReceiverPerfprofEbpfRecordsDropped, int64(prog.Dropped-lastProg.Dropped))
+	add(tb.ReceiverPerfprofEbpfRuns, int64(prog.RunCount-lastProg.RunCount))
+	add(tb.ReceiverPerfprofEbpfRunTime, int64(prog.RunTime-lastProg.RunTime))
 	jit, lastJIT := st.JIT, last.JIT
 	add(tb.ReceiverPerfprofJitFrames, (jit.Frames-jit.Older-jit.Later-jit.Unnamed)-(lastJIT.Frames-lastJIT.Older-lastJIT.Later-lastJIT.Unnamed), "naming", "newest")
 	add(tb.ReceiverPerfprofJitFrames, jit.Older-lastJIT.Older, "naming", "older")
@@ -212,6 +216,10 @@ func (r *perfprofReceiver) recordStats() {
 	if d := st.Source.Lost - last.Source.Lost; d > 0 {
 		r.log.Warn("The kernel dropped perf records: a ring was full. Raise ring_pages or lower frequency.",
 			zap.Uint64("lost", d), zap.Uint64("lost_total", st.Source.Lost))
+	}
+	if d := prog.Dropped - lastProg.Dropped; d > 0 && lastProg.Dropped == 0 {
+		r.log.Warn("The eBPF programs' ring buffer was full: some samples are joined by thread and time instead of the span read at the sample",
+			zap.Uint64("dropped", d))
 	}
 	if d := st.Joins.Early - last.Joins.Early; d > 0 {
 		r.log.Warn("Samples emitted before their spans could arrive: correlation.max_buffered_samples reached",

@@ -133,6 +133,8 @@ func (c *collectorRun) finish(ctx context.Context, res *result) error {
 	}
 	res.samples = m["otelcol_receiver_perfprof_samples"]
 	res.lost = m["otelcol_receiver_perfprof_lost_records"]
+	res.bpfRuns = m["otelcol_receiver_perfprof_ebpf_runs"]
+	res.bpfNs = m["otelcol_receiver_perfprof_ebpf_run_time"]
 	if d := m["otelcol_receiver_perfprof_dropped_samples"]; d > 0 {
 		return fmt.Errorf("the collector dropped %d samples", d)
 	}

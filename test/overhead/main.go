@@ -248,6 +248,9 @@ type result struct {
 	lost    uint64
 	profCPU time.Duration // after attaching, until all samples were handled
 	rssKB   uint64
+	// The eBPF programs' runs and kernel time (their metrics; 0 when off
+	// or without run-time statistics).
+	bpfRuns, bpfNs uint64
 }
 
 type harness struct {

@@ -178,8 +178,8 @@ func (h *harness) printTable(results map[string][]result) {
 func (h *harness) printSwitchTable(results map[string][]result) {
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tchild wall s\tswitches/s\tprofiler CPU ms\tprofiler CPU ms\tprofiler CPU ms\tlost\t")
-	fmt.Fprintln(tw, "\t(median)\t(median)\tper run (median)\tper child s (median)\tper 1k switches (median)\t(sum)\t")
+	fmt.Fprintln(tw, "mode\tchild wall s\tswitches/s\tprofiler CPU ms\tprofiler CPU ms\tprofiler CPU ms\tlost\teBPF ns\teBPF runs\teBPF CPU\t")
+	fmt.Fprintln(tw, "\t(median)\t(median)\tper run (median)\tper child s (median)\tper 1k switches (median)\t(sum)\tper run (median)\t(median)\t% of child CPU (median)\t")
 	for _, m := range h.modes {
 		rs := results[m.name]
 		wall := median(rs, func(r result) time.Duration { return r.childWall })
@@ -195,7 +195,14 @@ func (h *harness) printSwitchTable(results map[string][]result) {
 			}
 			lost = strconv.FormatUint(n, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%.0f\t%s\t%s\t%s\t%s\t\n", m.name, wall.Seconds(), rate, cpu, perS, perK, lost)
+		// The programs run in the child's threads, on its CPU time.
+		bpfNs, bpfRuns, bpfShare := "-", "-", "-"
+		if runs := medianF(rs, func(r result) float64 { return float64(r.bpfRuns) }); runs > 0 {
+			bpfNs = fmt.Sprintf("%.0f", medianF(rs, func(r result) float64 { return float64(r.bpfNs) / float64(max(r.bpfRuns, 1)) }))
+			bpfRuns = fmt.Sprintf("%.0f", runs)
+			bpfShare = fmt.Sprintf("%.4f", medianF(rs, func(r result) float64 { return 100 * float64(r.bpfNs) / float64(max(r.childCPU, 1)) }))
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.name, wall.Seconds(), rate, cpu, perS, perK, lost, bpfNs, bpfRuns, bpfShare)
 	}
 	tw.Flush()
 }

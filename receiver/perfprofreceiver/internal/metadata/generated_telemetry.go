@@ -23,18 +23,21 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                          metric.Meter
-	mu                             sync.Mutex
-	registrations                  []metric.Registration
-	ReceiverPerfprofDroppedSamples metric.Int64Counter
-	ReceiverPerfprofEbpfPrograms   metric.Int64UpDownCounter
-	ReceiverPerfprofEmittedSamples metric.Int64Counter
-	ReceiverPerfprofJitFrames      metric.Int64Counter
-	ReceiverPerfprofLostRecords    metric.Int64Counter
-	ReceiverPerfprofProcesses      metric.Int64UpDownCounter
-	ReceiverPerfprofSamples        metric.Int64Counter
-	ReceiverPerfprofSpans          metric.Int64Counter
-	ReceiverPerfprofSpansUnmatched metric.Int64Counter
+	meter                              metric.Meter
+	mu                                 sync.Mutex
+	registrations                      []metric.Registration
+	ReceiverPerfprofDroppedSamples     metric.Int64Counter
+	ReceiverPerfprofEbpfPrograms       metric.Int64UpDownCounter
+	ReceiverPerfprofEbpfRecordsDropped metric.Int64Counter
+	ReceiverPerfprofEbpfRunTime        metric.Int64Counter
+	ReceiverPerfprofEbpfRuns           metric.Int64Counter
+	ReceiverPerfprofEmittedSamples     metric.Int64Counter
+	ReceiverPerfprofJitFrames          metric.Int64Counter
+	ReceiverPerfprofLostRecords        metric.Int64Counter
+	ReceiverPerfprofProcesses          metric.Int64UpDownCounter
+	ReceiverPerfprofSamples            metric.Int64Counter
+	ReceiverPerfprofSpans              metric.Int64Counter
+	ReceiverPerfprofSpansUnmatched     metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -74,8 +77,26 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEbpfPrograms, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_perfprof_ebpf_programs",
-		metric.WithDescription("eBPF programs attached to the sampling events (1 when the span of each sample of a Go target is read from its goroutine's labels; 0 when samples are joined by thread and time, the log says why). [Development]"),
+		metric.WithDescription("eBPF programs attached to the sampling and context-switch events (1 when the span of each sample is read in the process, from a Go target's goroutine labels or a native target's OpenTelemetry thread context; 0 when samples are joined by thread and time, the log says why). [Development]"),
 		metric.WithUnit("{program}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofEbpfRecordsDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_ebpf_records_dropped",
+		metric.WithDescription("Span records the eBPF programs could not write because their ring buffer was full; the samples they belong to are joined by thread and time. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofEbpfRunTime, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_ebpf_run_time",
+		metric.WithDescription("Time the kernel spent in the eBPF programs, from its BPF run-time statistics, in the threads they interrupted; divided by receiver_perfprof_ebpf_runs, their cost per sample. [Development]"),
+		metric.WithUnit("ns"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofEbpfRuns, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_ebpf_runs",
+		metric.WithDescription("Runs of the eBPF programs, one per sample and switch-out of the events they are attached to (0 when the kernel's BPF run-time statistics cannot be enabled, which needs CAP_SYS_ADMIN). [Development]"),
+		metric.WithUnit("{run}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEmittedSamples, err = builder.meter.Int64Counter(

@@ -40,7 +40,7 @@ func AssertEqualReceiverPerfprofDroppedSamples(t *testing.T, tt *componenttest.T
 func AssertEqualReceiverPerfprofEbpfPrograms(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_ebpf_programs",
-		Description: "eBPF programs attached to the sampling events (1 when the span of each sample of a Go target is read from its goroutine's labels; 0 when samples are joined by thread and time, the log says why). [Development]",
+		Description: "eBPF programs attached to the sampling and context-switch events (1 when the span of each sample is read in the process, from a Go target's goroutine labels or a native target's OpenTelemetry thread context; 0 when samples are joined by thread and time, the log says why). [Development]",
 		Unit:        "{program}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -49,6 +49,54 @@ func AssertEqualReceiverPerfprofEbpfPrograms(t *testing.T, tt *componenttest.Tel
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_perfprof_ebpf_programs")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofEbpfRecordsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_ebpf_records_dropped",
+		Description: "Span records the eBPF programs could not write because their ring buffer was full; the samples they belong to are joined by thread and time. [Development]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_ebpf_records_dropped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofEbpfRunTime(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_ebpf_run_time",
+		Description: "Time the kernel spent in the eBPF programs, from its BPF run-time statistics, in the threads they interrupted; divided by receiver_perfprof_ebpf_runs, their cost per sample. [Development]",
+		Unit:        "ns",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_ebpf_run_time")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofEbpfRuns(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_ebpf_runs",
+		Description: "Runs of the eBPF programs, one per sample and switch-out of the events they are attached to (0 when the kernel's BPF run-time statistics cannot be enabled, which needs CAP_SYS_ADMIN). [Development]",
+		Unit:        "{run}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_ebpf_runs")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

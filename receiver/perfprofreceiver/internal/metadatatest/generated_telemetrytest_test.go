@@ -21,6 +21,9 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofEbpfPrograms.Add(context.Background(), 1)
+	tb.ReceiverPerfprofEbpfRecordsDropped.Add(context.Background(), 1)
+	tb.ReceiverPerfprofEbpfRunTime.Add(context.Background(), 1)
+	tb.ReceiverPerfprofEbpfRuns.Add(context.Background(), 1)
 	tb.ReceiverPerfprofEmittedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofJitFrames.Add(context.Background(), 1)
 	tb.ReceiverPerfprofLostRecords.Add(context.Background(), 1)
@@ -32,6 +35,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofEbpfPrograms(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofEbpfRecordsDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofEbpfRunTime(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofEbpfRuns(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofEmittedSamples(t, testTel,

@@ -190,15 +190,23 @@ func TestGoLabels(t *testing.T) {
 		spanKey   string
 		traceKey  string
 		fromTable bool
+		toolchain string // an older Go release to build the child with
 	}{
 		{name: "process", scope: perf.ScopeProcess},
 		{name: "system", scope: perf.ScopeSystem},
 		{name: "nodwarf-keys", scope: perf.ScopeProcess, build: []string{"-ldflags=-w"},
 			spanKey: "otel.span_id", traceKey: "otel.trace_id", fromTable: true},
+		// Older releases: 1.24 was the first to keep labels in a list,
+		// 1.25 moved g's fields.
+		{name: "go1.24", scope: perf.ScopeProcess, toolchain: "go1.24.13"},
+		{name: "go1.25", scope: perf.ScopeProcess, toolchain: "go1.25.5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := load(t, bpf.Options{SpanKey: tc.spanKey, TraceKey: tc.traceKey})
 			bin := testchild.Build(t, "golabels", tc.build...)
+			if tc.toolchain != "" {
+				bin = testchild.BuildWithToolchain(t, tc.toolchain, "golabels")
+			}
 			truthPath := filepath.Join(t.TempDir(), "truth")
 			args := []string{"-out", truthPath, "-duration", "3s"}
 			if tc.spanKey != "" {
@@ -211,6 +219,9 @@ func TestGoLabels(t *testing.T) {
 			}
 			if layout.FromTable != tc.fromTable {
 				t.Fatalf("layout FromTable %v, want %v", layout.FromTable, tc.fromTable)
+			}
+			if tc.toolchain != "" && !strings.HasPrefix(layout.GoVersion, tc.toolchain) {
+				t.Fatalf("child built by %s, want %s", layout.GoVersion, tc.toolchain)
 			}
 			if err := p.AddTarget(child.Pid, layout); err != nil {
 				t.Fatal(err)

@@ -255,3 +255,67 @@ func StartNoReady(tb testing.TB, bin string, args ...string) *Child {
 	time.Sleep(200 * time.Millisecond)
 	return &Child{Cmd: cmd, Pid: cmd.Process.Pid}
 }
+
+// BuildWithToolchain builds the standard-library-only child name (a
+// directory of this package) with an older Go release, "go1.24.13", from
+// the module cache, fetching it through the Go module proxy when missing
+// (GOTOOLCHAIN=name go version), and returns the binary's path. When the
+// toolchain cannot be had the test skips, or fails with
+// PERFPROF_REQUIRE_RUNTIMES=1.
+func BuildWithToolchain(tb testing.TB, toolchain, name string) string {
+	tb.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := name + "\x00toolchain " + toolchain
+	if p, ok := built[key]; ok {
+		return p
+	}
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		tb.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	root := filepath.Join(strings.TrimSpace(string(modcache)), "golang.org", "toolchain@v0.0.1-"+toolchain+".linux-"+runtime.GOARCH)
+	goBin := filepath.Join(root, "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		fetch := exec.Command("go", "version")
+		fetch.Env = append(os.Environ(), "GOTOOLCHAIN="+toolchain)
+		if out, err := fetch.CombinedOutput(); err != nil {
+			NeedRuntime(tb, "Go toolchain %s not in the module cache and not fetched: %v\n%s", toolchain, err, out)
+		}
+		if _, err := os.Stat(goBin); err != nil {
+			NeedRuntime(tb, "Go toolchain %s fetched, but %s is missing: %v", toolchain, goBin, err)
+		}
+	}
+	ensureBuildDir(tb)
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), name)
+	dir := filepath.Join(buildDir, fmt.Sprintf("%s-%s-src", filepath.Base(name), toolchain))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(src, "*.go"))
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("no Go files in %s: %v", src, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+filepath.Base(name)+"\n\ngo 1.22\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(buildDir, fmt.Sprintf("%s-%s", filepath.Base(name), toolchain))
+	cmd := exec.Command(goBin, "build", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOROOT="+root, "GOFLAGS=-mod=mod")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s with %s: %v\n%s", name, toolchain, err, b)
+	}
+	built[key] = out
+	return out
+}

@@ -78,7 +78,7 @@ type spanReader struct {
 	labelled map[uint32]bool
 	// targets holds the processes the programs read, by source.
 	targets map[uint32]LinkSource
-	last    bpf.Stats // the programs' counters when last read
+	last    bpf.Stats         // the programs' counters when last read
 	deliver func(*bpf.Record) // set by Read, for flush
 }
 

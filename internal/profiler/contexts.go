@@ -117,20 +117,35 @@ func (c *contextStore) find(pid, tid uint32, out bool, t uint64) (SpanContext, b
 	return SpanContext{}, false
 }
 
-// forget drops the contexts older than before.
+// contextGrace is how long contexts are kept past the cut of the report
+// that joined their time: a sample read late (the perf reader wakes every
+// 100 ms, later under load) joins a later report, and needs its context.
+const contextGrace = 5_000_000_000 // ns
+
+// contextKeepOut is how long a thread's last switch-out context is kept
+// whatever the cut: the off-CPU sample it is for is emitted when the thread
+// runs again, which may be long after (a thread that blocks for minutes).
+const contextKeepOut = 600_000_000_000 // ns
+
+// forget drops the contexts older than before, but for each thread's last
+// switch-out younger than contextKeepOut.
 func (c *contextStore) forget(before uint64) {
+	keepOut := before - min(before, contextKeepOut)
 	for pid, th := range c.procs {
-		for tid, l := range th {
+		for k, l := range th {
 			i, _ := slices.BinarySearchFunc(l, before, func(sc SpanContext, t uint64) int {
 				if sc.Time < t {
 					return -1
 				}
 				return 1
 			})
+			if k.out && i == len(l) && l[i-1].Time >= keepOut {
+				i-- // the thread is off the CPU since: its sample is to come
+			}
 			if i == len(l) {
-				delete(th, tid)
+				delete(th, k)
 			} else if i > 0 {
-				th[tid] = slices.Delete(l, 0, i)
+				th[k] = slices.Delete(l, 0, i)
 			}
 		}
 		if len(th) == 0 {

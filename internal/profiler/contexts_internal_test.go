@@ -26,3 +26,36 @@ func TestNextPoll(t *testing.T) {
 		}
 	}
 }
+
+// A thread's last switch-out context outlives the cut: the off-CPU sample
+// it is for comes when the thread runs again. Others go at the cut.
+func TestForgetKeepsLastSwitchOut(t *testing.T) {
+	var c contextStore
+	const s = uint64(time.Second)
+	for _, sc := range []SpanContext{
+		{Pid: 1, Tid: 7, Time: 10 * s}, {Pid: 1, Tid: 7, Time: 20 * s},
+		{Pid: 1, Tid: 7, Time: 11 * s, Switch: true}, {Pid: 1, Tid: 7, Time: 12 * s, Switch: true},
+		{Pid: 1, Tid: 8, Time: 13 * s, Switch: true},
+	} {
+		c.add(sc)
+	}
+	c.forget(15 * s)
+	for _, q := range []struct {
+		tid  uint32
+		out  bool
+		at   uint64
+		want bool
+	}{
+		{7, false, 10 * s, false}, {7, false, 20 * s, true},
+		{7, true, 11 * s, false}, {7, true, 12 * s, true},
+		{8, true, 13 * s, true},
+	} {
+		if _, ok := c.find(1, q.tid, q.out, q.at); ok != q.want {
+			t.Errorf("after forget: context of tid %d (switch-out %v) at %d s found %v, want %v", q.tid, q.out, q.at/s, ok, q.want)
+		}
+	}
+	c.forget(15*s + contextKeepOut)
+	if _, ok := c.find(1, 8, true, 13*s); ok {
+		t.Error("a switch-out context older than contextKeepOut was kept")
+	}
+}

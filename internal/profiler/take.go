@@ -83,7 +83,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	}
 	if e.contexts != nil {
 		e.contexts.mu.Lock()
-		e.contexts.forget(cut - min(cut, contextSkew))
+		e.contexts.forget(cut - min(cut, contextGrace))
 		e.contexts.mu.Unlock()
 	}
 	e.joinCounts.Span += jc.Span

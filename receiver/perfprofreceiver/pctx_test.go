@@ -2,12 +2,16 @@ package perfprofreceiver
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/testchild"
@@ -42,4 +46,67 @@ func TestResourceFromProcessContext(t *testing.T) {
 		}
 	}
 	require.Positive(t, n, "no profiles")
+}
+
+// TestThreadContextLinks: the receiver links the samples of a process that
+// publishes its running span in its OTEP 4947 thread context to that span,
+// on-CPU and off-CPU, with no span sent: the publisher's one thread switches
+// between two spans every millisecond, burning (and now and then blocking)
+// in a function of each span's own.
+func TestThreadContextLinks(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.OTelCtxPublisher(t)
+	child := testchild.Start(t, bin, "work", "memfd", filepath.Join(t.TempDir(), "truth"))
+	want := map[string][24]byte{}
+	for i := 0; i < 2; i++ {
+		f := strings.Fields(child.Line(t, 5*time.Second))
+		require.True(t, len(f) >= 4 && f[0] == "span", "publisher: %q", f)
+		var tr pcommon.TraceID
+		var sp pcommon.SpanID
+		_, err1 := hex.Decode(tr[:], []byte(f[2]))
+		_, err2 := hex.Decode(sp[:], []byte(f[3]))
+		require.NoError(t, errors.Join(err1, err2))
+		want[f[1]] = linkKey(tr, sp)
+	}
+	cfg := createDefaultConfig()
+	cfg.Targets.Pids = []int{child.Pid}
+	cfg.Frequency = 999
+	cfg.Sched.Enabled = true
+	cfg.ReportInterval = 300 * time.Millisecond
+	cfg.Correlation.Window = 0
+	cfg.EBPF = "required"
+	sink := new(consumertest.ProfilesSink)
+	r := startReceiver(t, cfg, sink)
+	time.Sleep(2 * time.Second)
+	require.NoError(t, r.Shutdown(context.Background()))
+
+	var on, onRight, off, offRight int
+	for _, s := range joinedSamples(t, sink, child.Pid) {
+		which := ""
+		for _, fn := range s.functions {
+			if strings.HasPrefix(fn, "work_in_span") || strings.HasPrefix(fn, "block_in_span") {
+				which = fn[len(fn)-1:]
+				break
+			}
+		}
+		if which == "" {
+			continue
+		}
+		if s.offCPU {
+			off++
+			if s.link == want[which] {
+				offRight++
+			}
+		} else {
+			on++
+			if s.link == want[which] {
+				onRight++
+			}
+		}
+	}
+	t.Logf("on-CPU: %d of %d samples linked to the active span; off-CPU: %d of %d", onRight, on, offRight, off)
+	require.Greater(t, on, 1000)
+	require.Greater(t, off, 30)
+	require.GreaterOrEqual(t, float64(onRight)/float64(on), 0.99)
+	require.GreaterOrEqual(t, float64(offRight)/float64(off), 0.99)
 }

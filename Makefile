@@ -47,6 +47,9 @@ run: build
 test: $(OCB) browser-deps
 	@# eu-addr2line is the symbolizer tests' second oracle (binutils' addr2line errs on some libc lines)
 	@command -v eu-addr2line >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq elfutils >/dev/null)
+	@# Debian's tokio crates: the tokio test child builds offline against them (OTEP 4947 thread contexts)
+	@[ -d /usr/share/cargo/registry ] && ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq librust-tokio-dev >/dev/null)
+	@command -v cargo >/dev/null || [ -x "$$HOME/.cargo/bin/cargo" ] || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq cargo >/dev/null)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 1 -timeout 30m ./...
 

@@ -17,6 +17,10 @@ const (
 	// SourceThreadContext: the thread's OpenTelemetry context record
 	// (OTEP 4947), read at the sample.
 	SourceThreadContext
+	// SourceThreadLatest: the (thread, time) join where unrelated spans
+	// covered the sample, the latest to start taken
+	// (Options.LinkAmbiguous): a guess.
+	SourceThreadLatest
 )
 
 func (s LinkSource) String() string {
@@ -25,6 +29,8 @@ func (s LinkSource) String() string {
 		return "goroutine_labels"
 	case SourceThreadContext:
 		return "thread_context"
+	case SourceThreadLatest:
+		return "thread_latest"
 	}
 	return "thread"
 }

@@ -36,10 +36,11 @@ type SpanCounts struct {
 // Stats.
 type JoinCounts struct {
 	Span int64 // linked to a span, by any source
-	// Read are the samples linked by what was read in the process at the
-	// sample, by source (SourceGoLabels, SourceThreadContext); the rest
-	// of Span were joined by thread and time.
-	Read   [3]int64
+	// Read are the samples of Span by source: read in the process at the
+	// sample (SourceGoLabels, SourceThreadContext), or an ambiguous
+	// thread join's guess (SourceThreadLatest); the rest were joined by
+	// thread and time.
+	Read   [4]int64
 	NoSpan int64 // no span covered the sample on its thread, or the process said it ran none
 	// Ambiguous samples were left unlinked: spans that are not one line of
 	// ancestors (other traces, or siblings) were open on the thread at
@@ -191,7 +192,15 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		}
 		sp, ambiguous := e.spans.Resolve(s.tid, s.time)
 		if ambiguous {
-			c.Ambiguous++
+			if !e.opts.LinkAmbiguous {
+				c.Ambiguous++
+				continue
+			}
+			sp = e.spans.Lookup(s.tid, s.time)
+			c.Span++
+			c.Read[SourceThreadLatest]++
+			e.link(l, sp)
+			l.Source = SourceThreadLatest
 			continue
 		}
 		if sp == nil {

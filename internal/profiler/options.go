@@ -49,6 +49,12 @@ type Options struct {
 
 	// Window is how long a sample waits for the spans that cover it.
 	Window time.Duration
+	// LinkAmbiguous links a sample that unrelated spans cover on its
+	// thread (see tidmap.Resolve) to the latest of them to start, as the
+	// join did before it knew better, with SourceThreadLatest; otherwise
+	// such a sample is left unlinked and counted as ambiguous. For
+	// comparison and for users who want every sample linked.
+	LinkAmbiguous bool
 	// MaxBufferedSamples bounds the samples waiting for the window: past
 	// it the oldest are taken early, without waiting for their spans, and
 	// at twice it new samples are dropped. Default 1 000 000.

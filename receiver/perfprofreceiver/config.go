@@ -122,7 +122,13 @@ type CorrelationConfig struct {
 	// once the span has arrived.
 	SpanIDLabel  string `mapstructure:"span_id_label"`
 	TraceIDLabel string `mapstructure:"trace_id_label"`
-	_            struct{}
+	// Ambiguous says what the join does with a sample that unrelated
+	// spans (other traces, siblings) cover on its thread: "unlinked"
+	// (counted as ambiguous: the thread ran one of them, which cannot be
+	// told) or "latest" (linked to the latest to start: a guess, counted
+	// with source thread_latest).
+	Ambiguous string `mapstructure:"ambiguous"`
+	_         struct{}
 }
 
 // SchedConfig configures context-switch capture: off-CPU time with the
@@ -160,6 +166,9 @@ const (
 	ebpfAuto     = "auto"
 	ebpfRequired = "required"
 	ebpfOff      = "off"
+
+	ambiguousUnlinked = "unlinked"
+	ambiguousLatest   = "latest"
 )
 
 const (
@@ -198,6 +207,7 @@ func createDefaultConfig() *Config {
 			MaxBufferedSamples: 1_000_000,
 			MaxSpans:           100_000,
 			SpanIDLabel:        "span_id",
+			Ambiguous:          ambiguousUnlinked,
 			TraceIDLabel:       "trace_id",
 		},
 	}
@@ -237,6 +247,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
+	}
+	if c.Correlation.Ambiguous != ambiguousUnlinked && c.Correlation.Ambiguous != ambiguousLatest {
+		errs = append(errs, fmt.Errorf("correlation.ambiguous: %q is not one of %q, %q", c.Correlation.Ambiguous, ambiguousUnlinked, ambiguousLatest))
 	}
 	if c.EBPF != ebpfAuto && c.EBPF != ebpfRequired && c.EBPF != ebpfOff {
 		errs = append(errs, fmt.Errorf("ebpf: %q is not one of %q, %q, %q", c.EBPF, ebpfAuto, ebpfRequired, ebpfOff))
@@ -291,6 +304,7 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		JVMPerfMap:         c.JVM.PerfMap,
 		EBPF:               map[string]profiler.EBPFMode{ebpfAuto: profiler.EBPFAuto, ebpfRequired: profiler.EBPFRequired, ebpfOff: profiler.EBPFOff}[c.EBPF],
 		SpanLabelKey:       c.Correlation.SpanIDLabel,
+		LinkAmbiguous:      c.Correlation.Ambiguous == ambiguousLatest,
 		TraceLabelKey:      c.Correlation.TraceIDLabel,
 		JVMRefreshInterval: c.JVM.RefreshInterval,
 		Window:             c.Correlation.Window,

@@ -50,6 +50,7 @@ func TestLoadConfig(t *testing.T) {
 				c.EBPF = "off"
 				c.Correlation.SpanIDLabel = "otel.span_id"
 				c.Correlation.TraceIDLabel = "otel.trace_id"
+				c.Correlation.Ambiguous = "latest"
 				c.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "0.0.0.0:14317"
 				c.Protocols.HTTP.GetOrInsertDefault().TracesURLPath = "/traces"
 				c.Sched = SchedConfig{Enabled: true, OffCPUInterval: 5 * time.Millisecond}
@@ -79,6 +80,7 @@ func TestLoadConfig(t *testing.T) {
 				`ebpf: "sometimes" is not one of "auto", "required", "off"`,
 				"correlation.thread_id_attribute: must name a span attribute",
 				"correlation.max_spans: 0 must be at least 1",
+				`correlation.ambiguous: "newest" is not one of "unlinked", "latest"`,
 				`protocols.http.traces_url_path: "traces" must start with /`,
 			},
 		},

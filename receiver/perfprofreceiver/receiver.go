@@ -188,11 +188,16 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofDroppedSamples, st.BufferFull-last.BufferFull, "reason", "buffer_full")
 	add(tb.ReceiverPerfprofDroppedSamples, int64(st.Source.Corrupt-last.Source.Corrupt), "reason", "corrupt")
 	add(tb.ReceiverPerfprofLostRecords, int64(st.Source.Lost-last.Source.Lost))
+	others := []profiler.LinkSource{profiler.SourceGoLabels, profiler.SourceThreadContext, profiler.SourceThreadLatest}
 	byThread := func(j profiler.JoinCounts) int64 {
-		return j.Span - j.Read[profiler.SourceGoLabels] - j.Read[profiler.SourceThreadContext]
+		n := j.Span
+		for _, src := range others {
+			n -= j.Read[src]
+		}
+		return n
 	}
 	add(tb.ReceiverPerfprofEmittedSamples, byThread(st.Joins)-byThread(last.Joins), "join", "span", "source", profiler.SourceThread.String())
-	for _, src := range []profiler.LinkSource{profiler.SourceGoLabels, profiler.SourceThreadContext} {
+	for _, src := range others {
 		add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Read[src]-last.Joins.Read[src], "join", "span", "source", src.String())
 	}
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.NoSpan-last.Joins.NoSpan, "join", "no_span")

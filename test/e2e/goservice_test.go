@@ -151,13 +151,17 @@ var routeFunctions = map[string]string{"main.routeAlpha": "alpha", "main.routeBe
 // (see goAttribution for what it asserts).
 func TestGoServiceSpanAttribution(t *testing.T) {
 	requirePerf(t)
-	t.Run("labels", func(t *testing.T) { testGoService(t, true) })
-	t.Run("thread_join", func(t *testing.T) { testGoService(t, false) })
+	t.Run("labels", func(t *testing.T) { testGoService(t, true, "") })
+	t.Run("thread_join", func(t *testing.T) { testGoService(t, false, "") })
+	// The thread join as it was before ambiguous samples were left
+	// unlinked, for the comparison the README quotes.
+	t.Run("thread_join_latest", func(t *testing.T) { testGoService(t, false, "latest") })
 }
 
 // testGoService runs the service, with its goroutines labelled with their
-// spans or not, profiles it through the collector and judges the links.
-func testGoService(t *testing.T, labels bool) {
+// spans or not, profiles it through the collector (correlation.ambiguous
+// as given, the default when "") and judges the links.
+func testGoService(t *testing.T, labels bool, ambiguous string) {
 	bin := testchild.Build(t, "otelhttpsvc")
 	srv, addr := startServer(t)
 	spansAddr := freeAddr(t)
@@ -177,7 +181,7 @@ func testGoService(t *testing.T, labels bool) {
     report_interval: 1s
     protocols:
       grpc: {endpoint: %s}
-    correlation: {window: 3s}
+    correlation: {window: 3s%s}
 exporters:
   otlp_grpc:
     endpoint: %s
@@ -185,7 +189,7 @@ exporters:
 service:
   pipelines:
     profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
-`, svc.Pid, spansAddr, addr)
+`, svc.Pid, spansAddr, map[bool]string{true: ", ambiguous: " + ambiguous}[ambiguous != ""], addr)
 	cmd, out := runCollector(t, config, nil)
 	waitFor(t, out, "Everything is ready", 20*time.Second)
 	if labels && strings.Contains(out.String(), "Spans are read at sample time only with eBPF") {

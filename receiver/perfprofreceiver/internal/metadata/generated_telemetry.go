@@ -101,7 +101,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEmittedSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_emitted_samples",
-		metric.WithDescription("Samples emitted in profiles, by join outcome (span joined to a span, with the source of the link - thread for the (thread, time) join, goroutine_labels or thread_context when read in the process at the sample; no_span no span covered its thread and time; ambiguous left unlinked because spans that are not one line of ancestors, such as spans of other traces, were open on its thread at its time; early emitted before the correlation window passed because the buffer was full). [Development]"),
+		metric.WithDescription("Samples emitted in profiles, by join outcome (span joined to a span, with the source of the link - thread for the (thread, time) join, goroutine_labels or thread_context when read in the process at the sample, thread_latest for an ambiguous sample linked to the latest span to start with correlation.ambiguous latest; no_span no span covered its thread and time; ambiguous left unlinked because spans that are not one line of ancestors, such as spans of other traces, were open on its thread at its time; early emitted before the correlation window passed because the buffer was full). [Development]"),
 		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)

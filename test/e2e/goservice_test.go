@@ -24,6 +24,7 @@ import (
 // only logged: that join cannot follow goroutines.
 var goBounds = []goBound{
 	{figure: figOwnRequest, min: 0.99, max: 1},
+	{figure: figOwnRoute, min: 0.99, max: 1},
 	{figure: figRecall, min: 0.95, max: 1},
 	{figure: figBackground, min: 0, max: 0.01},
 }

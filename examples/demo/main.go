@@ -18,8 +18,11 @@
 //
 // Every worker takes the endpoints in turn and, after each request, sleeps
 // so that it works 30% of the time: the three together keep about 0.9 CPU
-// busy. Every span carries the int64 attributes thread.id (gettid of its
-// worker's thread) and worker.id (0, 1, 2), which perfprof joins on; root
+// busy. The tracer provider is wrapped with pkg/spanlabels, so each worker
+// goroutine carries its running span as pprof labels (span_id, trace_id),
+// which perfprof's eBPF program reads at every sample. Every span also
+// carries the int64 attributes thread.id (gettid of its worker's thread)
+// and worker.id (0, 1, 2), which perfprof joins on without eBPF; root
 // spans also carry http.request.method and http.route. The resource has
 // service.name perfprof-demo and process.pid.
 //
@@ -59,6 +62,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/pkg/spanlabels"
 )
 
 // tokenize counts the fields of a request line. It iterates over them
@@ -280,7 +284,10 @@ func main() {
 		sdktrace.WithResource(res),
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
 	)
-	tr := tp.Tracer("github.com/perfprof/perfprof/examples/demo")
+	// Each goroutine carries the span it runs as pprof labels, which
+	// perfprof reads at every sample: exact links, whatever the goroutines
+	// do with threads. The thread.id attributes are the fallback.
+	tr := spanlabels.NewTracerProvider(tp).Tracer("github.com/perfprof/perfprof/examples/demo")
 
 	rng := rand.New(rand.NewSource(1))
 	d := &data{lines: make([][]byte, 256), blocks: make([][]byte, 16)}

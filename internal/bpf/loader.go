@@ -41,6 +41,11 @@ type Options struct {
 	// RingBytes is the size of the records ring buffer, a power of two
 	// and a multiple of the page size; 0 means 256 KiB (5 000 records).
 	RingBytes int
+	// DropOthers makes the programs drop the samples of processes that
+	// are not targets (AddTarget, AddThreadContextTarget, AddPlainTarget),
+	// in the kernel, before perf walks their stacks: for events that
+	// sample every process on a CPU.
+	DropOthers bool
 }
 
 // Program is the loaded spanctx programs with their maps. Attach them to
@@ -101,6 +106,11 @@ func Load(opts Options) (_ *Program, err error) {
 		}
 		if err := spec.Variables[kv.lenVar].Set(uint32(len(kv.key))); err != nil {
 			return nil, fmt.Errorf("set %s: %w", kv.lenVar, err)
+		}
+	}
+	if opts.DropOthers {
+		if err := spec.Variables[spanctxVarDropOthers].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("set drop_others: %w", err)
 		}
 	}
 	spec.Maps[spanctxMapTargets].MaxEntries = uint32(opts.MaxTargets)
@@ -252,10 +262,17 @@ func (p *Program) AddThreadContextTarget(pid int, v otelctx.TLSVar) error {
 	return p.put(pid, &t)
 }
 
+// AddPlainTarget keeps the samples of pid (with DropOthers) without
+// reading any span in it; AddTarget and AddThreadContextTarget replace it.
+func (p *Program) AddPlainTarget(pid int) error {
+	return p.put(pid, &spanctxTarget{Kind: targetPlain})
+}
+
 // Must match TARGET_* in spanctx.h.
 const (
-	targetGo  = 1
-	targetTLS = 2
+	targetPlain = 0
+	targetGo    = 1
+	targetTLS   = 2
 )
 
 func (p *Program) put(pid int, v *spanctxTarget) error {
@@ -332,6 +349,9 @@ type Stats struct {
 	// without a span. BadValue counts span or trace values that were not
 	// hex ids, Faults failed reads of the target's memory.
 	NoGoroutine, NotValid, NoLabels, NoSpan, BadValue, Faults uint64
+	// Others counts the samples of processes that are not targets that
+	// the programs dropped (Options.DropOthers).
+	Others uint64
 	// RunCount and RunTime are the kernel's totals over all runs of both
 	// programs, for every sample of every event they are attached to
 	// (targets or not). Zero when run-time statistics could not be enabled (they need
@@ -350,13 +370,14 @@ const (
 	statBadValue
 	statFaults
 	statNotValid
+	statOthers
 	statMax
 )
 
 // Stats reads the counters.
 func (p *Program) Stats() (Stats, error) {
 	var s Stats
-	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid}
+	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid, &s.Others}
 	var perCPU [][statMax]uint64
 	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
 		return s, fmt.Errorf("read spanctx stats: %w", err)

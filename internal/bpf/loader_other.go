@@ -24,6 +24,7 @@ type Options struct {
 	SpanKey, TraceKey string
 	MaxTargets        int
 	RingBytes         int
+	DropOthers        bool
 }
 
 // Program is not available on this architecture.
@@ -33,6 +34,7 @@ type Program struct{}
 type Stats struct {
 	Samples, Dropped                                          uint64
 	NoGoroutine, NotValid, NoLabels, NoSpan, BadValue, Faults uint64
+	Others                                                    uint64
 	RunCount                                                  uint64
 	RunTime                                                   time.Duration
 }
@@ -47,6 +49,7 @@ func (*Program) SwitchFD() int                                    { return -1 }
 func (*Program) AttachPerfEvent(int) error                        { return ErrNotSupported }
 func (*Program) AddTarget(int, goruntime.Layout) error            { return ErrNotSupported }
 func (*Program) AddThreadContextTarget(int, otelctx.TLSVar) error { return ErrNotSupported }
+func (*Program) AddPlainTarget(int) error                         { return ErrNotSupported }
 func (*Program) RemoveTarget(int) error                           { return nil }
 func (*Program) Drain(func(*Record)) (int, error)                 { return 0, nil }
 func (*Program) Stats() (Stats, error)                            { return Stats{}, nil }

@@ -20,6 +20,10 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+/* drop_others, set by the loader: drop the samples of processes that are
+ * not targets (per-CPU events sample every process on their CPU). */
+volatile const __u32 drop_others = 0;
+
 /* Label keys, set by the loader before loading (zero-padded). */
 volatile const __u64 span_key[SC_KEY_MAX / 8] = {0};
 volatile const __u32 span_key_len = 0;
@@ -298,17 +302,25 @@ static __always_inline __u32 read_tls(const struct tls_layout *l, struct sample_
 
 static __always_inline int run(__u32 kind)
 {
-	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32;
+	__u32 pid = id >> 32, zero = 0;
 	struct target *tg;
 	struct sample_labels *r;
+	__u64 *st;
 
 	tg = bpf_map_lookup_elem(&targets, &pid);
-	if (!tg)
+	if (!tg) {
+		if (!drop_others)
+			return 1;
+		st = bpf_map_lookup_elem(&stats, &zero);
+		if (st)
+			st[STAT_OTHERS]++;
+		return 0; /* perf drops the sample: no callchain, no record */
+	}
+	if (tg->kind == TARGET_PLAIN)
 		return 1;
-	__u32 zero = 0;
-	__u64 *st = bpf_map_lookup_elem(&stats, &zero);
+	__u64 now = bpf_ktime_get_ns();
+	st = bpf_map_lookup_elem(&stats, &zero);
 	if (!st)
 		return 1;
 	st[STAT_RUNS]++; /* per CPU: no atomics needed */

@@ -31,8 +31,9 @@ struct tls_layout {
 
 /* How a target process says which span a thread runs. */
 enum {
-	TARGET_GO = 1,  /* the running goroutine's pprof labels */
-	TARGET_TLS = 2, /* the thread's OTEP 4947 context record */
+	TARGET_PLAIN = 0, /* it does not: sampled, no record written */
+	TARGET_GO = 1,    /* the running goroutine's pprof labels */
+	TARGET_TLS = 2,   /* the thread's OTEP 4947 context record */
 };
 
 /* Value of the targets map, keyed by pid. */
@@ -78,6 +79,7 @@ enum {
 	STAT_BAD_VALUE,   /* span or trace key with a malformed value */
 	STAT_FAULTS,      /* failed reads of process memory */
 	STAT_NOT_VALID,   /* a thread's record being written */
+	STAT_OTHERS,      /* samples of other processes, dropped (drop_others) */
 	STAT_MAX,
 };
 

@@ -59,6 +59,7 @@ const (
 	spanctxMapTargets            = "targets"
 	spanctxProgSpanctxSample     = "spanctx_sample"
 	spanctxProgSpanctxSwitch     = "spanctx_switch"
+	spanctxVarDropOthers         = "drop_others"
 	spanctxVarSpanKey            = "span_key"
 	spanctxVarSpanKeyLen         = "span_key_len"
 	spanctxVarTraceKey           = "trace_key"
@@ -127,6 +128,7 @@ type spanctxMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxVariableSpecs struct {
+	DropOthers         *ebpf.VariableSpec `ebpf:"drop_others"`
 	SpanKey            *ebpf.VariableSpec `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.VariableSpec `ebpf:"span_key_len"`
 	TraceKey           *ebpf.VariableSpec `ebpf:"trace_key"`
@@ -174,6 +176,7 @@ func (m *spanctxMaps) Close() error {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxVariables struct {
+	DropOthers         *ebpf.Variable `ebpf:"drop_others"`
 	SpanKey            *ebpf.Variable `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.Variable `ebpf:"span_key_len"`
 	TraceKey           *ebpf.Variable `ebpf:"trace_key"`

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "4be3c19b54c4fa06be7d7ccc7a580e5a67044291f5573c3ed7a58ef8559c1f9d"
+const sourceSum = "dfa29b33020f433d22a66c05ace798c6155f9a995966a79644b3f216d77486cd"

@@ -85,7 +85,7 @@ type spanReader struct {
 // loadEBPF loads the programs per mode. It returns nil and the reason when
 // they cannot be used; with EBPFRequired the caller fails on it.
 func loadEBPF(opts Options) (*spanReader, error) {
-	prog, err := bpf.Load(bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: spanReaderRing})
+	prog, err := bpf.Load(bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: spanReaderRing, DropOthers: true})
 	if err != nil {
 		return nil, fmt.Errorf("load the eBPF programs that read the running span: %w", err)
 	}
@@ -103,6 +103,11 @@ func (g *spanReader) Attach(pid int) error {
 	g.mu.Unlock()
 	if done {
 		return nil
+	}
+	// First keep its samples: the sampling events are per CPU and drop
+	// those of processes that are not targets.
+	if err := g.prog.AddPlainTarget(pid); err != nil {
+		return fmt.Errorf("%w: %v", errNotKept, err)
 	}
 	l, err := goruntime.ReadFile(fmt.Sprintf("/proc/%d/exe", pid))
 	if err == nil {
@@ -241,6 +246,10 @@ func (g *spanReader) stats() bpf.Stats {
 	}
 	return g.last
 }
+
+// errNotKept says the programs cannot keep a process's samples (their
+// target map is full): with per-CPU events it cannot be sampled.
+var errNotKept = errors.New("the eBPF programs cannot keep its samples")
 
 // errEBPFOff says the programs were not asked for.
 var errEBPFOff = errors.New("ebpf: off")

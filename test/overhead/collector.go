@@ -27,7 +27,7 @@ const reportInterval = 2 * time.Second
 const collectorConfig = `receivers:
   perfprof:
     targets: {pids: [%[1]v]}
-    scope: process
+    scope: %[7]s
     frequency: %[2]v
     report_interval: %[3]s
     sched: {enabled: %[5]v}%[6]s
@@ -69,7 +69,11 @@ func collectorYAML(pid, hz, port any, m mode) string {
 	if m.ringPages > 0 {
 		extra += fmt.Sprintf("\n    ring_pages: %d", m.ringPages)
 	}
-	return fmt.Sprintf(collectorConfig, pid, hz, reportInterval, port, !m.noSched, extra)
+	scope := "process"
+	if m.system {
+		scope = "system"
+	}
+	return fmt.Sprintf(collectorConfig, pid, hz, reportInterval, port, !m.noSched, extra, scope)
 }
 
 // startCollector starts the collector on pid and returns once it logged

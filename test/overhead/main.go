@@ -34,7 +34,8 @@
 //	perfprof-norecover-HZ
 //	                 the same with recover_leaf_caller: false (no user stack
 //	                 copy per sample)
-//	perfprof-nobpf-HZ, perfprof-nosched-nobpf-HZ
+//	perfprof-nobpf-HZ, perfprof-nosched-nobpf-HZ,
+//	perfprof-system-HZ (scope: system: per-CPU events), perfprof-system-nosched-HZ
 //	                 the same with ebpf: off (no program reads goroutine
 //	                 labels at each sample)
 //	perfprof-ringN-HZ, perfprof-nosched-ringN-HZ
@@ -155,6 +156,7 @@ type mode struct {
 	hz   int
 
 	// perfprof modes only.
+	system    bool // scope: system (per-CPU events), not process
 	noSched   bool // sched: {enabled: false}
 	noRecover bool // recover_leaf_caller: false
 	noBPF     bool // ebpf: off
@@ -164,11 +166,14 @@ type mode struct {
 // twin is the name of the perfprof mode that differs from m only in sched
 // capture.
 func (m mode) twin() string {
-	return perfprofName(!m.noSched, m.noRecover, m.noBPF, m.ringPages, m.hz)
+	return perfprofName(m.system, !m.noSched, m.noRecover, m.noBPF, m.ringPages, m.hz)
 }
 
-func perfprofName(noSched, noRecover, noBPF bool, ringPages, hz int) string {
+func perfprofName(system, noSched, noRecover, noBPF bool, ringPages, hz int) string {
 	name := "perfprof-"
+	if system {
+		name += "system-"
+	}
 	if noSched {
 		name += "nosched-"
 	}
@@ -197,6 +202,9 @@ func parseMode(s string) (mode, error) {
 		m := mode{name: s, kind: kind}
 		if kind == kindPerfprof {
 			// Options before the frequency, in this order.
+			if r, ok := strings.CutPrefix(rest, "system-"); ok {
+				m.system, rest = true, r
+			}
 			if r, ok := strings.CutPrefix(rest, "nosched-"); ok {
 				m.noSched, rest = true, r
 			}
@@ -220,8 +228,8 @@ func parseMode(s string) (mode, error) {
 			return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000 (perfprof options go before it: perfprof[-nosched][-ringN]-HZ)", s, rest)
 		}
 		m.hz = hz
-		if kind == kindPerfprof && perfprofName(m.noSched, m.noRecover, m.noBPF, m.ringPages, hz) != s {
-			return mode{}, fmt.Errorf("mode %q: want perfprof[-nosched][-norecover][-nobpf][-ringN]-HZ", s)
+		if kind == kindPerfprof && perfprofName(m.system, m.noSched, m.noRecover, m.noBPF, m.ringPages, hz) != s {
+			return mode{}, fmt.Errorf("mode %q: want perfprof[-system][-nosched][-norecover][-nobpf][-ringN]-HZ", s)
 		}
 		return m, nil
 	}

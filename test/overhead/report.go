@@ -45,8 +45,8 @@ func (h *harness) printHeader() {
 		switch m.kind {
 		case kindPerfprof:
 			fmt.Printf("%s: %s %s   with CONFIG:\n", "perfprof", h.collector, strings.Join(collectorArgs("CONFIG"), " "))
-			sched, ring, notes := h.configPlaceholders()
-			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT", sched, ring)
+			sched, ring, scope, notes := h.configPlaceholders()
+			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT", sched, ring, scope)
 			fmt.Print("\t" + strings.ReplaceAll(strings.TrimSuffix(cfg, "\n"), "\n", "\n\t") + "\n")
 			for _, n := range notes {
 				fmt.Printf("\t(%s)\n", n)
@@ -62,8 +62,8 @@ func (h *harness) printHeader() {
 // configPlaceholders returns what the header's collector configuration
 // shows for sched.enabled and ring_pages across the perfprof modes, and
 // notes explaining the placeholders.
-func (h *harness) configPlaceholders() (sched any, ring string, notes []string) {
-	on, off, rings := false, false, false
+func (h *harness) configPlaceholders() (sched any, ring, scope string, notes []string) {
+	on, off, rings, system, process := false, false, false, false, false
 	for _, m := range h.modes {
 		if m.kind != kindPerfprof {
 			continue
@@ -71,6 +71,16 @@ func (h *harness) configPlaceholders() (sched any, ring string, notes []string) 
 		on = on || !m.noSched
 		off = off || m.noSched
 		rings = rings || m.ringPages > 0
+		system = system || m.system
+		process = process || !m.system
+	}
+	scope = "process"
+	switch {
+	case system && process:
+		scope = "SCOPE"
+		notes = append(notes, "SCOPE: system in the perfprof-system-* modes, process in the others")
+	case system:
+		scope = "system"
 	}
 	sched = on
 	if on && off {
@@ -81,7 +91,7 @@ func (h *harness) configPlaceholders() (sched any, ring string, notes []string) 
 		ring = "\n    ring_pages: PAGES"
 		notes = append(notes, "ring_pages: PAGES only in the perfprof-*ringPAGES-* modes; the others have the receiver's default")
 	}
-	return sched, ring, notes
+	return sched, ring, scope, notes
 }
 
 // printTable prints one line per mode.

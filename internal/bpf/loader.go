@@ -48,11 +48,23 @@ type Options struct {
 	DropOthers bool
 }
 
+// objects are what Load loads of the spanctx collection: its maps and the
+// two programs of the events, not the accounting's test driver.
+type objects struct {
+	Sample *ebpf.Program `ebpf:"spanctx_sample"`
+	Switch *ebpf.Program `ebpf:"spanctx_switch"`
+	spanctxMaps
+}
+
+func (o *objects) Close() error {
+	return errors.Join(o.Sample.Close(), o.Switch.Close(), o.spanctxMaps.Close())
+}
+
 // Program is the loaded spanctx programs with their maps. Attach them to
 // sampling and context-switch events, add target processes, and drain
 // their records.
 type Program struct {
-	objs   spanctxObjects
+	objs   objects
 	reader *ringbuf.Reader
 	stats  io.Closer // BPF_STATS_RUN_TIME while open; nil if refused
 
@@ -211,11 +223,11 @@ func effectiveCaps() (uint64, bool) {
 
 // FD is the file descriptor of the program for cpu-clock sampling events,
 // for PERF_EVENT_IOC_SET_BPF (see perf.Options.BPFProgram).
-func (p *Program) FD() int { return p.objs.SpanctxSample.FD() }
+func (p *Program) FD() int { return p.objs.Sample.FD() }
 
 // SwitchFD is the file descriptor of the program for context-switch
 // events (perf.Options.BPFSwitchProgram): its records carry FlagSwitch.
-func (p *Program) SwitchFD() int { return p.objs.SpanctxSwitch.FD() }
+func (p *Program) SwitchFD() int { return p.objs.Switch.FD() }
 
 // AttachPerfEvent attaches the cpu-clock program to the perf event fd (a
 // sampling event: software cpu-clock, or any that samples). The event
@@ -387,7 +399,7 @@ func (p *Program) Stats() (Stats, error) {
 			*dst[i] += v
 		}
 	}
-	for _, prog := range []*ebpf.Program{p.objs.SpanctxSample, p.objs.SpanctxSwitch} {
+	for _, prog := range []*ebpf.Program{p.objs.Sample, p.objs.Switch} {
 		if ps, err := prog.Stats(); err == nil {
 			s.RunCount += ps.RunCount
 			s.RunTime += ps.Runtime

@@ -17,6 +17,7 @@
 
 #include "kernel.h"
 #include "spanctx.h"
+#include "schedacct.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -59,9 +60,35 @@ struct {
 	__type(value, __u8[LABEL_BYTES]);
 } scratch SEC(".maps");
 
+/* The on/off-CPU accounting of target threads, by tid (schedacct.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct thread_acct);
+} threads SEC(".maps");
+
+/* The test driver's input and output (schedacct_test). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ACCT_BATCH);
+	__type(key, __u32);
+	__type(value, struct acct_event);
+} acct_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ACCT_BATCH);
+	__type(key, __u32);
+	__type(value, struct acct_result);
+} acct_results SEC(".maps");
+
 /* Force the types into BTF for bpf2go. */
 const struct sample_labels *unused_sample_labels __attribute__((unused));
 const struct target *unused_target __attribute__((unused));
+const struct acct_event *unused_acct_event __attribute__((unused));
+const struct acct_result *unused_acct_result __attribute__((unused));
+const struct acct_batch *unused_acct_batch __attribute__((unused));
 
 /* A Go string header. */
 struct go_string {
@@ -370,4 +397,64 @@ SEC("perf_event")
 int spanctx_switch(void *ctx)
 {
 	return run(SC_SWITCH);
+}
+
+/* acct_thread returns tid's accounting, made at ts when it has none
+ * (*fresh then: the thread was Unknown). NULL when the map refuses. */
+static __always_inline struct thread_acct *acct_thread(__u32 tid, __u64 ts, int *fresh)
+{
+	struct thread_acct *th = bpf_map_lookup_elem(&threads, &tid);
+	*fresh = 0;
+	if (th)
+		return th;
+	struct thread_acct init = {.since = ts};
+	bpf_map_update_elem(&threads, &tid, &init, BPF_NOEXIST);
+	*fresh = 1;
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* schedacct_test runs the accounting over the events the test put in
+ * acct_events, as the scheduler and sampling programs do, and writes what
+ * each produced to acct_results: the kernel side of
+ * TestSchedAcctMatchesTracker (BPF_PROG_TEST_RUN). */
+SEC("syscall")
+int schedacct_test(struct acct_batch *b)
+{
+	__u64 interval = b->interval;
+	__u32 n = b->n;
+
+	for (__u32 i = 0; i < ACCT_BATCH; i++) {
+		if (i >= n)
+			break;
+		/* The key on the stack, the counter in a register: the
+		 * verifier must see the counter grow to prove the loop ends. */
+		__u32 key = i;
+		struct acct_event *e = bpf_map_lookup_elem(&acct_events, &key);
+		struct acct_result *r = bpf_map_lookup_elem(&acct_results, &key);
+		if (!e || !r)
+			return 1;
+		__builtin_memset(r, 0, sizeof(*r));
+		__u32 tid = e->tid;
+		if (e->kind == ACCT_EV_EXIT) {
+			bpf_map_delete_elem(&threads, &tid);
+			continue;
+		}
+		int fresh;
+		struct thread_acct *th = acct_thread(tid, e->ts, &fresh);
+		if (!th)
+			return 2;
+		switch (e->kind) {
+		case ACCT_EV_OUT:
+			acct_switch_out(th, e->ts, e->preempted);
+			break;
+		case ACCT_EV_IN:
+		case ACCT_EV_SAMPLE:
+			if (!fresh)
+				r->grouped = acct_run(th, e->ts, interval, &r->group);
+			if (e->kind == ACCT_EV_SAMPLE)
+				r->cpu_delta = acct_take_cpu_delta(th);
+			break;
+		}
+	}
+	return 0;
 }

@@ -13,6 +13,37 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type spanctxAcctBatch struct {
+	_        structs.HostLayout
+	Interval uint64
+	N        uint32
+	Pad      uint32
+}
+
+type spanctxAcctEvent struct {
+	_         structs.HostLayout
+	Ts        uint64
+	Tid       uint32
+	Kind      uint8
+	Preempted uint8
+	Pad       uint16
+}
+
+type spanctxAcctResult struct {
+	_     structs.HostLayout
+	Group struct {
+		_     structs.HostLayout
+		Begin uint64
+		End   uint64
+		Count uint64
+		State uint32
+		Pad   uint32
+	}
+	CpuDelta uint64
+	Grouped  uint32
+	Pad      uint32
+}
+
 type spanctxSampleLabels struct {
 	_       structs.HostLayout
 	Ktime   uint64
@@ -49,14 +80,28 @@ type spanctxTarget struct {
 	_ [4]byte
 }
 
+type spanctxThreadAcct struct {
+	_        structs.HostLayout
+	Since    uint64
+	CpuDelta uint64
+	Pending  [2]uint64
+	OffCpu   uint8
+	OffState uint8
+	Pad      [6]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	spanctxMapAcctEvents         = "acct_events"
+	spanctxMapAcctResults        = "acct_results"
 	spanctxMapRecords            = "records"
 	spanctxMapScratch            = "scratch"
 	spanctxMapStats              = "stats"
 	spanctxMapTargets            = "targets"
+	spanctxMapThreads            = "threads"
+	spanctxProgSchedacctTest     = "schedacct_test"
 	spanctxProgSpanctxSample     = "spanctx_sample"
 	spanctxProgSpanctxSwitch     = "spanctx_switch"
 	spanctxVarDropOthers         = "drop_others"
@@ -64,6 +109,9 @@ const (
 	spanctxVarSpanKeyLen         = "span_key_len"
 	spanctxVarTraceKey           = "trace_key"
 	spanctxVarTraceKeyLen        = "trace_key_len"
+	spanctxVarUnusedAcctBatch    = "unused_acct_batch"
+	spanctxVarUnusedAcctEvent    = "unused_acct_event"
+	spanctxVarUnusedAcctResult   = "unused_acct_result"
 	spanctxVarUnusedSampleLabels = "unused_sample_labels"
 	spanctxVarUnusedTarget       = "unused_target"
 )
@@ -110,6 +158,7 @@ type spanctxSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxProgramSpecs struct {
+	SchedacctTest *ebpf.ProgramSpec `ebpf:"schedacct_test"`
 	SpanctxSample *ebpf.ProgramSpec `ebpf:"spanctx_sample"`
 	SpanctxSwitch *ebpf.ProgramSpec `ebpf:"spanctx_switch"`
 }
@@ -118,10 +167,13 @@ type spanctxProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxMapSpecs struct {
-	Records *ebpf.MapSpec `ebpf:"records"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Targets *ebpf.MapSpec `ebpf:"targets"`
+	AcctEvents  *ebpf.MapSpec `ebpf:"acct_events"`
+	AcctResults *ebpf.MapSpec `ebpf:"acct_results"`
+	Records     *ebpf.MapSpec `ebpf:"records"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	Targets     *ebpf.MapSpec `ebpf:"targets"`
+	Threads     *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // spanctxVariableSpecs contains global variables before they are loaded into the kernel.
@@ -133,6 +185,9 @@ type spanctxVariableSpecs struct {
 	SpanKeyLen         *ebpf.VariableSpec `ebpf:"span_key_len"`
 	TraceKey           *ebpf.VariableSpec `ebpf:"trace_key"`
 	TraceKeyLen        *ebpf.VariableSpec `ebpf:"trace_key_len"`
+	UnusedAcctBatch    *ebpf.VariableSpec `ebpf:"unused_acct_batch"`
+	UnusedAcctEvent    *ebpf.VariableSpec `ebpf:"unused_acct_event"`
+	UnusedAcctResult   *ebpf.VariableSpec `ebpf:"unused_acct_result"`
 	UnusedSampleLabels *ebpf.VariableSpec `ebpf:"unused_sample_labels"`
 	UnusedTarget       *ebpf.VariableSpec `ebpf:"unused_target"`
 }
@@ -157,18 +212,24 @@ func (o *spanctxObjects) Close() error {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxMaps struct {
-	Records *ebpf.Map `ebpf:"records"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Targets *ebpf.Map `ebpf:"targets"`
+	AcctEvents  *ebpf.Map `ebpf:"acct_events"`
+	AcctResults *ebpf.Map `ebpf:"acct_results"`
+	Records     *ebpf.Map `ebpf:"records"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Stats       *ebpf.Map `ebpf:"stats"`
+	Targets     *ebpf.Map `ebpf:"targets"`
+	Threads     *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *spanctxMaps) Close() error {
 	return _SpanctxClose(
+		m.AcctEvents,
+		m.AcctResults,
 		m.Records,
 		m.Scratch,
 		m.Stats,
 		m.Targets,
+		m.Threads,
 	)
 }
 
@@ -181,6 +242,9 @@ type spanctxVariables struct {
 	SpanKeyLen         *ebpf.Variable `ebpf:"span_key_len"`
 	TraceKey           *ebpf.Variable `ebpf:"trace_key"`
 	TraceKeyLen        *ebpf.Variable `ebpf:"trace_key_len"`
+	UnusedAcctBatch    *ebpf.Variable `ebpf:"unused_acct_batch"`
+	UnusedAcctEvent    *ebpf.Variable `ebpf:"unused_acct_event"`
+	UnusedAcctResult   *ebpf.Variable `ebpf:"unused_acct_result"`
 	UnusedSampleLabels *ebpf.Variable `ebpf:"unused_sample_labels"`
 	UnusedTarget       *ebpf.Variable `ebpf:"unused_target"`
 }
@@ -189,12 +253,14 @@ type spanctxVariables struct {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxPrograms struct {
+	SchedacctTest *ebpf.Program `ebpf:"schedacct_test"`
 	SpanctxSample *ebpf.Program `ebpf:"spanctx_sample"`
 	SpanctxSwitch *ebpf.Program `ebpf:"spanctx_switch"`
 }
 
 func (p *spanctxPrograms) Close() error {
 	return _SpanctxClose(
+		p.SchedacctTest,
 		p.SpanctxSample,
 		p.SpanctxSwitch,
 	)

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "dfa29b33020f433d22a66c05ace798c6155f9a995966a79644b3f216d77486cd"
+const sourceSum = "2fb8c43bd3d10543ca4cd83a0dce5c42ad3f536c7b3a0134210fd18be536d478"

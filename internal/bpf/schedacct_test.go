@@ -1,0 +1,213 @@
+//go:build amd64
+
+package bpf
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/perfprof/perfprof/internal/sched"
+)
+
+// acctDriver is the accounting's test driver loaded alone, with its maps.
+type acctDriver struct {
+	Test    *ebpf.Program `ebpf:"schedacct_test"`
+	Threads *ebpf.Map     `ebpf:"threads"`
+	Events  *ebpf.Map     `ebpf:"acct_events"`
+	Results *ebpf.Map     `ebpf:"acct_results"`
+}
+
+func loadAcctDriver(t *testing.T) *acctDriver {
+	t.Helper()
+	spec, err := loadSpanctx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d acctDriver
+	if err := spec.LoadAndAssign(&d, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			t.Logf("%+v", ve)
+		}
+		err = explainLoadError(err)
+		if (errors.Is(err, ErrPermission) || errors.Is(err, ErrNotSupported)) && os.Getenv("PERFPROF_REQUIRE_PERF") != "1" {
+			t.Skipf("BPF unavailable, skipping: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Test.Close()
+		d.Threads.Close()
+		d.Events.Close()
+		d.Results.Close()
+	})
+	return &d
+}
+
+// run feeds events to the kernel's accounting, ACCT_BATCH at a time, and
+// returns what each produced.
+func (d *acctDriver) run(t *testing.T, interval uint64, evs []spanctxAcctEvent) []spanctxAcctResult {
+	t.Helper()
+	var out []spanctxAcctResult
+	for len(evs) > 0 {
+		n := min(len(evs), acctBatch)
+		keys := make([]uint32, n)
+		for i := range keys {
+			keys[i] = uint32(i)
+		}
+		if _, err := d.Events.BatchUpdate(keys, evs[:n], nil); err != nil {
+			t.Fatalf("write events: %v", err)
+		}
+		ret, err := d.Test.Run(&ebpf.RunOptions{Context: spanctxAcctBatch{Interval: interval, N: uint32(n)}})
+		if err != nil || ret != 0 {
+			t.Fatalf("run schedacct_test: %d, %v", ret, err)
+		}
+		res := make([]spanctxAcctResult, n)
+		for i := range res {
+			if err := d.Results.Lookup(uint32(i), &res[i]); err != nil {
+				t.Fatalf("read result %d: %v", i, err)
+			}
+		}
+		out = append(out, res...)
+		evs = evs[n:]
+	}
+	return out
+}
+
+// acctBatch is ACCT_BATCH of schedacct.h.
+const acctBatch = 64
+
+// Event kinds of schedacct.h.
+const (
+	acctOut    = 1
+	acctIn     = 2
+	acctSample = 3
+	acctExit   = 4
+)
+
+// genAcct generates the records of a few threads interleaved as the
+// kernel delivers them: alternating on and off periods of lengths from 0
+// to several intervals, blocked or preempted; samples inside on periods,
+// sometimes before their switch-in; duplicated switch-outs; timestamps
+// that now and then go back a little (records of different CPUs); threads
+// whose first record is any kind; exits, and tids reused after.
+func genAcct(rng *rand.Rand, interval uint64) []spanctxAcctEvent {
+	var evs []spanctxAcctEvent
+	nthreads := 1 + rng.IntN(4)
+	type th struct {
+		tid uint32
+		t   uint64
+		on  bool
+	}
+	ths := make([]*th, nthreads)
+	for i := range ths {
+		ths[i] = &th{tid: uint32(100 + i), t: 1_000_000_000 + rng.Uint64N(interval), on: rng.IntN(2) == 0}
+	}
+	add := func(x *th, kind uint8, ts uint64, preempted bool) {
+		e := spanctxAcctEvent{Ts: ts, Tid: x.tid, Kind: kind}
+		if preempted {
+			e.Preempted = 1
+		}
+		evs = append(evs, e)
+	}
+	span := func() uint64 {
+		switch n := rng.IntN(10); {
+		case n < 2:
+			return 0
+		case n < 6:
+			return rng.Uint64N(interval/2 + 1)
+		case n < 8:
+			return rng.Uint64N(interval + 1)
+		default:
+			return rng.Uint64N(5 * interval)
+		}
+	}
+	for steps := 10 + rng.IntN(200); steps > 0; steps-- {
+		x := ths[rng.IntN(len(ths))]
+		jitter := func(ts uint64) uint64 {
+			if rng.IntN(20) == 0 {
+				return ts - min(ts, rng.Uint64N(interval/10+1))
+			}
+			return ts
+		}
+		x.t += span()
+		switch r := rng.IntN(100); {
+		case r < 3:
+			add(x, acctExit, x.t, false)
+			x.on = rng.IntN(2) == 0
+		case x.on && r < 40:
+			add(x, acctSample, jitter(x.t), false)
+		case x.on:
+			add(x, acctOut, jitter(x.t), rng.IntN(3) == 0)
+			if rng.IntN(15) == 0 {
+				add(x, acctOut, jitter(x.t+rng.Uint64N(interval/4+1)), rng.IntN(2) == 0)
+			}
+			x.on = false
+		default:
+			if rng.IntN(8) == 0 {
+				// The first sample of an on period read before its
+				// switch-in.
+				add(x, acctSample, jitter(x.t), false)
+				x.t += rng.Uint64N(interval/20 + 1)
+			}
+			add(x, acctIn, jitter(x.t), false)
+			x.on = true
+		}
+	}
+	return evs
+}
+
+// TestSchedAcctMatchesTracker: the kernel's accounting (schedacct.h, run by
+// BPF_PROG_TEST_RUN) and internal/sched's Tracker, fed the same generated
+// record sequences, produce the same groups and CPU deltas, record for
+// record.
+func TestSchedAcctMatchesTracker(t *testing.T) {
+	d := loadAcctDriver(t)
+	rng := rand.New(rand.NewPCG(13, 7))
+	const sequences = 3000
+	events, groups := 0, 0
+	for seq := 0; seq < sequences; seq++ {
+		interval := []uint64{10_000_000, 1_000_000, 100_000, 3}[rng.IntN(4)]
+		evs := genAcct(rng, interval)
+		// Every sequence starts with no thread known.
+		for _, tid := range []uint32{100, 101, 102, 103} {
+			_ = d.Threads.Delete(tid)
+		}
+		got := d.run(t, interval, evs)
+		tr := sched.New(interval)
+		for i, e := range evs {
+			var g sched.Group
+			var ok bool
+			var delta uint64
+			switch e.Kind {
+			case acctOut:
+				tr.SwitchOut(e.Tid, e.Ts, e.Preempted != 0)
+			case acctIn:
+				g, ok = tr.SwitchIn(e.Tid, e.Ts)
+			case acctSample:
+				g, ok = tr.OnCPUSample(e.Tid, e.Ts)
+				delta = tr.TakeCPUDelta(e.Tid)
+			case acctExit:
+				tr.Exit(e.Tid)
+			}
+			r := got[i]
+			kg := sched.Group{Begin: r.Group.Begin, End: r.Group.End, Count: r.Group.Count, State: sched.State(r.Group.State)}
+			if (r.Grouped != 0) != ok || (ok && kg != g) || r.CpuDelta != delta {
+				t.Fatalf("sequence %d (interval %d), record %d %+v: kernel group %v %+v, delta %d; Tracker group %v %+v, delta %d",
+					seq, interval, i, e, r.Grouped != 0, kg, r.CpuDelta, ok, g, delta)
+			}
+			if ok {
+				groups++
+			}
+		}
+		events += len(evs)
+	}
+	t.Logf("%d sequences, %d records, %d groups: the kernel's accounting and the Tracker agree on every one", sequences, events, groups)
+	if groups < sequences {
+		t.Errorf("only %d groups over %d sequences: the generator does not exercise the accounting", groups, sequences)
+	}
+}

@@ -11,6 +11,8 @@ struct thread_struct {
 
 struct task_struct {
 	struct thread_struct thread;
+	int pid;  /* the thread id */
+	int tgid; /* the process id */
 } __attribute__((preserve_access_index));
 
 #endif

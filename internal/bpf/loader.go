@@ -364,6 +364,9 @@ type Stats struct {
 	// Others counts the samples of processes that are not targets that
 	// the programs dropped (Options.DropOthers).
 	Others uint64
+	// SchedDropped counts groups of off-CPU time the scheduler program
+	// could not write: its ring buffer was full.
+	SchedDropped uint64
 	// RunCount and RunTime are the kernel's totals over all runs of both
 	// programs, for every sample of every event they are attached to
 	// (targets or not). Zero when run-time statistics could not be enabled (they need
@@ -383,13 +386,14 @@ const (
 	statFaults
 	statNotValid
 	statOthers
+	statSchedDropped
 	statMax
 )
 
 // Stats reads the counters.
 func (p *Program) Stats() (Stats, error) {
 	var s Stats
-	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid, &s.Others}
+	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid, &s.Others, &s.SchedDropped}
 	var perCPU [][statMax]uint64
 	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
 		return s, fmt.Errorf("read spanctx stats: %w", err)

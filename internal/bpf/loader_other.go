@@ -34,7 +34,7 @@ type Program struct{}
 type Stats struct {
 	Samples, Dropped                                          uint64
 	NoGoroutine, NotValid, NoLabels, NoSpan, BadValue, Faults uint64
-	Others                                                    uint64
+	Others, SchedDropped                                      uint64
 	RunCount                                                  uint64
 	RunTime                                                   time.Duration
 }

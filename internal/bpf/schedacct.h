@@ -26,6 +26,21 @@ struct thread_acct {
 	__u8 _pad[6];
 };
 
+/* SC_STACK_MAX is the deepest user stack kept of a switch-out. */
+#define SC_STACK_MAX 64
+
+/* What the scheduler program keeps of a target thread: its accounting, and
+ * the switch-out that began its current (or last) off period: the stack
+ * where it left the CPU and the span it was running then. */
+struct thread_state {
+	struct thread_acct acct;
+	__u32 out_flags; /* SC_* of the span read at the switch-out */
+	__u32 nframes;   /* of ustack */
+	__u8 span_id[8];
+	__u8 trace_id[16];
+	__u64 ustack[SC_STACK_MAX];
+};
+
 /* A group of off-CPU time (sched.Group). */
 struct acct_group {
 	__u64 begin, end, count;
@@ -89,6 +104,21 @@ static __always_inline __u64 acct_take_cpu_delta(struct thread_acct *th)
 	th->cpu_delta = 0;
 	return d;
 }
+
+/* One group of off-CPU time of a target thread, in the sched_records ring
+ * buffer: written at the switch-in that crossed the interval, with the
+ * switch-out that began the off period that ended there. */
+struct sched_record {
+	__u64 begin, end, count; /* CLOCK_MONOTONIC ns; count intervals */
+	__u32 pid, tid;
+	__u32 state;     /* ACCT_* */
+	__u32 out_flags; /* SC_* of the span read at the switch-out */
+	__u8 span_id[8];
+	__u8 trace_id[16];
+	__u32 nframes;
+	__u32 _pad;
+	__u64 ustack[SC_STACK_MAX];
+};
 
 /* --- the test driver's context (BPF_PROG_TEST_RUN of schedacct_test) --- */
 

@@ -3,14 +3,27 @@
 package bpf
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/perfprof/perfprof/internal/otelctx"
 	"github.com/perfprof/perfprof/internal/sched"
+	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // acctDriver is the accounting's test driver loaded alone, with its maps.
@@ -210,4 +223,133 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 	if groups < sequences {
 		t.Errorf("only %d groups over %d sequences: the generator does not exercise the accounting", groups, sequences)
 	}
+}
+
+// schedProg is the scheduler program loaded with the maps it uses.
+type schedProg struct {
+	Switch  *ebpf.Program `ebpf:"spanctx_sched_switch"`
+	Targets *ebpf.Map     `ebpf:"targets"`
+	Records *ebpf.Map     `ebpf:"sched_records"`
+	Threads *ebpf.Map     `ebpf:"threads"`
+}
+
+// TestSchedSwitchGroups: the scheduler program on a real thread, the C
+// publisher switching between two OTEP 4947 spans every millisecond and
+// blocking 2 ms in block_in_span0 or block_in_span1 in every fifth period
+// of each: its groups add up to the time it blocked, their stacks start in
+// the function it blocked in, and their span is that function's.
+func TestSchedSwitchGroups(t *testing.T) {
+	spec, err := loadSpanctx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 1_000_000
+	if err := spec.Variables[spanctxVarAcctInterval].Set(uint64(interval)); err != nil {
+		t.Fatal(err)
+	}
+	var p schedProg
+	if err := spec.LoadAndAssign(&p, nil); err != nil {
+		err = explainLoadError(err)
+		if (errors.Is(err, ErrPermission) || errors.Is(err, ErrNotSupported)) && os.Getenv("PERFPROF_REQUIRE_PERF") != "1" {
+			t.Skipf("BPF unavailable, skipping: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer p.Switch.Close()
+	defer p.Targets.Close()
+	defer p.Records.Close()
+	defer p.Threads.Close()
+
+	child := testchild.Start(t, testchild.OTelCtxPublisher(t), "work", "memfd", filepath.Join(t.TempDir(), "truth"))
+	spans := map[string]string{} // span id hex → "0" or "1"
+	for i := 0; i < 2; i++ {
+		f := strings.Fields(child.Line(t, 5*time.Second))
+		spans[f[3]] = f[1]
+	}
+	v, err := otelctx.LocateTLS(child.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := spanctxTarget{Kind: targetTLS}
+	tg.Tls.TpOffset = v.TPOffset
+	if err := p.Targets.Put(uint32(child.Pid), &tg); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := ringbuf.NewReader(p.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	l, err := link.AttachTracing(link.TracingOptions{Program: p.Switch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := cpuTime(t, child.Pid)
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	l.Close()
+	wall := time.Since(start)
+	onCPU := cpuTime(t, child.Pid) - before
+
+	cache := symbolize.NewCache(symbolize.Options{})
+	defer cache.Close()
+	proc, err := cache.Process(child.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.SetDeadline(time.Now())
+	var blocked, runnable uint64
+	var inBlock, right, stackless int
+	for {
+		rec, err := rd.Read()
+		if err != nil {
+			break
+		}
+		var r spanctxSchedRecord
+		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.LittleEndian, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.State == 2 {
+			runnable += r.Count * interval
+			continue
+		}
+		blocked += r.Count * interval
+		if r.Nframes == 0 {
+			stackless++
+			continue
+		}
+		fn := ""
+		for _, f := range proc.Lookup(r.Ustack[0]).Frames {
+			fn = f.Function
+		}
+		if !strings.HasPrefix(fn, "block_in_span") {
+			continue
+		}
+		inBlock++
+		if spans[hex.EncodeToString(r.SpanId[:])] == fn[len(fn)-1:] {
+			right++
+		}
+	}
+	offWant := wall - onCPU
+	t.Logf("over %v: on-CPU %v, off-CPU %v; groups: blocked %v, runnable %v; %d blocked groups with their stack in block_in_span*, %d with its span; %d without a stack",
+		wall.Round(time.Millisecond), onCPU.Round(time.Millisecond), offWant.Round(time.Millisecond),
+		time.Duration(blocked).Round(time.Millisecond), time.Duration(runnable).Round(time.Millisecond), inBlock, right, stackless)
+	if got := time.Duration(blocked + runnable); got < offWant*8/10 || got > offWant*11/10 {
+		t.Errorf("groups add up to %v of off-CPU time, want about %v", got, offWant)
+	}
+	if inBlock < 100 || right < inBlock*99/100 {
+		t.Errorf("%d blocked groups in block_in_span*, %d with the span of their function: want ≥ 100, ≥ 99%%", inBlock, right)
+	}
+}
+
+// cpuTime is the CPU time of pid so far, from /proc/PID/stat.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }

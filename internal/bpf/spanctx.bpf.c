@@ -63,10 +63,27 @@ struct {
 /* The on/off-CPU accounting of target threads, by tid (schedacct.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 8192); /* set by the loader */
 	__type(key, __u32);
-	__type(value, struct thread_acct);
+	__type(value, struct thread_state);
 } threads SEC(".maps");
+
+/* A zeroed thread_state, to make new entries from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} state_init SEC(".maps");
+
+/* Groups of off-CPU time (struct sched_record). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024); /* set by the loader */
+} sched_records SEC(".maps");
+
+/* acct_interval: the off-CPU interval (ns), set by the loader. */
+volatile const __u64 acct_interval = 10000000;
 
 /* The test driver's input and output (schedacct_test). */
 struct {
@@ -89,6 +106,7 @@ const struct target *unused_target __attribute__((unused));
 const struct acct_event *unused_acct_event __attribute__((unused));
 const struct acct_result *unused_acct_result __attribute__((unused));
 const struct acct_batch *unused_acct_batch __attribute__((unused));
+const struct sched_record *unused_sched_record __attribute__((unused));
 
 /* A Go string header. */
 struct go_string {
@@ -401,14 +419,20 @@ int spanctx_switch(void *ctx)
 
 /* acct_thread returns tid's accounting, made at ts when it has none
  * (*fresh then: the thread was Unknown). NULL when the map refuses. */
-static __always_inline struct thread_acct *acct_thread(__u32 tid, __u64 ts, int *fresh)
+static __always_inline struct thread_state *acct_thread(__u32 tid, __u64 ts, int *fresh)
 {
-	struct thread_acct *th = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *th = bpf_map_lookup_elem(&threads, &tid);
 	*fresh = 0;
 	if (th)
 		return th;
-	struct thread_acct init = {.since = ts};
-	bpf_map_update_elem(&threads, &tid, &init, BPF_NOEXIST);
+	/* Too big for the stack: a zeroed value from the scratch map. */
+	__u32 zero = 0;
+	struct thread_state *init = bpf_map_lookup_elem(&state_init, &zero);
+	if (!init)
+		return 0;
+	init->acct.since = ts;
+	bpf_map_update_elem(&threads, &tid, init, BPF_NOEXIST);
+	init->acct.since = 0;
 	*fresh = 1;
 	return bpf_map_lookup_elem(&threads, &tid);
 }
@@ -440,9 +464,10 @@ int schedacct_test(struct acct_batch *b)
 			continue;
 		}
 		int fresh;
-		struct thread_acct *th = acct_thread(tid, e->ts, &fresh);
-		if (!th)
+		struct thread_state *st = acct_thread(tid, e->ts, &fresh);
+		if (!st)
 			return 2;
+		struct thread_acct *th = &st->acct;
 		switch (e->kind) {
 		case ACCT_EV_OUT:
 			acct_switch_out(th, e->ts, e->preempted);
@@ -456,5 +481,78 @@ int schedacct_test(struct acct_batch *b)
 			break;
 		}
 	}
+	return 0;
+}
+
+/* spanctx_sched_switch keeps the accounting of target threads at every
+ * context switch: prev leaving the CPU (its stack and running span kept
+ * as the switch-out that begins its off period), next getting it (a group
+ * written to sched_records when its off-CPU time crossed the interval).
+ * current is prev: its memory is mapped and its registers are its own. */
+SEC("tp_btf/sched_switch")
+int spanctx_sched_switch(__u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	unsigned int prev_state = (unsigned int)ctx[3];
+	__u64 now = bpf_ktime_get_ns();
+	__u32 pid = prev->tgid, tid;
+	struct target *tg;
+	struct thread_state *st;
+	int fresh;
+
+	tg = bpf_map_lookup_elem(&targets, &pid);
+	if (tg) {
+		tid = prev->pid;
+		st = acct_thread(tid, now, &fresh);
+		if (st && !st->acct.off_cpu) {
+			/* TASK_RUNNING (0): preempted, still runnable. */
+			acct_switch_out(&st->acct, now, prev_state == 0);
+			long n = bpf_get_stack(ctx, st->ustack, sizeof(st->ustack), BPF_F_USER_STACK);
+			st->nframes = n > 0 ? n / 8 : 0;
+			struct sample_labels r = {};
+			if (tg->kind == TARGET_TLS)
+				st->out_flags = read_tls(&tg->tls, &r) | SC_TLS;
+			else if (tg->kind == TARGET_GO)
+				st->out_flags = read_labels(&tg->go, &r);
+			else
+				st->out_flags = 0;
+			__builtin_memcpy(st->span_id, r.span_id, 8);
+			__builtin_memcpy(st->trace_id, r.trace_id, 16);
+		}
+	}
+	pid = next->tgid;
+	tg = bpf_map_lookup_elem(&targets, &pid);
+	if (!tg)
+		return 0;
+	tid = next->pid;
+	st = acct_thread(tid, now, &fresh);
+	if (!st || fresh)
+		return 0;
+	struct acct_group g;
+	if (!acct_run(&st->acct, now, acct_interval, &g))
+		return 0;
+	struct sched_record *rec = bpf_ringbuf_reserve(&sched_records, sizeof(*rec), 0);
+	if (!rec) {
+		__u32 zero = 0;
+		__u64 *stc = bpf_map_lookup_elem(&stats, &zero);
+		if (stc)
+			stc[STAT_SCHED_DROPPED]++;
+		return 0;
+	}
+	rec->begin = g.begin;
+	rec->end = g.end;
+	rec->count = g.count;
+	rec->pid = pid;
+	rec->tid = tid;
+	rec->state = g.state;
+	rec->out_flags = st->out_flags;
+	__builtin_memcpy(rec->span_id, st->span_id, 8);
+	__builtin_memcpy(rec->trace_id, st->trace_id, 16);
+	__u32 nf = st->nframes;
+	rec->nframes = nf > SC_STACK_MAX ? SC_STACK_MAX : nf;
+	rec->_pad = 0;
+	__builtin_memcpy(rec->ustack, st->ustack, sizeof(rec->ustack));
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -80,6 +80,7 @@ enum {
 	STAT_FAULTS,      /* failed reads of process memory */
 	STAT_NOT_VALID,   /* a thread's record being written */
 	STAT_OTHERS,      /* samples of other processes, dropped (drop_others) */
+	STAT_SCHED_DROPPED, /* off-CPU groups lost: sched_records full */
 	STAT_MAX,
 };
 

@@ -55,6 +55,22 @@ type spanctxSampleLabels struct {
 	TraceId [16]uint8
 }
 
+type spanctxSchedRecord struct {
+	_        structs.HostLayout
+	Begin    uint64
+	End      uint64
+	Count    uint64
+	Pid      uint32
+	Tid      uint32
+	State    uint32
+	OutFlags uint32
+	SpanId   [8]uint8
+	TraceId  [16]uint8
+	Nframes  uint32
+	Pad      uint32
+	Ustack   [64]uint64
+}
+
 type spanctxTarget struct {
 	_    structs.HostLayout
 	Kind uint32
@@ -80,40 +96,53 @@ type spanctxTarget struct {
 	_ [4]byte
 }
 
-type spanctxThreadAcct struct {
-	_        structs.HostLayout
-	Since    uint64
-	CpuDelta uint64
-	Pending  [2]uint64
-	OffCpu   uint8
-	OffState uint8
-	Pad      [6]uint8
+type spanctxThreadState struct {
+	_    structs.HostLayout
+	Acct struct {
+		_        structs.HostLayout
+		Since    uint64
+		CpuDelta uint64
+		Pending  [2]uint64
+		OffCpu   uint8
+		OffState uint8
+		Pad      [6]uint8
+	}
+	OutFlags uint32
+	Nframes  uint32
+	SpanId   [8]uint8
+	TraceId  [16]uint8
+	Ustack   [64]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	spanctxMapAcctEvents         = "acct_events"
-	spanctxMapAcctResults        = "acct_results"
-	spanctxMapRecords            = "records"
-	spanctxMapScratch            = "scratch"
-	spanctxMapStats              = "stats"
-	spanctxMapTargets            = "targets"
-	spanctxMapThreads            = "threads"
-	spanctxProgSchedacctTest     = "schedacct_test"
-	spanctxProgSpanctxSample     = "spanctx_sample"
-	spanctxProgSpanctxSwitch     = "spanctx_switch"
-	spanctxVarDropOthers         = "drop_others"
-	spanctxVarSpanKey            = "span_key"
-	spanctxVarSpanKeyLen         = "span_key_len"
-	spanctxVarTraceKey           = "trace_key"
-	spanctxVarTraceKeyLen        = "trace_key_len"
-	spanctxVarUnusedAcctBatch    = "unused_acct_batch"
-	spanctxVarUnusedAcctEvent    = "unused_acct_event"
-	spanctxVarUnusedAcctResult   = "unused_acct_result"
-	spanctxVarUnusedSampleLabels = "unused_sample_labels"
-	spanctxVarUnusedTarget       = "unused_target"
+	spanctxMapAcctEvents          = "acct_events"
+	spanctxMapAcctResults         = "acct_results"
+	spanctxMapRecords             = "records"
+	spanctxMapSchedRecords        = "sched_records"
+	spanctxMapScratch             = "scratch"
+	spanctxMapStateInit           = "state_init"
+	spanctxMapStats               = "stats"
+	spanctxMapTargets             = "targets"
+	spanctxMapThreads             = "threads"
+	spanctxProgSchedacctTest      = "schedacct_test"
+	spanctxProgSpanctxSample      = "spanctx_sample"
+	spanctxProgSpanctxSchedSwitch = "spanctx_sched_switch"
+	spanctxProgSpanctxSwitch      = "spanctx_switch"
+	spanctxVarAcctInterval        = "acct_interval"
+	spanctxVarDropOthers          = "drop_others"
+	spanctxVarSpanKey             = "span_key"
+	spanctxVarSpanKeyLen          = "span_key_len"
+	spanctxVarTraceKey            = "trace_key"
+	spanctxVarTraceKeyLen         = "trace_key_len"
+	spanctxVarUnusedAcctBatch     = "unused_acct_batch"
+	spanctxVarUnusedAcctEvent     = "unused_acct_event"
+	spanctxVarUnusedAcctResult    = "unused_acct_result"
+	spanctxVarUnusedSampleLabels  = "unused_sample_labels"
+	spanctxVarUnusedSchedRecord   = "unused_sched_record"
+	spanctxVarUnusedTarget        = "unused_target"
 )
 
 // loadSpanctx returns the embedded CollectionSpec for spanctx.
@@ -158,28 +187,32 @@ type spanctxSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxProgramSpecs struct {
-	SchedacctTest *ebpf.ProgramSpec `ebpf:"schedacct_test"`
-	SpanctxSample *ebpf.ProgramSpec `ebpf:"spanctx_sample"`
-	SpanctxSwitch *ebpf.ProgramSpec `ebpf:"spanctx_switch"`
+	SchedacctTest      *ebpf.ProgramSpec `ebpf:"schedacct_test"`
+	SpanctxSample      *ebpf.ProgramSpec `ebpf:"spanctx_sample"`
+	SpanctxSchedSwitch *ebpf.ProgramSpec `ebpf:"spanctx_sched_switch"`
+	SpanctxSwitch      *ebpf.ProgramSpec `ebpf:"spanctx_switch"`
 }
 
 // spanctxMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxMapSpecs struct {
-	AcctEvents  *ebpf.MapSpec `ebpf:"acct_events"`
-	AcctResults *ebpf.MapSpec `ebpf:"acct_results"`
-	Records     *ebpf.MapSpec `ebpf:"records"`
-	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
-	Stats       *ebpf.MapSpec `ebpf:"stats"`
-	Targets     *ebpf.MapSpec `ebpf:"targets"`
-	Threads     *ebpf.MapSpec `ebpf:"threads"`
+	AcctEvents   *ebpf.MapSpec `ebpf:"acct_events"`
+	AcctResults  *ebpf.MapSpec `ebpf:"acct_results"`
+	Records      *ebpf.MapSpec `ebpf:"records"`
+	SchedRecords *ebpf.MapSpec `ebpf:"sched_records"`
+	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	StateInit    *ebpf.MapSpec `ebpf:"state_init"`
+	Stats        *ebpf.MapSpec `ebpf:"stats"`
+	Targets      *ebpf.MapSpec `ebpf:"targets"`
+	Threads      *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // spanctxVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxVariableSpecs struct {
+	AcctInterval       *ebpf.VariableSpec `ebpf:"acct_interval"`
 	DropOthers         *ebpf.VariableSpec `ebpf:"drop_others"`
 	SpanKey            *ebpf.VariableSpec `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.VariableSpec `ebpf:"span_key_len"`
@@ -189,6 +222,7 @@ type spanctxVariableSpecs struct {
 	UnusedAcctEvent    *ebpf.VariableSpec `ebpf:"unused_acct_event"`
 	UnusedAcctResult   *ebpf.VariableSpec `ebpf:"unused_acct_result"`
 	UnusedSampleLabels *ebpf.VariableSpec `ebpf:"unused_sample_labels"`
+	UnusedSchedRecord  *ebpf.VariableSpec `ebpf:"unused_sched_record"`
 	UnusedTarget       *ebpf.VariableSpec `ebpf:"unused_target"`
 }
 
@@ -212,13 +246,15 @@ func (o *spanctxObjects) Close() error {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxMaps struct {
-	AcctEvents  *ebpf.Map `ebpf:"acct_events"`
-	AcctResults *ebpf.Map `ebpf:"acct_results"`
-	Records     *ebpf.Map `ebpf:"records"`
-	Scratch     *ebpf.Map `ebpf:"scratch"`
-	Stats       *ebpf.Map `ebpf:"stats"`
-	Targets     *ebpf.Map `ebpf:"targets"`
-	Threads     *ebpf.Map `ebpf:"threads"`
+	AcctEvents   *ebpf.Map `ebpf:"acct_events"`
+	AcctResults  *ebpf.Map `ebpf:"acct_results"`
+	Records      *ebpf.Map `ebpf:"records"`
+	SchedRecords *ebpf.Map `ebpf:"sched_records"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
+	StateInit    *ebpf.Map `ebpf:"state_init"`
+	Stats        *ebpf.Map `ebpf:"stats"`
+	Targets      *ebpf.Map `ebpf:"targets"`
+	Threads      *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *spanctxMaps) Close() error {
@@ -226,7 +262,9 @@ func (m *spanctxMaps) Close() error {
 		m.AcctEvents,
 		m.AcctResults,
 		m.Records,
+		m.SchedRecords,
 		m.Scratch,
+		m.StateInit,
 		m.Stats,
 		m.Targets,
 		m.Threads,
@@ -237,6 +275,7 @@ func (m *spanctxMaps) Close() error {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxVariables struct {
+	AcctInterval       *ebpf.Variable `ebpf:"acct_interval"`
 	DropOthers         *ebpf.Variable `ebpf:"drop_others"`
 	SpanKey            *ebpf.Variable `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.Variable `ebpf:"span_key_len"`
@@ -246,6 +285,7 @@ type spanctxVariables struct {
 	UnusedAcctEvent    *ebpf.Variable `ebpf:"unused_acct_event"`
 	UnusedAcctResult   *ebpf.Variable `ebpf:"unused_acct_result"`
 	UnusedSampleLabels *ebpf.Variable `ebpf:"unused_sample_labels"`
+	UnusedSchedRecord  *ebpf.Variable `ebpf:"unused_sched_record"`
 	UnusedTarget       *ebpf.Variable `ebpf:"unused_target"`
 }
 
@@ -253,15 +293,17 @@ type spanctxVariables struct {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxPrograms struct {
-	SchedacctTest *ebpf.Program `ebpf:"schedacct_test"`
-	SpanctxSample *ebpf.Program `ebpf:"spanctx_sample"`
-	SpanctxSwitch *ebpf.Program `ebpf:"spanctx_switch"`
+	SchedacctTest      *ebpf.Program `ebpf:"schedacct_test"`
+	SpanctxSample      *ebpf.Program `ebpf:"spanctx_sample"`
+	SpanctxSchedSwitch *ebpf.Program `ebpf:"spanctx_sched_switch"`
+	SpanctxSwitch      *ebpf.Program `ebpf:"spanctx_switch"`
 }
 
 func (p *spanctxPrograms) Close() error {
 	return _SpanctxClose(
 		p.SchedacctTest,
 		p.SpanctxSample,
+		p.SpanctxSchedSwitch,
 		p.SpanctxSwitch,
 	)
 }

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "2fb8c43bd3d10543ca4cd83a0dce5c42ad3f536c7b3a0134210fd18be536d478"
+const sourceSum = "92a96905b6a72931ce2ee6473958505ad51337c99d33dc5aa8ba02acf61d0bd6"

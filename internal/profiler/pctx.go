@@ -13,18 +13,24 @@ const processContextInterval = 10 * time.Second
 
 // processContext returns the resource attributes the process publishes
 // (OTEP 4719), nil when none, read again at most every
-// processContextInterval; a process that is gone keeps what was read.
+// processContextInterval; a process that is gone keeps what was read, or
+// is read once if it never was (the profiler's Close marks live processes
+// gone, and a process that runs little may have had no samples before).
+// A read that fails for another reason than "not published" (the process
+// updating it, a read error) is tried again at the next report.
 // announce is true when a new publication names a thread-context schema:
 // OTEP 4947 asks readers to look for the thread-local variable again then
 // (it may be in a library loaded since the process was attached).
 func (st *procState) processContext(gone bool) (attrs map[string]any, announce bool) {
 	st.pctxMu.Lock()
 	defer st.pctxMu.Unlock()
-	if gone || time.Since(st.pctxRead) < processContextInterval {
+	if (gone && !st.pctxRead.IsZero()) || time.Since(st.pctxRead) < processContextInterval {
 		return st.pctx, false
 	}
-	st.pctxRead = time.Now()
 	r, err := otelctx.ProcessContext(st.info.Pid)
+	if err == nil || errors.Is(err, otelctx.ErrNotPublished) {
+		st.pctxRead = time.Now()
+	}
 	switch {
 	case err == nil:
 		st.pctx = r.Attributes

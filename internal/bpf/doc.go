@@ -23,6 +23,20 @@
 //     a dynamic TLS block; the record it points to, whose ids are taken only
 //     when its valid byte is 1 (FlagNotValid otherwise: being written).
 //
+// With Options.DropOthers the programs return 0 for the samples of
+// processes that are not targets ([Program.AddPlainTarget] keeps a process
+// whose span is not read), so that per-CPU events cost what sampling the
+// targets costs.
+//
+// The scheduler side, not yet used by the engine: schedacct.h is
+// internal/sched's Tracker written for BPF (off-CPU time accumulated per
+// thread and state, a group only at a crossing of the interval, the CPU
+// delta of each sample), checked against the Tracker record for record by
+// TestSchedAcctMatchesTracker through a syscall test driver; and
+// spanctx_sched_switch (tp_btf/sched_switch) keeps it for target threads,
+// with the user stack and the span of the switch-out that began each off
+// period, writing a group to its own ring at the switch-in that crossed.
+//
 // Pairing a record with its perf sample is left to user space: same tid,
 // nearest time ([Pairer]). The record is in the ring buffer before perf
 // writes the sample, so a reader that drains the ring buffer ([Program.Drain])

@@ -18,11 +18,14 @@ import (
 )
 
 // TestResourceFromProcessContext: a process that publishes its resource
-// (OTEP 4719) and sends no span has its service.name on its profiles.
+// (OTEP 4719) and sends no span has its service.name on its profiles. The
+// publisher burns the CPU (work mode): one that wakes for microseconds
+// every millisecond, as in attach mode, may get no sample in a second from
+// per-CPU events, whose timer can keep missing its timer-driven wake-ups.
 func TestResourceFromProcessContext(t *testing.T) {
 	requirePerf(t)
 	bin := testchild.OTelCtxPublisher(t)
-	child := testchild.Start(t, bin, "attach", "memfd", filepath.Join(t.TempDir(), "truth"))
+	child := testchild.Start(t, bin, "work", "memfd", filepath.Join(t.TempDir(), "truth"))
 	cfg := createDefaultConfig()
 	cfg.Targets.Pids = []int{child.Pid}
 	cfg.Frequency = 499

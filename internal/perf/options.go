@@ -66,6 +66,14 @@ const (
 	EventSwitch
 )
 
+// String returns "cpu-clock" or "context-switch".
+func (k EventKind) String() string {
+	if k == EventSwitch {
+		return "context-switch"
+	}
+	return "cpu-clock"
+}
+
 // readWake is the longest Read sleeps between passes over the rings.
 const readWake = 100 * time.Millisecond
 

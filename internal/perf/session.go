@@ -272,9 +272,9 @@ func (s *Session) openEvent(kind EventKind, tmpl *unix.PerfEventAttr, pid, cpu, 
 			// Not %w: an EINVAL here must not look like the open's
 			// EINVAL that openSampler retries without build ids.
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-				return -1, fmt.Errorf("attach BPF program to the sampling event of pid %d on cpu %d: %w (%v)", pid, cpu, ErrPermission, err)
+				return -1, fmt.Errorf("attach BPF program to the %s event of pid %d on cpu %d: %w (%v)", kind, pid, cpu, ErrPermission, err)
 			}
-			return -1, fmt.Errorf("attach BPF program to the sampling event of pid %d on cpu %d: %v", pid, cpu, err)
+			return -1, fmt.Errorf("attach BPF program to the %s event of pid %d on cpu %d: %v", kind, pid, cpu, err)
 		}
 	}
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {

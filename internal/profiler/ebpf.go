@@ -13,14 +13,16 @@ import (
 	"github.com/perfprof/perfprof/internal/otelctx"
 )
 
-// EBPFMode says whether the span a thread runs is read at each sample by
-// an eBPF program on the sampling events.
+// EBPFMode says whether eBPF programs run on the sampling events: they read
+// the span a thread runs at each sample, and drop the samples of other
+// processes, so that targets are sampled by per-CPU events (which, unlike
+// per-thread ones, are not switched in and out with their thread).
 type EBPFMode uint8
 
 const (
 	// EBPFAuto loads the programs when the kernel and the privileges
 	// allow, and says why not otherwise: samples are then joined by
-	// thread and time.
+	// thread and time, and ScopeProcess opens per-thread events.
 	EBPFAuto EBPFMode = iota
 	// EBPFRequired fails Open when the programs cannot be loaded.
 	EBPFRequired

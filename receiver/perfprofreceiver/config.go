@@ -53,8 +53,10 @@ type Config struct {
 	JVM JVMConfig `mapstructure:"jvm"`
 	// EBPF says whether eBPF programs on the sampling events read the span
 	// each sample ran in inside the process (a Go goroutine's pprof
-	// labels): auto (when the kernel and privileges allow; otherwise a
-	// warning says why and samples are joined by thread and time),
+	// labels, a native thread's OpenTelemetry thread context) and let the
+	// targets be sampled by per-CPU events: auto (when the kernel and
+	// privileges allow; otherwise a warning says why, samples are joined
+	// by thread and time and scope process opens per-thread events),
 	// required (the receiver does not start without them) or off.
 	EBPF string `mapstructure:"ebpf"`
 	// RecoverLeafCaller restores the caller of a function sampled before

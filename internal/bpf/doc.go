@@ -36,6 +36,9 @@
 // spanctx_sched_switch (tp_btf/sched_switch) keeps it for target threads,
 // with the user stack and the span of the switch-out that began each off
 // period, writing a group to its own ring at the switch-in that crossed.
+// Options.SchedInterval loads it (its maps hold ~5 MiB, so they are not
+// made otherwise), [Program.AttachSched] attaches it and
+// [Program.DrainSched] reads the groups ([SchedRecord]).
 //
 // Pairing a record with its perf sample is left to user space: same tid,
 // nearest time ([Pairer]). The record is in the ring buffer before perf

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
@@ -46,27 +47,68 @@ type Options struct {
 	// in the kernel, before perf walks their stacks: for events that
 	// sample every process on a CPU.
 	DropOthers bool
+	// SchedInterval, when set, also loads the scheduler program
+	// (AttachSched): the on/off-CPU accounting of target threads in the
+	// kernel, which writes a group of off-CPU time each time a thread's
+	// off-CPU time crosses a multiple of it (DrainSched).
+	SchedInterval time.Duration
+	// MaxThreads is the number of target threads the scheduler program
+	// keeps (about 600 bytes each, preallocated; the least recently used
+	// go first); 0 means 8192.
+	MaxThreads int
+	// SchedRingBytes is the size of the scheduler program's ring buffer,
+	// as RingBytes; 0 means 1 MiB (1 700 groups).
+	SchedRingBytes int
 }
 
-// objects are what Load loads of the spanctx collection: its maps and the
-// two programs of the events, not the accounting's test driver.
+// objects are what Load loads of the spanctx collection: the two programs
+// of the perf events and their maps; not the scheduler program's (unless
+// asked for: they hold ~5 MiB), nor the accounting's test driver.
 type objects struct {
-	Sample *ebpf.Program `ebpf:"spanctx_sample"`
-	Switch *ebpf.Program `ebpf:"spanctx_switch"`
-	spanctxMaps
+	Sample  *ebpf.Program `ebpf:"spanctx_sample"`
+	Switch  *ebpf.Program `ebpf:"spanctx_switch"`
+	Records *ebpf.Map     `ebpf:"records"`
+	Scratch *ebpf.Map     `ebpf:"scratch"`
+	Stats   *ebpf.Map     `ebpf:"stats"`
+	Targets *ebpf.Map     `ebpf:"targets"`
+}
+
+// schedObjects are the scheduler program and its maps.
+type schedObjects struct {
+	SchedSwitch  *ebpf.Program `ebpf:"spanctx_sched_switch"`
+	Threads      *ebpf.Map     `ebpf:"threads"`
+	SchedRecords *ebpf.Map     `ebpf:"sched_records"`
+	StateInit    *ebpf.Map     `ebpf:"state_init"`
+}
+
+// closeAll closes cs; cilium/ebpf's Close of a nil program or map does
+// nothing.
+func closeAll(cs ...io.Closer) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func (o *objects) Close() error {
-	return errors.Join(o.Sample.Close(), o.Switch.Close(), o.spanctxMaps.Close())
+	return closeAll(o.Sample, o.Switch, o.Records, o.Scratch, o.Stats, o.Targets)
+}
+
+func (o *schedObjects) Close() error {
+	return closeAll(o.SchedSwitch, o.Threads, o.SchedRecords, o.StateInit)
 }
 
 // Program is the loaded spanctx programs with their maps. Attach them to
 // sampling and context-switch events, add target processes, and drain
 // their records.
 type Program struct {
-	objs   objects
-	reader *ringbuf.Reader
-	stats  io.Closer // BPF_STATS_RUN_TIME while open; nil if refused
+	objs    objects
+	sched   *schedObjects   // with Options.SchedInterval
+	link    link.Link       // AttachSched
+	sreader *ringbuf.Reader // of sched_records
+	reader  *ringbuf.Reader
+	stats   io.Closer // BPF_STATS_RUN_TIME while open; nil if refused
 
 	drainMu   sync.Mutex
 	raw       ringbuf.Record
@@ -129,14 +171,49 @@ func Load(opts Options) (_ *Program, err error) {
 	spec.Maps[spanctxMapRecords].MaxEntries = uint32(opts.RingBytes)
 
 	p := &Program{}
-	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+	if opts.SchedInterval > 0 {
+		if opts.MaxThreads == 0 {
+			opts.MaxThreads = 8192
+		}
+		if opts.SchedRingBytes == 0 {
+			opts.SchedRingBytes = 1 << 20
+		}
+		if opts.SchedRingBytes&(opts.SchedRingBytes-1) != 0 || opts.SchedRingBytes%os.Getpagesize() != 0 {
+			return nil, fmt.Errorf("bpf: sched ring size %d is not a power of two multiple of the page size", opts.SchedRingBytes)
+		}
+		if err := spec.Variables[spanctxVarAcctInterval].Set(uint64(opts.SchedInterval)); err != nil {
+			return nil, fmt.Errorf("set acct_interval: %w", err)
+		}
+		spec.Maps[spanctxMapThreads].MaxEntries = uint32(opts.MaxThreads)
+		spec.Maps[spanctxMapSchedRecords].MaxEntries = uint32(opts.SchedRingBytes)
+		var both struct {
+			objects
+			schedObjects
+		}
+		if err := spec.LoadAndAssign(&both, nil); err != nil {
+			return nil, explainLoadError(err)
+		}
+		p.objs, p.sched = both.objects, &both.schedObjects
+	} else if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		return nil, explainLoadError(err)
 	}
 	defer func() {
 		if err != nil {
 			p.objs.Close()
+			if p.sched != nil {
+				p.sched.Close()
+			}
+			if p.sreader != nil {
+				p.sreader.Close()
+			}
 		}
 	}()
+	if p.sched != nil {
+		if p.sreader, err = ringbuf.NewReader(p.sched.SchedRecords); err != nil {
+			return nil, fmt.Errorf("open sched_records ring buffer: %w", err)
+		}
+		p.sreader.SetDeadline(time.Unix(1, 0))
+	}
 	if p.reader, err = ringbuf.NewReader(p.objs.Records); err != nil {
 		return nil, fmt.Errorf("open records ring buffer: %w", err)
 	}
@@ -349,6 +426,57 @@ func (p *Program) Drain(fn func(*Record)) (int, error) {
 	}
 }
 
+// AttachSched attaches the scheduler program (Options.SchedInterval) to
+// the sched_switch tracepoint: from now on it keeps the accounting of the
+// targets' threads. It stays attached until Close.
+func (p *Program) AttachSched() error {
+	if p.sched == nil {
+		return errors.New("bpf: the scheduler program was not loaded (Options.SchedInterval)")
+	}
+	if p.link != nil {
+		return nil
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: p.sched.SchedSwitch})
+	if err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("attach the scheduler program to sched_switch: %w (%v)", ErrPermission, err)
+		}
+		return fmt.Errorf("attach the scheduler program to sched_switch: %w", err)
+	}
+	p.link = l
+	return nil
+}
+
+// DrainSched passes every group of off-CPU time in the scheduler program's
+// ring buffer to fn, without waiting for more, and returns how many. The
+// SchedRecord is reused after fn returns. Calls are serialised with Drain.
+func (p *Program) DrainSched(fn func(*SchedRecord)) (int, error) {
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	if p.sreader == nil {
+		return 0, fmt.Errorf("bpf: %w", os.ErrClosed)
+	}
+	if p.sreader.AvailableBytes() == 0 {
+		return 0, nil
+	}
+	var rec SchedRecord
+	n := 0
+	for {
+		err := p.sreader.ReadInto(&p.raw)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("read sched_records ring buffer: %w", err)
+		}
+		if err := rec.decode(p.raw.RawSample); err != nil {
+			return n, err
+		}
+		n++
+		fn(&rec)
+	}
+}
+
 // Stats are cumulative counters of the program.
 type Stats struct {
 	// Samples counts runs for samples of targets; each one writes a
@@ -403,7 +531,11 @@ func (p *Program) Stats() (Stats, error) {
 			*dst[i] += v
 		}
 	}
-	for _, prog := range []*ebpf.Program{p.objs.Sample, p.objs.Switch} {
+	progs := []*ebpf.Program{p.objs.Sample, p.objs.Switch}
+	if p.sched != nil {
+		progs = append(progs, p.sched.SchedSwitch)
+	}
+	for _, prog := range progs {
 		if ps, err := prog.Stats(); err == nil {
 			s.RunCount += ps.RunCount
 			s.RunTime += ps.Runtime
@@ -419,9 +551,20 @@ func (p *Program) Close() error {
 	p.closeOnce.Do(func() {
 		p.drainMu.Lock()
 		defer p.drainMu.Unlock()
+		if p.link != nil {
+			err = p.link.Close()
+			p.link = nil
+		}
 		if p.reader != nil {
-			err = p.reader.Close()
+			err = errors.Join(err, p.reader.Close())
 			p.reader = nil
+		}
+		if p.sreader != nil {
+			err = errors.Join(err, p.sreader.Close())
+			p.sreader = nil
+		}
+		if p.sched != nil {
+			err = errors.Join(err, p.sched.Close())
 		}
 		if p.stats != nil {
 			p.stats.Close()

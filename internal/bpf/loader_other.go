@@ -25,6 +25,9 @@ type Options struct {
 	MaxTargets        int
 	RingBytes         int
 	DropOthers        bool
+	SchedInterval     time.Duration
+	MaxThreads        int
+	SchedRingBytes    int
 }
 
 // Program is not available on this architecture.
@@ -54,3 +57,6 @@ func (*Program) RemoveTarget(int) error                           { return nil }
 func (*Program) Drain(func(*Record)) (int, error)                 { return 0, nil }
 func (*Program) Stats() (Stats, error)                            { return Stats{}, nil }
 func (*Program) Close() error                                     { return nil }
+
+func (*Program) AttachSched() error                         { return ErrNotSupported }
+func (*Program) DrainSched(func(*SchedRecord)) (int, error) { return 0, nil }

@@ -3,6 +3,8 @@ package bpf
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/perfprof/perfprof/internal/sched"
 )
 
 // Flags say what the program found for one sample.
@@ -81,5 +83,55 @@ func (r *Record) decode(b []byte) error {
 	r.Flags = Flags(le.Uint32(b[20:]))
 	copy(r.SpanID[:], b[24:32])
 	copy(r.TraceID[:], b[32:48])
+	return nil
+}
+
+// SchedRecord is a group of off-CPU time of a target thread, written by
+// the scheduler program at the switch-in that made the thread's off-CPU
+// time of its state cross one or more multiples of the interval: Count
+// intervals spread over [Begin, End] (as sched.Group), with the switch-out
+// that began the off period that ended there.
+type SchedRecord struct {
+	Begin, End, Count uint64 // CLOCK_MONOTONIC ns; intervals
+	OutTime           uint64 // the switch-out, CLOCK_MONOTONIC ns
+	Pid, Tid          uint32
+	State             sched.State
+	// Flags, SpanID and TraceID are the span read at the switch-out, as
+	// in Record (FlagSwitch not set).
+	Flags   Flags
+	SpanID  [8]byte
+	TraceID [16]byte
+	// Stack is the user stack at the switch-out, innermost first; empty
+	// when it could not be read.
+	Stack []uint64
+}
+
+// HasSpan and HasTrace are those of Record.
+func (r *SchedRecord) HasSpan() bool  { return r.Flags&FlagSpan != 0 && r.SpanID != [8]byte{} }
+func (r *SchedRecord) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.TraceID != [16]byte{} }
+
+// schedRecordSize is sizeof(struct sched_record); schedStackMax its
+// SC_STACK_MAX.
+const (
+	schedStackMax   = 64
+	schedRecordSize = 80 + 8*schedStackMax
+)
+
+func (r *SchedRecord) decode(b []byte) error {
+	if len(b) < schedRecordSize {
+		return fmt.Errorf("bpf: sched record of %d bytes, want %d", len(b), schedRecordSize)
+	}
+	le := binary.LittleEndian
+	r.Begin, r.End, r.Count, r.OutTime = le.Uint64(b[0:]), le.Uint64(b[8:]), le.Uint64(b[16:]), le.Uint64(b[24:])
+	r.Pid, r.Tid = le.Uint32(b[32:]), le.Uint32(b[36:])
+	r.State = sched.State(le.Uint32(b[40:]))
+	r.Flags = Flags(le.Uint32(b[44:]))
+	copy(r.SpanID[:], b[48:56])
+	copy(r.TraceID[:], b[56:72])
+	n := min(int(le.Uint32(b[72:])), schedStackMax)
+	r.Stack = r.Stack[:0]
+	for i := 0; i < n; i++ {
+		r.Stack = append(r.Stack, le.Uint64(b[80+8*i:]))
+	}
 	return nil
 }

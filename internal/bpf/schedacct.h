@@ -34,6 +34,7 @@ struct thread_acct {
  * where it left the CPU and the span it was running then. */
 struct thread_state {
 	struct thread_acct acct;
+	__u64 out_time;  /* of the switch-out */
 	__u32 out_flags; /* SC_* of the span read at the switch-out */
 	__u32 nframes;   /* of ustack */
 	__u8 span_id[8];
@@ -110,6 +111,7 @@ static __always_inline __u64 acct_take_cpu_delta(struct thread_acct *th)
  * switch-out that began the off period that ended there. */
 struct sched_record {
 	__u64 begin, end, count; /* CLOCK_MONOTONIC ns; count intervals */
+	__u64 out_time;          /* the switch-out that began the last off period */
 	__u32 pid, tid;
 	__u32 state;     /* ACCT_* */
 	__u32 out_flags; /* SC_* of the span read at the switch-out */

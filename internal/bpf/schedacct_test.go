@@ -4,7 +4,6 @@ package bpf
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/perfprof/perfprof/internal/otelctx"
 	"github.com/perfprof/perfprof/internal/sched"
@@ -225,40 +222,21 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 	}
 }
 
-// schedProg is the scheduler program loaded with the maps it uses.
-type schedProg struct {
-	Switch  *ebpf.Program `ebpf:"spanctx_sched_switch"`
-	Targets *ebpf.Map     `ebpf:"targets"`
-	Records *ebpf.Map     `ebpf:"sched_records"`
-	Threads *ebpf.Map     `ebpf:"threads"`
-}
-
 // TestSchedSwitchGroups: the scheduler program on a real thread, the C
 // publisher switching between two OTEP 4947 spans every millisecond and
 // blocking 2 ms in block_in_span0 or block_in_span1 in every fifth period
 // of each: its groups add up to the time it blocked, their stacks start in
 // the function it blocked in, and their span is that function's.
 func TestSchedSwitchGroups(t *testing.T) {
-	spec, err := loadSpanctx()
+	const interval = time.Millisecond
+	p, err := Load(Options{SchedInterval: interval})
 	if err != nil {
-		t.Fatal(err)
-	}
-	const interval = 1_000_000
-	if err := spec.Variables[spanctxVarAcctInterval].Set(uint64(interval)); err != nil {
-		t.Fatal(err)
-	}
-	var p schedProg
-	if err := spec.LoadAndAssign(&p, nil); err != nil {
-		err = explainLoadError(err)
 		if (errors.Is(err, ErrPermission) || errors.Is(err, ErrNotSupported)) && os.Getenv("PERFPROF_REQUIRE_PERF") != "1" {
 			t.Skipf("BPF unavailable, skipping: %v", err)
 		}
 		t.Fatal(err)
 	}
-	defer p.Switch.Close()
-	defer p.Targets.Close()
-	defer p.Records.Close()
-	defer p.Threads.Close()
+	defer p.Close()
 
 	child := testchild.Start(t, testchild.OTelCtxPublisher(t), "work", "memfd", filepath.Join(t.TempDir(), "truth"))
 	spans := map[string]string{} // span id hex → "0" or "1"
@@ -270,24 +248,18 @@ func TestSchedSwitchGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := spanctxTarget{Kind: targetTLS}
-	tg.Tls.TpOffset = v.TPOffset
-	if err := p.Targets.Put(uint32(child.Pid), &tg); err != nil {
+	if err := p.AddThreadContextTarget(child.Pid, v); err != nil {
 		t.Fatal(err)
 	}
-	rd, err := ringbuf.NewReader(p.Records)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	l, err := link.AttachTracing(link.TracingOptions{Program: p.Switch})
-	if err != nil {
+	if err := p.AttachSched(); err != nil {
 		t.Fatal(err)
 	}
 	before := cpuTime(t, child.Pid)
 	start := time.Now()
 	time.Sleep(2 * time.Second)
-	l.Close()
+	if err := p.RemoveTarget(child.Pid); err != nil {
+		t.Fatal(err)
+	}
 	wall := time.Since(start)
 	onCPU := cpuTime(t, child.Pid) - before
 
@@ -297,48 +269,52 @@ func TestSchedSwitchGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd.SetDeadline(time.Now())
 	var blocked, runnable uint64
-	var inBlock, right, stackless int
-	for {
-		rec, err := rd.Read()
-		if err != nil {
-			break
+	var inBlock, right, stackless, outOfGroup int
+	_, err = p.DrainSched(func(r *SchedRecord) {
+		if r.Pid != uint32(child.Pid) || r.Tid != uint32(child.Pid) {
+			t.Errorf("group of pid %d tid %d, want %d", r.Pid, r.Tid, child.Pid)
 		}
-		var r spanctxSchedRecord
-		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.LittleEndian, &r); err != nil {
-			t.Fatal(err)
+		if r.OutTime > r.End {
+			outOfGroup++
 		}
-		if r.State == 2 {
-			runnable += r.Count * interval
-			continue
+		if r.State == sched.Runnable {
+			runnable += r.Count * uint64(interval)
+			return
 		}
-		blocked += r.Count * interval
-		if r.Nframes == 0 {
+		blocked += r.Count * uint64(interval)
+		if len(r.Stack) == 0 {
 			stackless++
-			continue
+			return
 		}
 		fn := ""
-		for _, f := range proc.Lookup(r.Ustack[0]).Frames {
+		for _, f := range proc.Lookup(r.Stack[0]).Frames {
 			fn = f.Function
 		}
 		if !strings.HasPrefix(fn, "block_in_span") {
-			continue
+			return
 		}
 		inBlock++
-		if spans[hex.EncodeToString(r.SpanId[:])] == fn[len(fn)-1:] {
+		if r.HasSpan() && r.HasTrace() && r.Flags&FlagThreadContext != 0 && spans[hex.EncodeToString(r.SpanID[:])] == fn[len(fn)-1:] {
 			right++
 		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	offWant := wall - onCPU
-	t.Logf("over %v: on-CPU %v, off-CPU %v; groups: blocked %v, runnable %v; %d blocked groups with their stack in block_in_span*, %d with its span; %d without a stack",
+	st, _ := p.Stats()
+	t.Logf("over %v: on-CPU %v, off-CPU %v; groups: blocked %v, runnable %v; %d blocked groups with their stack in block_in_span*, %d with its span; %d without a stack; program %+v",
 		wall.Round(time.Millisecond), onCPU.Round(time.Millisecond), offWant.Round(time.Millisecond),
-		time.Duration(blocked).Round(time.Millisecond), time.Duration(runnable).Round(time.Millisecond), inBlock, right, stackless)
+		time.Duration(blocked).Round(time.Millisecond), time.Duration(runnable).Round(time.Millisecond), inBlock, right, stackless, st)
 	if got := time.Duration(blocked + runnable); got < offWant*8/10 || got > offWant*11/10 {
 		t.Errorf("groups add up to %v of off-CPU time, want about %v", got, offWant)
 	}
 	if inBlock < 100 || right < inBlock*99/100 {
 		t.Errorf("%d blocked groups in block_in_span*, %d with the span of their function: want ≥ 100, ≥ 99%%", inBlock, right)
+	}
+	if outOfGroup > 0 || st.SchedDropped > 0 {
+		t.Errorf("%d groups whose switch-out is after their end; %d groups dropped", outOfGroup, st.SchedDropped)
 	}
 }
 

@@ -508,6 +508,7 @@ int spanctx_sched_switch(__u64 *ctx)
 		if (st && !st->acct.off_cpu) {
 			/* TASK_RUNNING (0): preempted, still runnable. */
 			acct_switch_out(&st->acct, now, prev_state == 0);
+			st->out_time = now;
 			long n = bpf_get_stack(ctx, st->ustack, sizeof(st->ustack), BPF_F_USER_STACK);
 			st->nframes = n > 0 ? n / 8 : 0;
 			struct sample_labels r = {};
@@ -543,6 +544,7 @@ int spanctx_sched_switch(__u64 *ctx)
 	rec->begin = g.begin;
 	rec->end = g.end;
 	rec->count = g.count;
+	rec->out_time = st->out_time;
 	rec->pid = pid;
 	rec->tid = tid;
 	rec->state = g.state;

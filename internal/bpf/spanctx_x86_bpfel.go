@@ -60,6 +60,7 @@ type spanctxSchedRecord struct {
 	Begin    uint64
 	End      uint64
 	Count    uint64
+	OutTime  uint64
 	Pid      uint32
 	Tid      uint32
 	State    uint32
@@ -107,6 +108,7 @@ type spanctxThreadState struct {
 		OffState uint8
 		Pad      [6]uint8
 	}
+	OutTime  uint64
 	OutFlags uint32
 	Nframes  uint32
 	SpanId   [8]uint8

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "92a96905b6a72931ce2ee6473958505ad51337c99d33dc5aa8ba02acf61d0bd6"
+const sourceSum = "158c909df9f83d2c6b26416c8bc69593f61d7ba34be8748b909c2670eb41939c"

@@ -408,17 +408,27 @@ func (p *Program) Drain(fn func(*Record)) (int, error) {
 	if p.reader.AvailableBytes() == 0 {
 		return 0, nil
 	}
-	var rec Record
+	return drainRing(p.reader, &p.raw, "records", fn)
+}
+
+// drainRing passes every record in r to fn, decoded into one R reused
+// from call to call, until r has none left (its deadline is in the past).
+// raw is the caller's buffer.
+func drainRing[R any, PR interface {
+	*R
+	decode([]byte) error
+}](r *ringbuf.Reader, raw *ringbuf.Record, ring string, fn func(PR)) (int, error) {
+	var rec R
 	n := 0
 	for {
-		err := p.reader.ReadInto(&p.raw)
+		err := r.ReadInto(raw)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, nil
 		}
 		if err != nil {
-			return n, fmt.Errorf("read records ring buffer: %w", err)
+			return n, fmt.Errorf("read %s ring buffer: %w", ring, err)
 		}
-		if err := rec.decode(p.raw.RawSample); err != nil {
+		if err := PR(&rec).decode(raw.RawSample); err != nil {
 			return n, err
 		}
 		n++
@@ -459,22 +469,7 @@ func (p *Program) DrainSched(fn func(*SchedRecord)) (int, error) {
 	if p.sreader.AvailableBytes() == 0 {
 		return 0, nil
 	}
-	var rec SchedRecord
-	n := 0
-	for {
-		err := p.sreader.ReadInto(&p.raw)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("read sched_records ring buffer: %w", err)
-		}
-		if err := rec.decode(p.raw.RawSample); err != nil {
-			return n, err
-		}
-		n++
-		fn(&rec)
-	}
+	return drainRing(p.sreader, &p.raw, "sched_records", fn)
 }
 
 // Stats are cumulative counters of the program.

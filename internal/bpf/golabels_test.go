@@ -29,15 +29,7 @@ import (
 func load(t *testing.T, opts bpf.Options) *bpf.Program {
 	t.Helper()
 	p, err := bpf.Load(opts)
-	if errors.Is(err, bpf.ErrPermission) || errors.Is(err, bpf.ErrNotSupported) {
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			t.Fatalf("BPF required (PERFPROF_REQUIRE_PERF=1) but unavailable: %v", err)
-		}
-		t.Skipf("BPF unavailable, skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testchild.RequireKernel(t, "BPF", err, bpf.ErrPermission, bpf.ErrNotSupported)
 	t.Cleanup(func() { p.Close() })
 	return p
 }

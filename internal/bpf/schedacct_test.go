@@ -3,14 +3,10 @@
 package bpf
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,11 +39,7 @@ func loadAcctDriver(t *testing.T) *acctDriver {
 		if errors.As(err, &ve) {
 			t.Logf("%+v", ve)
 		}
-		err = explainLoadError(err)
-		if (errors.Is(err, ErrPermission) || errors.Is(err, ErrNotSupported)) && os.Getenv("PERFPROF_REQUIRE_PERF") != "1" {
-			t.Skipf("BPF unavailable, skipping: %v", err)
-		}
-		t.Fatal(err)
+		testchild.RequireKernel(t, "BPF", explainLoadError(err), ErrPermission, ErrNotSupported)
 	}
 	t.Cleanup(func() {
 		d.Test.Close()
@@ -230,12 +222,7 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 func TestSchedSwitchGroups(t *testing.T) {
 	const interval = time.Millisecond
 	p, err := Load(Options{SchedInterval: interval})
-	if err != nil {
-		if (errors.Is(err, ErrPermission) || errors.Is(err, ErrNotSupported)) && os.Getenv("PERFPROF_REQUIRE_PERF") != "1" {
-			t.Skipf("BPF unavailable, skipping: %v", err)
-		}
-		t.Fatal(err)
-	}
+	testchild.RequireKernel(t, "BPF", err, ErrPermission, ErrNotSupported)
 	defer p.Close()
 
 	child := testchild.Start(t, testchild.OTelCtxPublisher(t), "work", "memfd", filepath.Join(t.TempDir(), "truth"))
@@ -254,14 +241,15 @@ func TestSchedSwitchGroups(t *testing.T) {
 	if err := p.AttachSched(); err != nil {
 		t.Fatal(err)
 	}
-	before := cpuTime(t, child.Pid)
+	// The publisher has one thread: its CPU time is the process's.
+	before := testchild.ThreadCPU(t, child.Pid)[child.Pid]
 	start := time.Now()
 	time.Sleep(2 * time.Second)
 	if err := p.RemoveTarget(child.Pid); err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
-	onCPU := cpuTime(t, child.Pid) - before
+	onCPU := time.Duration(testchild.ThreadCPU(t, child.Pid)[child.Pid] - before)
 
 	cache := symbolize.NewCache(symbolize.Options{})
 	defer cache.Close()
@@ -316,16 +304,4 @@ func TestSchedSwitchGroups(t *testing.T) {
 	if outOfGroup > 0 || st.SchedDropped > 0 {
 		t.Errorf("%d groups whose switch-out is after their end; %d groups dropped", outOfGroup, st.SchedDropped)
 	}
-}
-
-// cpuTime is the CPU time of pid so far, from /proc/PID/stat.
-func cpuTime(t *testing.T, pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseUint(f[11], 10, 64)
-	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }

@@ -2,8 +2,6 @@ package profiler_test
 
 import (
 	"encoding/hex"
-	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,18 +13,13 @@ import (
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
-// requireEBPF fails the test when the eBPF programs did not load: with
-// PERFPROF_REQUIRE_PERF=1 always, else it skips when the kernel or the
-// privileges refused them.
+// requireEBPF handles the error of an Open with EBPFRequired: it skips the
+// test when the kernel or the privileges refused perf events or the eBPF
+// programs, or fails it with PERFPROF_REQUIRE_PERF=1.
 func requireEBPF(t *testing.T, err error) {
 	t.Helper()
-	if err == nil {
-		return
-	}
-	if (errors.Is(err, bpf.ErrPermission) || errors.Is(err, bpf.ErrNotSupported)) && os.Getenv("PERFPROF_REQUIRE_PERF") != "1" {
-		t.Skipf("eBPF unavailable, skipping: %v", err)
-	}
-	testchild.RequirePerf(t, err)
+	testchild.RequireKernel(t, "perf events and BPF", err,
+		bpf.ErrPermission, bpf.ErrNotSupported, perf.ErrPermission, perf.ErrNotSupported)
 }
 
 // TestThreadContextAttribution: a C program whose one thread switches

@@ -26,16 +26,28 @@ import (
 // error fails the test.
 func RequirePerf(tb testing.TB, err error) {
 	tb.Helper()
+	RequireKernel(tb, "perf events", err, perf.ErrPermission, perf.ErrNotSupported)
+}
+
+// RequireKernel is RequirePerf for any kernel facility a test needs (what:
+// "perf events", "BPF"): err wrapping one of unavailable (the facility is
+// denied or missing here) skips the test with the reason, or fails it with
+// PERFPROF_REQUIRE_PERF=1; any other error fails it.
+func RequireKernel(tb testing.TB, what string, err error, unavailable ...error) {
+	tb.Helper()
 	if err == nil {
 		return
 	}
-	if errors.Is(err, perf.ErrPermission) || errors.Is(err, perf.ErrNotSupported) {
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			tb.Fatalf("perf events required (PERFPROF_REQUIRE_PERF=1) but unavailable: %v", err)
+	for _, u := range unavailable {
+		if !errors.Is(err, u) {
+			continue
 		}
-		tb.Skipf("perf events unavailable, skipping: %v", err)
+		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
+			tb.Fatalf("%s required (PERFPROF_REQUIRE_PERF=1) but unavailable: %v", what, err)
+		}
+		tb.Skipf("%s unavailable, skipping: %v", what, err)
 	}
-	tb.Fatalf("open perf session: %v", err)
+	tb.Fatalf("%s: %v", what, err)
 }
 
 // RequireRuntimesEnv makes a test that needs a language runtime (node,

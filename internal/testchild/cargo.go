@@ -46,25 +46,9 @@ func TokioCtx(tb testing.TB) string {
 	dir := filepath.Join(buildDir, "tokioctx-src")
 	// Build a copy: cargo writes Cargo.lock (the versions Debian has) next
 	// to Cargo.toml.
-	for _, f := range []string{"Cargo.toml", "build.rs", "ctx.c", "src/main.rs"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	copyFiles(tb, src, dir, "Cargo.toml", "build.rs", "ctx.c", "src/main.rs")
 	config := "[source.crates-io]\nreplace-with = \"debian\"\n\n[source.debian]\ndirectory = \"" + DebianCargoRegistry + "\"\n\n[net]\noffline = true\n"
-	if err := os.MkdirAll(filepath.Join(dir, ".cargo"), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, ".cargo", "config.toml"), []byte(config), 0o644); err != nil {
-		tb.Fatal(err)
-	}
+	writeFile(tb, filepath.Join(dir, ".cargo", "config.toml"), []byte(config))
 	target := filepath.Join(buildDir, "tokioctx-target")
 	if cache, err := os.UserCacheDir(); err == nil {
 		target = filepath.Join(cache, "perfprof", "tokioctx-target")

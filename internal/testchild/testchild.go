@@ -302,25 +302,15 @@ func BuildWithToolchain(tb testing.TB, toolchain, name string) string {
 	_, self, _, _ := runtime.Caller(0)
 	src := filepath.Join(filepath.Dir(self), name)
 	dir := filepath.Join(buildDir, fmt.Sprintf("%s-%s-src", filepath.Base(name), toolchain))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
 	files, err := filepath.Glob(filepath.Join(src, "*.go"))
 	if err != nil || len(files) == 0 {
 		tb.Fatalf("no Go files in %s: %v", src, err)
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			tb.Fatal(err)
-		}
+	for i, f := range files {
+		files[i] = filepath.Base(f)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+filepath.Base(name)+"\n\ngo 1.22\n"), 0o644); err != nil {
-		tb.Fatal(err)
-	}
+	copyFiles(tb, src, dir, files...)
+	writeFile(tb, filepath.Join(dir, "go.mod"), []byte("module "+filepath.Base(name)+"\n\ngo 1.22\n"))
 	out := filepath.Join(buildDir, fmt.Sprintf("%s-%s", filepath.Base(name), toolchain))
 	cmd := exec.Command(goBin, "build", "-o", out, ".")
 	cmd.Dir = dir
@@ -330,4 +320,28 @@ func BuildWithToolchain(tb testing.TB, toolchain, name string) string {
 	}
 	built[key] = out
 	return out
+}
+
+// copyFiles copies the files names, paths relative to src, to the same
+// paths under dir, making directories as needed.
+func copyFiles(tb testing.TB, src, dir string, names ...string) {
+	tb.Helper()
+	for _, f := range names {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		writeFile(tb, filepath.Join(dir, f), b)
+	}
+}
+
+// writeFile writes data to path, making its directory.
+func writeFile(tb testing.TB, path string, data []byte) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
 }

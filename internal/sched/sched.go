@@ -62,9 +62,20 @@ type thread struct {
 // not safe for concurrent use.
 type Tracker struct {
 	interval uint64
+	minBlock uint64
+	short    uint64
 	threads  map[uint32]*thread
 	free     []*thread // entries of exited threads, reused for new ones
 }
+
+// SetMinBlock makes off periods shorter than d ns not off-CPU time: they
+// count in no group and no total (Short counts them). Profilers offer it
+// (offcputime's --min-block-time) to leave out the short waits of busy
+// threads, which are many and say little.
+func (t *Tracker) SetMinBlock(d uint64) { t.minBlock = d }
+
+// Short returns the number of off periods left out by SetMinBlock.
+func (t *Tracker) Short() uint64 { return t.short }
 
 // New returns a tracker that turns off-CPU time into samples of interval ns
 // each (typically the on-CPU sampling period, so that on- and off-CPU samples
@@ -168,6 +179,10 @@ func (t *Tracker) run(th *thread, ts uint64) (Group, bool) {
 		return Group{}, false
 	}
 	th.offCPU = false
+	if d < t.minBlock {
+		t.short++
+		return Group{}, false
+	}
 	st := th.offState
 	i := st.index()
 	a := th.pending[i] + d

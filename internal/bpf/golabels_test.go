@@ -23,11 +23,13 @@ import (
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
-// load loads the program, or skips the test (fails it with
+// load loads the program, with the kernel's run-time statistics for the
+// tests to say what it costs, or skips the test (fails it with
 // PERFPROF_REQUIRE_PERF=1) when the kernel or the privileges do not allow
 // it.
 func load(t *testing.T, opts bpf.Options) *bpf.Program {
 	t.Helper()
+	opts.RunStats = true
 	p, err := bpf.Load(opts)
 	testchild.RequireKernel(t, "BPF", err, bpf.ErrPermission, bpf.ErrNotSupported)
 	t.Cleanup(func() { p.Close() })

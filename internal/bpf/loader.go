@@ -52,18 +52,38 @@ type Options struct {
 	// kernel, which writes a group of off-CPU time each time a thread's
 	// off-CPU time crosses a multiple of it (DrainSched).
 	SchedInterval time.Duration
-	// MaxThreads is the number of target threads the scheduler program
-	// keeps (about 600 bytes each, preallocated; the least recently used
-	// go first); 0 means 8192.
-	MaxThreads int
+	// MinBlock: off periods shorter than this are not off-CPU time
+	// (Stats.SchedShort counts them). 0 keeps all.
+	MinBlock time.Duration
+	// CaptureGap and CaptureEvery say which switch-outs the scheduler
+	// program captures, reading the thread's user stack and running span
+	// (~2 µs): one that comes at least CaptureEvery switch-outs after the
+	// thread's previous capture, while it has credit: each capture spends
+	// CaptureGap of it, which accrues with time up to 16 captures' worth.
+	// So a thread is captured at most once per CaptureGap on average, and
+	// the bursts of one that switches less often are captured whole. A
+	// group whose switch-out was not captured carries the latest that
+	// was (SchedRecord.CaptureTime). 0 and 1 (or 0): every switch-out.
+	CaptureGap   time.Duration
+	CaptureEvery int
+	// MaxRate caps the groups a target process writes a second; past
+	// it, a thread's group is held back and written with its next one
+	// (Stats.SchedDeferred), so no off-CPU time is lost. 0: no cap.
+	MaxRate int
 	// SchedRingBytes is the size of the scheduler program's ring buffer,
 	// as RingBytes; 0 means 1 MiB (1 700 groups).
 	SchedRingBytes int
+	// RunStats turns on the kernel's BPF run-time statistics while the
+	// programs are loaded (Stats.RunCount, RunTime; needs CAP_SYS_ADMIN).
+	// They cost two clock reads per run of every BPF program on the
+	// machine, ~0.2 µs here: at 50 000 context switches a second, a
+	// point of CPU, more than the scheduler program itself.
+	RunStats bool
 }
 
 // objects are what Load loads of the spanctx collection: the two programs
 // of the perf events and their maps; not the scheduler program's (unless
-// asked for: they hold ~5 MiB), nor the accounting's test driver.
+// asked for), nor the accounting's test driver.
 type objects struct {
 	Sample  *ebpf.Program `ebpf:"spanctx_sample"`
 	Switch  *ebpf.Program `ebpf:"spanctx_switch"`
@@ -78,7 +98,6 @@ type schedObjects struct {
 	SchedSwitch  *ebpf.Program `ebpf:"spanctx_sched_switch"`
 	Threads      *ebpf.Map     `ebpf:"threads"`
 	SchedRecords *ebpf.Map     `ebpf:"sched_records"`
-	StateInit    *ebpf.Map     `ebpf:"state_init"`
 }
 
 // closeAll closes cs; cilium/ebpf's Close of a nil program or map does
@@ -96,7 +115,7 @@ func (o *objects) Close() error {
 }
 
 func (o *schedObjects) Close() error {
-	return closeAll(o.SchedSwitch, o.Threads, o.SchedRecords, o.StateInit)
+	return closeAll(o.SchedSwitch, o.Threads, o.SchedRecords)
 }
 
 // Program is the loaded spanctx programs with their maps. Attach them to
@@ -172,19 +191,29 @@ func Load(opts Options) (_ *Program, err error) {
 
 	p := &Program{}
 	if opts.SchedInterval > 0 {
-		if opts.MaxThreads == 0 {
-			opts.MaxThreads = 8192
-		}
 		if opts.SchedRingBytes == 0 {
 			opts.SchedRingBytes = 1 << 20
 		}
 		if opts.SchedRingBytes&(opts.SchedRingBytes-1) != 0 || opts.SchedRingBytes%os.Getpagesize() != 0 {
 			return nil, fmt.Errorf("bpf: sched ring size %d is not a power of two multiple of the page size", opts.SchedRingBytes)
 		}
-		if err := spec.Variables[spanctxVarAcctInterval].Set(uint64(opts.SchedInterval)); err != nil {
-			return nil, fmt.Errorf("set acct_interval: %w", err)
+		if opts.MinBlock < 0 || opts.CaptureGap < 0 || opts.CaptureEvery < 0 || opts.MaxRate < 0 {
+			return nil, fmt.Errorf("bpf: negative scheduler option in %+v", opts)
 		}
-		spec.Maps[spanctxMapThreads].MaxEntries = uint32(opts.MaxThreads)
+		for _, v := range []struct {
+			name string
+			val  any
+		}{
+			{spanctxVarAcctInterval, uint64(opts.SchedInterval)},
+			{spanctxVarMinBlock, uint64(opts.MinBlock)},
+			{spanctxVarCaptureGap, uint64(opts.CaptureGap)},
+			{spanctxVarCaptureEvery, uint32(max(opts.CaptureEvery, 1))},
+			{spanctxVarMaxRate, uint32(opts.MaxRate)},
+		} {
+			if err := spec.Variables[v.name].Set(v.val); err != nil {
+				return nil, fmt.Errorf("set %s: %w", v.name, err)
+			}
+		}
 		spec.Maps[spanctxMapSchedRecords].MaxEntries = uint32(opts.SchedRingBytes)
 		var both struct {
 			objects
@@ -217,11 +246,11 @@ func Load(opts Options) (_ *Program, err error) {
 	if p.reader, err = ringbuf.NewReader(p.objs.Records); err != nil {
 		return nil, fmt.Errorf("open records ring buffer: %w", err)
 	}
-	// Run-time statistics cost two clock reads per run of every BPF
-	// program on the machine while enabled; they are what tells the cost
-	// of this one. Refused without CAP_SYS_ADMIN: then Stats has none.
-	if c, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err == nil {
-		p.stats = c
+	// Refused without CAP_SYS_ADMIN: then Stats has none.
+	if opts.RunStats {
+		if c, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err == nil {
+			p.stats = c
+		}
 	}
 	// Reads never wait: Drain takes what is there.
 	p.reader.SetDeadline(time.Unix(1, 0))
@@ -392,6 +421,17 @@ func (p *Program) Buffered() int {
 	return p.reader.AvailableBytes()
 }
 
+// SchedBuffered is Buffered for the scheduler program's ring; 0 when
+// it was not loaded.
+func (p *Program) SchedBuffered() int {
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	if p.sreader == nil {
+		return 0
+	}
+	return p.sreader.AvailableBytes()
+}
+
 // Drain passes every record in the ring buffer to fn, without waiting for
 // more, and returns how many it passed. The record of a sample is in the
 // ring before perf writes the sample, so a reader that drains after it
@@ -490,9 +530,22 @@ type Stats struct {
 	// SchedDropped counts groups of off-CPU time the scheduler program
 	// could not write: its ring buffer was full.
 	SchedDropped uint64
-	// RunCount and RunTime are the kernel's totals over all runs of both
-	// programs, for every sample of every event they are attached to
-	// (targets or not). Zero when run-time statistics could not be enabled (they need
+	// SchedShort counts off periods below Options.MinBlock, not counted
+	// as off-CPU time; SchedDeferred groups held back by Options.MaxRate
+	// (their time goes into a later group).
+	SchedShort, SchedDeferred uint64
+	// SchedCaptured and SchedUncaptured count target switch-outs whose
+	// stack and span were read, and those that were not
+	// (Options.CaptureGap, CaptureEvery).
+	SchedCaptured, SchedUncaptured uint64
+	// SchedNoState counts the times the scheduler program could not
+	// make the state of a target's thread (task storage refused): that
+	// thread's switch was not accounted.
+	SchedNoState uint64
+	// RunCount and RunTime are the kernel's totals over all runs of the
+	// programs, for every sample of every event they are attached to and
+	// every context switch (targets or not). Zero without
+	// Options.RunStats, or when they could not be enabled (they need
 	// CAP_SYS_ADMIN).
 	RunCount uint64
 	RunTime  time.Duration
@@ -510,13 +563,19 @@ const (
 	statNotValid
 	statOthers
 	statSchedDropped
+	statSchedShort
+	statSchedDeferred
+	statSchedCaptured
+	statSchedUncaptured
+	statSchedNoState
 	statMax
 )
 
 // Stats reads the counters.
 func (p *Program) Stats() (Stats, error) {
 	var s Stats
-	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid, &s.Others, &s.SchedDropped}
+	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid, &s.Others, &s.SchedDropped,
+		&s.SchedShort, &s.SchedDeferred, &s.SchedCaptured, &s.SchedUncaptured, &s.SchedNoState}
 	var perCPU [][statMax]uint64
 	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
 		return s, fmt.Errorf("read spanctx stats: %w", err)

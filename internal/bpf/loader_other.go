@@ -26,8 +26,12 @@ type Options struct {
 	RingBytes         int
 	DropOthers        bool
 	SchedInterval     time.Duration
-	MaxThreads        int
+	MinBlock          time.Duration
+	CaptureGap        time.Duration
+	CaptureEvery      int
+	MaxRate           int
 	SchedRingBytes    int
+	RunStats          bool
 }
 
 // Program is not available on this architecture.
@@ -38,6 +42,8 @@ type Stats struct {
 	Samples, Dropped                                          uint64
 	NoGoroutine, NotValid, NoLabels, NoSpan, BadValue, Faults uint64
 	Others, SchedDropped                                      uint64
+	SchedShort, SchedDeferred, SchedCaptured, SchedUncaptured uint64
+	SchedNoState                                              uint64
 	RunCount                                                  uint64
 	RunTime                                                   time.Duration
 }
@@ -55,6 +61,9 @@ func (*Program) AddThreadContextTarget(int, otelctx.TLSVar) error { return ErrNo
 func (*Program) AddPlainTarget(int) error                         { return ErrNotSupported }
 func (*Program) RemoveTarget(int) error                           { return nil }
 func (*Program) Drain(func(*Record)) (int, error)                 { return 0, nil }
+func (*Program) AttachSched() error                               { return ErrNotSupported }
+func (*Program) DrainSched(func(*SchedRecord)) (int, error)       { return 0, nil }
+func (*Program) SchedBuffered() int                               { return 0 }
 func (*Program) Stats() (Stats, error)                            { return Stats{}, nil }
 func (*Program) Close() error                                     { return nil }
 

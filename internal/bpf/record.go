@@ -94,17 +94,25 @@ func (r *Record) decode(b []byte) error {
 type SchedRecord struct {
 	Begin, End, Count uint64 // CLOCK_MONOTONIC ns; intervals
 	OutTime           uint64 // the switch-out, CLOCK_MONOTONIC ns
-	Pid, Tid          uint32
-	State             sched.State
-	// Flags, SpanID and TraceID are the span read at the switch-out, as
-	// in Record (FlagSwitch not set).
+	// CaptureTime is the switch-out the stack and span were read at: OutTime,
+	// or an earlier one of the thread when OutTime's was not captured
+	// (Options.CaptureGap, CaptureEvery); 0 when none was.
+	CaptureTime uint64
+	Pid, Tid    uint32
+	State       sched.State
+	// Flags, SpanID and TraceID are the span read at the capture, as in
+	// Record (FlagSwitch not set).
 	Flags   Flags
 	SpanID  [8]byte
 	TraceID [16]byte
-	// Stack is the user stack at the switch-out, innermost first; empty
-	// when it could not be read.
+	// Stack is the user stack at the capture, innermost first; empty when
+	// it could not be read.
 	Stack []uint64
 }
+
+// Captured reports whether the stack and span are those of OutTime's
+// switch-out, the one that began the off period that completed the group.
+func (r *SchedRecord) Captured() bool { return r.CaptureTime != 0 && r.CaptureTime == r.OutTime }
 
 // HasSpan and HasTrace are those of Record.
 func (r *SchedRecord) HasSpan() bool  { return r.Flags&FlagSpan != 0 && r.SpanID != [8]byte{} }
@@ -114,7 +122,7 @@ func (r *SchedRecord) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.Trace
 // SC_STACK_MAX.
 const (
 	schedStackMax   = 64
-	schedRecordSize = 80 + 8*schedStackMax
+	schedRecordSize = 88 + 8*schedStackMax
 )
 
 func (r *SchedRecord) decode(b []byte) error {
@@ -123,15 +131,16 @@ func (r *SchedRecord) decode(b []byte) error {
 	}
 	le := binary.LittleEndian
 	r.Begin, r.End, r.Count, r.OutTime = le.Uint64(b[0:]), le.Uint64(b[8:]), le.Uint64(b[16:]), le.Uint64(b[24:])
-	r.Pid, r.Tid = le.Uint32(b[32:]), le.Uint32(b[36:])
-	r.State = sched.State(le.Uint32(b[40:]))
-	r.Flags = Flags(le.Uint32(b[44:]))
-	copy(r.SpanID[:], b[48:56])
-	copy(r.TraceID[:], b[56:72])
-	n := min(int(le.Uint32(b[72:])), schedStackMax)
+	r.CaptureTime = le.Uint64(b[32:])
+	r.Pid, r.Tid = le.Uint32(b[40:]), le.Uint32(b[44:])
+	r.State = sched.State(le.Uint32(b[48:]))
+	r.Flags = Flags(le.Uint32(b[52:]))
+	copy(r.SpanID[:], b[56:64])
+	copy(r.TraceID[:], b[64:80])
+	n := min(int(le.Uint32(b[80:])), schedStackMax)
 	r.Stack = r.Stack[:0]
 	for i := 0; i < n; i++ {
-		r.Stack = append(r.Stack, le.Uint64(b[80+8*i:]))
+		r.Stack = append(r.Stack, le.Uint64(b[88+8*i:]))
 	}
 	return nil
 }

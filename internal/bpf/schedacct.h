@@ -29,14 +29,28 @@ struct thread_acct {
 /* SC_STACK_MAX is the deepest user stack kept of a switch-out. */
 #define SC_STACK_MAX 64
 
-/* What the scheduler program keeps of a target thread: its accounting, and
- * the switch-out that began its current (or last) off period: the stack
- * where it left the CPU and the span it was running then. */
+/* What the scheduler program keeps of a target thread (task storage): its
+ * accounting, the switch-out that began its current (or last) off period,
+ * and the latest switch-out captured: the stack where the thread left the
+ * CPU and the span it was running then. Capturing costs ~2 µs (the stack
+ * walk most of it), so a thread that switches often is not captured at
+ * every switch-out: captures spend credit, capture_gap ns each, which
+ * accrues with time up to CAPTURE_BURST captures' worth, so that a thread
+ * is captured at most once per capture_gap on average while the bursts of
+ * one that switches seldom are captured whole (capture_every counts too).
+ * When the latest switch-out was not captured, capture_time says which
+ * earlier one the stack and span are from. */
+#define CAPTURE_BURST 16
 struct thread_state {
 	struct thread_acct acct;
-	__u64 out_time;  /* of the switch-out */
-	__u32 out_flags; /* SC_* of the span read at the switch-out */
-	__u32 nframes;   /* of ustack */
+	__u64 out_time;     /* of the latest switch-out */
+	__u64 capture_time; /* of the latest switch-out captured */
+	__u64 credit;       /* ns of capture credit at credit_time */
+	__u64 credit_time;
+	__u32 uncaptured;   /* switch-outs since */
+	__u32 out_flags;    /* SC_* of the span read at the capture */
+	__u32 nframes;      /* of ustack */
+	__u32 _pad;
 	__u8 span_id[8];
 	__u8 trace_id[16];
 	__u64 ustack[SC_STACK_MAX];
@@ -72,8 +86,11 @@ static __always_inline void acct_switch_out(struct thread_acct *th, __u64 ts, in
 
 /* acct_run: the thread runs at ts, by a switch-in or an on-CPU sample
  * (sched.Tracker.run). It returns 1 and fills g when the off period that
- * ends here makes its state's off-CPU time cross the interval. */
-static __always_inline int acct_run(struct thread_acct *th, __u64 ts, __u64 interval, struct acct_group *g)
+ * ends here makes its state's off-CPU time cross the interval; -1 when
+ * the off period was shorter than min_block, and so not off-CPU time
+ * (sched.Tracker.SetMinBlock). */
+static __always_inline int acct_run(struct thread_acct *th, __u64 ts, __u64 interval, __u64 min_block,
+				    struct acct_group *g)
 {
 	__u64 d = acct_elapsed(th, ts);
 	if (!th->off_cpu) {
@@ -81,6 +98,8 @@ static __always_inline int acct_run(struct thread_acct *th, __u64 ts, __u64 inte
 		return 0;
 	}
 	th->off_cpu = 0;
+	if (d < min_block)
+		return -1;
 	int i = th->off_state == ACCT_RUNNABLE;
 	__u64 a = th->pending[i & 1] + d;
 	if (a < interval || !interval) {
@@ -95,6 +114,15 @@ static __always_inline int acct_run(struct thread_acct *th, __u64 ts, __u64 inte
 	g->count = count;
 	g->state = th->off_state;
 	return 1;
+}
+
+/* acct_defer puts the time of group g back into its state's pending
+ * time: a group not written now (a target over its rate) is written with
+ * a later one, so that no off-CPU time is lost. */
+static __always_inline void acct_defer(struct thread_acct *th, const struct acct_group *g, __u64 interval)
+{
+	int i = g->state == ACCT_RUNNABLE;
+	th->pending[i & 1] += g->count * interval;
 }
 
 /* acct_take_cpu_delta returns the on-CPU ns since the previous call and
@@ -112,9 +140,10 @@ static __always_inline __u64 acct_take_cpu_delta(struct thread_acct *th)
 struct sched_record {
 	__u64 begin, end, count; /* CLOCK_MONOTONIC ns; count intervals */
 	__u64 out_time;          /* the switch-out that began the last off period */
+	__u64 capture_time;      /* the switch-out the stack and span are from */
 	__u32 pid, tid;
 	__u32 state;     /* ACCT_* */
-	__u32 out_flags; /* SC_* of the span read at the switch-out */
+	__u32 out_flags; /* SC_* of the span read at the capture */
 	__u8 span_id[8];
 	__u8 trace_id[16];
 	__u32 nframes;
@@ -145,13 +174,14 @@ struct acct_result {
 	struct acct_group group;
 	__u64 cpu_delta; /* ACCT_EV_SAMPLE */
 	__u32 grouped;   /* group is set */
-	__u32 _pad;
+	__u32 short_off; /* the off period that ended was below min_block */
 };
 
 /* The driver's context: the events are in acct_events[0:n], the results go
  * to acct_results[0:n]. */
 struct acct_batch {
 	__u64 interval;
+	__u64 min_block;
 	__u32 n;
 	__u32 _pad;
 };

@@ -22,7 +22,7 @@ import (
 // acctDriver is the accounting's test driver loaded alone, with its maps.
 type acctDriver struct {
 	Test    *ebpf.Program `ebpf:"schedacct_test"`
-	Threads *ebpf.Map     `ebpf:"threads"`
+	Threads *ebpf.Map     `ebpf:"acct_test_threads"`
 	Events  *ebpf.Map     `ebpf:"acct_events"`
 	Results *ebpf.Map     `ebpf:"acct_results"`
 }
@@ -52,7 +52,7 @@ func loadAcctDriver(t *testing.T) *acctDriver {
 
 // run feeds events to the kernel's accounting, ACCT_BATCH at a time, and
 // returns what each produced.
-func (d *acctDriver) run(t *testing.T, interval uint64, evs []spanctxAcctEvent) []spanctxAcctResult {
+func (d *acctDriver) run(t *testing.T, interval, minBlock uint64, evs []spanctxAcctEvent) []spanctxAcctResult {
 	t.Helper()
 	var out []spanctxAcctResult
 	for len(evs) > 0 {
@@ -64,7 +64,7 @@ func (d *acctDriver) run(t *testing.T, interval uint64, evs []spanctxAcctEvent) 
 		if _, err := d.Events.BatchUpdate(keys, evs[:n], nil); err != nil {
 			t.Fatalf("write events: %v", err)
 		}
-		ret, err := d.Test.Run(&ebpf.RunOptions{Context: spanctxAcctBatch{Interval: interval, N: uint32(n)}})
+		ret, err := d.Test.Run(&ebpf.RunOptions{Context: spanctxAcctBatch{Interval: interval, MinBlock: minBlock, N: uint32(n)}})
 		if err != nil || ret != 0 {
 			t.Fatalf("run schedacct_test: %d, %v", ret, err)
 		}
@@ -171,20 +171,27 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 	d := loadAcctDriver(t)
 	rng := rand.New(rand.NewPCG(13, 7))
 	const sequences = 3000
-	events, groups := 0, 0
+	events, groups, short := 0, 0, uint64(0)
 	for seq := 0; seq < sequences; seq++ {
 		interval := []uint64{10_000_000, 1_000_000, 100_000, 3}[rng.IntN(4)]
+		// A minimum block time in one sequence of two.
+		var minBlock uint64
+		if rng.IntN(2) == 0 {
+			minBlock = rng.Uint64N(2 * interval)
+		}
 		evs := genAcct(rng, interval)
 		// Every sequence starts with no thread known.
 		for _, tid := range []uint32{100, 101, 102, 103} {
 			_ = d.Threads.Delete(tid)
 		}
-		got := d.run(t, interval, evs)
+		got := d.run(t, interval, minBlock, evs)
 		tr := sched.New(interval)
+		tr.SetMinBlock(minBlock)
 		for i, e := range evs {
 			var g sched.Group
 			var ok bool
 			var delta uint64
+			shortBefore := tr.Short()
 			switch e.Kind {
 			case acctOut:
 				tr.SwitchOut(e.Tid, e.Ts, e.Preempted != 0)
@@ -198,6 +205,10 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 			}
 			r := got[i]
 			kg := sched.Group{Begin: r.Group.Begin, End: r.Group.End, Count: r.Group.Count, State: sched.State(r.Group.State)}
+			if (r.ShortOff != 0) != (tr.Short() > shortBefore) {
+				t.Fatalf("sequence %d (interval %d, min block %d), record %d %+v: kernel short %v, Tracker %v",
+					seq, interval, minBlock, i, e, r.ShortOff != 0, tr.Short() > shortBefore)
+			}
 			if (r.Grouped != 0) != ok || (ok && kg != g) || r.CpuDelta != delta {
 				t.Fatalf("sequence %d (interval %d), record %d %+v: kernel group %v %+v, delta %d; Tracker group %v %+v, delta %d",
 					seq, interval, i, e, r.Grouped != 0, kg, r.CpuDelta, ok, g, delta)
@@ -207,8 +218,12 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 			}
 		}
 		events += len(evs)
+		short += tr.Short()
 	}
-	t.Logf("%d sequences, %d records, %d groups: the kernel's accounting and the Tracker agree on every one", sequences, events, groups)
+	t.Logf("%d sequences, %d records, %d groups, %d off periods below the minimum block time: the kernel's accounting and the Tracker agree on every one", sequences, events, groups, short)
+	if short == 0 {
+		t.Error("no off period below the minimum block time: the generator does not exercise it")
+	}
 	if groups < sequences {
 		t.Errorf("only %d groups over %d sequences: the generator does not exercise the accounting", groups, sequences)
 	}

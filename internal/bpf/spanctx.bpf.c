@@ -60,21 +60,23 @@ struct {
 	__type(value, __u8[LABEL_BYTES]);
 } scratch SEC(".maps");
 
-/* The on/off-CPU accounting of target threads, by tid (schedacct.h). */
+/* The scheduler program's state of each target thread (schedacct.h):
+ * task storage, found from the task without a hash lookup and freed with
+ * it, so that a tid reused is a new thread. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192); /* set by the loader */
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
-/* A zeroed thread_state, to make new entries from. */
+/* The test driver's accounting, by the tids it makes up. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
 	__type(key, __u32);
-	__type(value, struct thread_state);
-} state_init SEC(".maps");
+	__type(value, struct thread_acct);
+} acct_test_threads SEC(".maps");
 
 /* Groups of off-CPU time (struct sched_record). */
 struct {
@@ -82,8 +84,17 @@ struct {
 	__uint(max_entries, 256 * 1024); /* set by the loader */
 } sched_records SEC(".maps");
 
-/* acct_interval: the off-CPU interval (ns), set by the loader. */
+/* Set by the loader (bpf.Options): the off-CPU interval; off periods
+ * shorter than min_block are not off-CPU time; a thread's switch-out is
+ * captured (stack and span read) when capture_every switch-outs passed
+ * since its last capture and it has capture_gap ns of credit (see struct
+ * thread_state); a target writes at most
+ * max_rate groups a second (0: no limit), the others held back. */
 volatile const __u64 acct_interval = 10000000;
+volatile const __u64 min_block = 0;
+volatile const __u64 capture_gap = 0;
+volatile const __u32 capture_every = 1;
+volatile const __u32 max_rate = 0;
 
 /* The test driver's input and output (schedacct_test). */
 struct {
@@ -417,34 +428,22 @@ int spanctx_switch(void *ctx)
 	return run(SC_SWITCH);
 }
 
-/* acct_thread returns tid's accounting, made at ts when it has none
- * (*fresh then: the thread was Unknown). NULL when the map refuses. */
-static __always_inline struct thread_state *acct_thread(__u32 tid, __u64 ts, int *fresh)
+static __always_inline void count(const __u32 stat)
 {
-	struct thread_state *th = bpf_map_lookup_elem(&threads, &tid);
-	*fresh = 0;
-	if (th)
-		return th;
-	/* Too big for the stack: a zeroed value from the scratch map. */
 	__u32 zero = 0;
-	struct thread_state *init = bpf_map_lookup_elem(&state_init, &zero);
-	if (!init)
-		return 0;
-	init->acct.since = ts;
-	bpf_map_update_elem(&threads, &tid, init, BPF_NOEXIST);
-	init->acct.since = 0;
-	*fresh = 1;
-	return bpf_map_lookup_elem(&threads, &tid);
+	__u64 *st = bpf_map_lookup_elem(&stats, &zero);
+	if (st)
+		st[stat]++;
 }
 
 /* schedacct_test runs the accounting over the events the test put in
- * acct_events, as the scheduler and sampling programs do, and writes what
- * each produced to acct_results: the kernel side of
+ * acct_events, as the scheduler program does, and writes what each
+ * produced to acct_results: the kernel side of
  * TestSchedAcctMatchesTracker (BPF_PROG_TEST_RUN). */
 SEC("syscall")
 int schedacct_test(struct acct_batch *b)
 {
-	__u64 interval = b->interval;
+	__u64 interval = b->interval, minb = b->min_block;
 	__u32 n = b->n;
 
 	for (__u32 i = 0; i < ACCT_BATCH; i++) {
@@ -460,22 +459,29 @@ int schedacct_test(struct acct_batch *b)
 		__builtin_memset(r, 0, sizeof(*r));
 		__u32 tid = e->tid;
 		if (e->kind == ACCT_EV_EXIT) {
-			bpf_map_delete_elem(&threads, &tid);
+			bpf_map_delete_elem(&acct_test_threads, &tid);
 			continue;
 		}
-		int fresh;
-		struct thread_state *st = acct_thread(tid, e->ts, &fresh);
-		if (!st)
-			return 2;
-		struct thread_acct *th = &st->acct;
+		struct thread_acct *th = bpf_map_lookup_elem(&acct_test_threads, &tid);
+		int fresh = !th;
+		if (fresh) {
+			struct thread_acct init = {.since = e->ts};
+			bpf_map_update_elem(&acct_test_threads, &tid, &init, BPF_NOEXIST);
+			th = bpf_map_lookup_elem(&acct_test_threads, &tid);
+			if (!th)
+				return 2;
+		}
 		switch (e->kind) {
 		case ACCT_EV_OUT:
 			acct_switch_out(th, e->ts, e->preempted);
 			break;
 		case ACCT_EV_IN:
 		case ACCT_EV_SAMPLE:
-			if (!fresh)
-				r->grouped = acct_run(th, e->ts, interval, &r->group);
+			if (!fresh) {
+				int got = acct_run(th, e->ts, interval, minb, &r->group);
+				r->grouped = got > 0;
+				r->short_off = got < 0;
+			}
 			if (e->kind == ACCT_EV_SAMPLE)
 				r->cpu_delta = acct_take_cpu_delta(th);
 			break;
@@ -484,11 +490,79 @@ int schedacct_test(struct acct_batch *b)
 	return 0;
 }
 
+/* thread_of returns the state of a target's thread, made when the thread
+ * has none (*fresh then); NULL for the threads of other processes. The
+ * task storage lookup comes first: a target's thread has state after its
+ * first switch, and finding it is a pointer chase, not a hash lookup. */
+static __always_inline struct thread_state *thread_of(struct task_struct *t, __u64 now, int *fresh)
+{
+	struct thread_state *st = bpf_task_storage_get(&threads, t, 0, 0);
+	*fresh = 0;
+	if (st)
+		return st;
+	__u32 pid = t->tgid;
+	if (!bpf_map_lookup_elem(&targets, &pid))
+		return 0;
+	st = bpf_task_storage_get(&threads, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		count(STAT_SCHED_NO_STATE);
+		return 0;
+	}
+	st->acct.since = now;
+	*fresh = 1;
+	return st;
+}
+
+/* capture reads the stack and the running span of prev, leaving the CPU,
+ * into st. A process that is no longer a target loses its threads'
+ * state here. */
+static __always_inline void capture(__u64 *ctx, struct task_struct *prev, struct thread_state *st, __u64 now)
+{
+	__u32 pid = prev->tgid;
+	struct target *tg = bpf_map_lookup_elem(&targets, &pid);
+	if (!tg) {
+		bpf_task_storage_delete(&threads, prev);
+		return;
+	}
+	st->capture_time = now;
+	st->uncaptured = 0;
+	long n = bpf_get_stack(ctx, st->ustack, sizeof(st->ustack), BPF_F_USER_STACK);
+	st->nframes = n > 0 ? n / 8 : 0;
+	struct sample_labels r = {};
+	if (tg->kind == TARGET_TLS)
+		st->out_flags = read_tls(&tg->tls, &r) | SC_TLS;
+	else if (tg->kind == TARGET_GO)
+		st->out_flags = read_labels(&tg->go, &r);
+	else
+		st->out_flags = 0;
+	__builtin_memcpy(st->span_id, r.span_id, 8);
+	__builtin_memcpy(st->trace_id, r.trace_id, 16);
+	count(STAT_SCHED_CAPTURED);
+}
+
+/* over_rate reports whether next's process has written max_rate groups
+ * in the current second, counting this one if not. */
+static __always_inline int over_rate(struct task_struct *next, __u64 now)
+{
+	if (!max_rate)
+		return 0;
+	__u32 pid = next->tgid;
+	struct target *tg = bpf_map_lookup_elem(&targets, &pid);
+	if (!tg)
+		return 0;
+	if (now - tg->window >= 1000000000ULL) {
+		tg->window = now;
+		tg->window_count = 0;
+	}
+	return __sync_fetch_and_add(&tg->window_count, 1) >= max_rate;
+}
+
 /* spanctx_sched_switch keeps the accounting of target threads at every
- * context switch: prev leaving the CPU (its stack and running span kept
- * as the switch-out that begins its off period), next getting it (a group
- * written to sched_records when its off-CPU time crossed the interval).
- * current is prev: its memory is mapped and its registers are its own. */
+ * context switch: prev leaving the CPU (captured, per capture_gap and
+ * capture_every, as the switch-out that begins its off period), next
+ * getting it (a group written to sched_records when its off-CPU time
+ * crossed the interval). current is prev: its memory is mapped and its
+ * registers are its own. */
 SEC("tp_btf/sched_switch")
 int spanctx_sched_switch(__u64 *ctx)
 {
@@ -496,57 +570,53 @@ int spanctx_sched_switch(__u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	unsigned int prev_state = (unsigned int)ctx[3];
 	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = prev->tgid, tid;
-	struct target *tg;
 	struct thread_state *st;
 	int fresh;
 
-	tg = bpf_map_lookup_elem(&targets, &pid);
-	if (tg) {
-		tid = prev->pid;
-		st = acct_thread(tid, now, &fresh);
-		if (st && !st->acct.off_cpu) {
-			/* TASK_RUNNING (0): preempted, still runnable. */
-			acct_switch_out(&st->acct, now, prev_state == 0);
-			st->out_time = now;
-			long n = bpf_get_stack(ctx, st->ustack, sizeof(st->ustack), BPF_F_USER_STACK);
-			st->nframes = n > 0 ? n / 8 : 0;
-			struct sample_labels r = {};
-			if (tg->kind == TARGET_TLS)
-				st->out_flags = read_tls(&tg->tls, &r) | SC_TLS;
-			else if (tg->kind == TARGET_GO)
-				st->out_flags = read_labels(&tg->go, &r);
-			else
-				st->out_flags = 0;
-			__builtin_memcpy(st->span_id, r.span_id, 8);
-			__builtin_memcpy(st->trace_id, r.trace_id, 16);
+	st = thread_of(prev, now, &fresh);
+	if (st && !st->acct.off_cpu) {
+		/* TASK_RUNNING (0): preempted, still runnable. */
+		acct_switch_out(&st->acct, now, prev_state == 0);
+		st->out_time = now;
+		st->uncaptured++;
+		__u64 credit = st->credit + (now - st->credit_time);
+		if (credit > CAPTURE_BURST * capture_gap)
+			credit = CAPTURE_BURST * capture_gap;
+		st->credit_time = now;
+		if (st->uncaptured >= capture_every && credit >= capture_gap) {
+			credit -= capture_gap;
+			capture(ctx, prev, st, now);
+		} else {
+			count(STAT_SCHED_UNCAPTURED);
 		}
+		st->credit = credit;
 	}
-	pid = next->tgid;
-	tg = bpf_map_lookup_elem(&targets, &pid);
-	if (!tg)
-		return 0;
-	tid = next->pid;
-	st = acct_thread(tid, now, &fresh);
+	st = thread_of(next, now, &fresh);
 	if (!st || fresh)
 		return 0;
 	struct acct_group g;
-	if (!acct_run(&st->acct, now, acct_interval, &g))
+	int got = acct_run(&st->acct, now, acct_interval, min_block, &g);
+	if (got < 0)
+		count(STAT_SCHED_SHORT);
+	if (got <= 0)
 		return 0;
+	if (over_rate(next, now)) {
+		acct_defer(&st->acct, &g, acct_interval);
+		count(STAT_SCHED_DEFERRED);
+		return 0;
+	}
 	struct sched_record *rec = bpf_ringbuf_reserve(&sched_records, sizeof(*rec), 0);
 	if (!rec) {
-		__u32 zero = 0;
-		__u64 *stc = bpf_map_lookup_elem(&stats, &zero);
-		if (stc)
-			stc[STAT_SCHED_DROPPED]++;
+		count(STAT_SCHED_DROPPED);
 		return 0;
 	}
 	rec->begin = g.begin;
 	rec->end = g.end;
 	rec->count = g.count;
 	rec->out_time = st->out_time;
-	rec->pid = pid;
-	rec->tid = tid;
+	rec->capture_time = st->capture_time;
+	rec->pid = next->tgid;
+	rec->tid = next->pid;
 	rec->state = g.state;
 	rec->out_flags = st->out_flags;
 	__builtin_memcpy(rec->span_id, st->span_id, 8);

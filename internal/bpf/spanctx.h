@@ -42,6 +42,11 @@ struct target {
 	__u32 _pad;
 	struct tls_layout tls;
 	struct go_layout go;
+	/* The scheduler program's rate window (max_rate): groups written
+	 * since window. Shared by the CPUs: updated atomically, reset racily
+	 * (a reset lost lets a few more through, never fewer). */
+	__u64 window;
+	__u64 window_count;
 };
 
 /* Record flags. */
@@ -81,6 +86,11 @@ enum {
 	STAT_NOT_VALID,   /* a thread's record being written */
 	STAT_OTHERS,      /* samples of other processes, dropped (drop_others) */
 	STAT_SCHED_DROPPED, /* off-CPU groups lost: sched_records full */
+	STAT_SCHED_SHORT,   /* off periods below min_block, not off-CPU time */
+	STAT_SCHED_DEFERRED, /* groups held back by max_rate, written with a later one */
+	STAT_SCHED_CAPTURED, /* switch-outs whose stack and span were read */
+	STAT_SCHED_UNCAPTURED, /* switch-outs that were not (capture_gap, capture_every) */
+	STAT_SCHED_NO_STATE, /* target threads the program could not keep (task storage refused) */
 	STAT_MAX,
 };
 

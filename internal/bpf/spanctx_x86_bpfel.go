@@ -16,6 +16,7 @@ import (
 type spanctxAcctBatch struct {
 	_        structs.HostLayout
 	Interval uint64
+	MinBlock uint64
 	N        uint32
 	Pad      uint32
 }
@@ -41,7 +42,7 @@ type spanctxAcctResult struct {
 	}
 	CpuDelta uint64
 	Grouped  uint32
-	Pad      uint32
+	ShortOff uint32
 }
 
 type spanctxSampleLabels struct {
@@ -56,20 +57,21 @@ type spanctxSampleLabels struct {
 }
 
 type spanctxSchedRecord struct {
-	_        structs.HostLayout
-	Begin    uint64
-	End      uint64
-	Count    uint64
-	OutTime  uint64
-	Pid      uint32
-	Tid      uint32
-	State    uint32
-	OutFlags uint32
-	SpanId   [8]uint8
-	TraceId  [16]uint8
-	Nframes  uint32
-	Pad      uint32
-	Ustack   [64]uint64
+	_           structs.HostLayout
+	Begin       uint64
+	End         uint64
+	Count       uint64
+	OutTime     uint64
+	CaptureTime uint64
+	Pid         uint32
+	Tid         uint32
+	State       uint32
+	OutFlags    uint32
+	SpanId      [8]uint8
+	TraceId     [16]uint8
+	Nframes     uint32
+	Pad         uint32
+	Ustack      [64]uint64
 }
 
 type spanctxTarget struct {
@@ -94,26 +96,35 @@ type spanctxTarget struct {
 		LabelKey   uint32
 		LabelValue uint32
 	}
-	_ [4]byte
+	_           [4]byte
+	Window      uint64
+	WindowCount uint64
+}
+
+type spanctxThreadAcct struct {
+	_        structs.HostLayout
+	Since    uint64
+	CpuDelta uint64
+	Pending  [2]uint64
+	OffCpu   uint8
+	OffState uint8
+	Pad      [6]uint8
 }
 
 type spanctxThreadState struct {
-	_    structs.HostLayout
-	Acct struct {
-		_        structs.HostLayout
-		Since    uint64
-		CpuDelta uint64
-		Pending  [2]uint64
-		OffCpu   uint8
-		OffState uint8
-		Pad      [6]uint8
-	}
-	OutTime  uint64
-	OutFlags uint32
-	Nframes  uint32
-	SpanId   [8]uint8
-	TraceId  [16]uint8
-	Ustack   [64]uint64
+	_           structs.HostLayout
+	Acct        spanctxThreadAcct
+	OutTime     uint64
+	CaptureTime uint64
+	Credit      uint64
+	CreditTime  uint64
+	Uncaptured  uint32
+	OutFlags    uint32
+	Nframes     uint32
+	Pad         uint32
+	SpanId      [8]uint8
+	TraceId     [16]uint8
+	Ustack      [64]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -122,10 +133,10 @@ type spanctxThreadState struct {
 const (
 	spanctxMapAcctEvents          = "acct_events"
 	spanctxMapAcctResults         = "acct_results"
+	spanctxMapAcctTestThreads     = "acct_test_threads"
 	spanctxMapRecords             = "records"
 	spanctxMapSchedRecords        = "sched_records"
 	spanctxMapScratch             = "scratch"
-	spanctxMapStateInit           = "state_init"
 	spanctxMapStats               = "stats"
 	spanctxMapTargets             = "targets"
 	spanctxMapThreads             = "threads"
@@ -134,7 +145,11 @@ const (
 	spanctxProgSpanctxSchedSwitch = "spanctx_sched_switch"
 	spanctxProgSpanctxSwitch      = "spanctx_switch"
 	spanctxVarAcctInterval        = "acct_interval"
+	spanctxVarCaptureEvery        = "capture_every"
+	spanctxVarCaptureGap          = "capture_gap"
 	spanctxVarDropOthers          = "drop_others"
+	spanctxVarMaxRate             = "max_rate"
+	spanctxVarMinBlock            = "min_block"
 	spanctxVarSpanKey             = "span_key"
 	spanctxVarSpanKeyLen          = "span_key_len"
 	spanctxVarTraceKey            = "trace_key"
@@ -199,15 +214,15 @@ type spanctxProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxMapSpecs struct {
-	AcctEvents   *ebpf.MapSpec `ebpf:"acct_events"`
-	AcctResults  *ebpf.MapSpec `ebpf:"acct_results"`
-	Records      *ebpf.MapSpec `ebpf:"records"`
-	SchedRecords *ebpf.MapSpec `ebpf:"sched_records"`
-	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
-	StateInit    *ebpf.MapSpec `ebpf:"state_init"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	Targets      *ebpf.MapSpec `ebpf:"targets"`
-	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	AcctEvents      *ebpf.MapSpec `ebpf:"acct_events"`
+	AcctResults     *ebpf.MapSpec `ebpf:"acct_results"`
+	AcctTestThreads *ebpf.MapSpec `ebpf:"acct_test_threads"`
+	Records         *ebpf.MapSpec `ebpf:"records"`
+	SchedRecords    *ebpf.MapSpec `ebpf:"sched_records"`
+	Scratch         *ebpf.MapSpec `ebpf:"scratch"`
+	Stats           *ebpf.MapSpec `ebpf:"stats"`
+	Targets         *ebpf.MapSpec `ebpf:"targets"`
+	Threads         *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // spanctxVariableSpecs contains global variables before they are loaded into the kernel.
@@ -215,7 +230,11 @@ type spanctxMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxVariableSpecs struct {
 	AcctInterval       *ebpf.VariableSpec `ebpf:"acct_interval"`
+	CaptureEvery       *ebpf.VariableSpec `ebpf:"capture_every"`
+	CaptureGap         *ebpf.VariableSpec `ebpf:"capture_gap"`
 	DropOthers         *ebpf.VariableSpec `ebpf:"drop_others"`
+	MaxRate            *ebpf.VariableSpec `ebpf:"max_rate"`
+	MinBlock           *ebpf.VariableSpec `ebpf:"min_block"`
 	SpanKey            *ebpf.VariableSpec `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.VariableSpec `ebpf:"span_key_len"`
 	TraceKey           *ebpf.VariableSpec `ebpf:"trace_key"`
@@ -248,25 +267,25 @@ func (o *spanctxObjects) Close() error {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxMaps struct {
-	AcctEvents   *ebpf.Map `ebpf:"acct_events"`
-	AcctResults  *ebpf.Map `ebpf:"acct_results"`
-	Records      *ebpf.Map `ebpf:"records"`
-	SchedRecords *ebpf.Map `ebpf:"sched_records"`
-	Scratch      *ebpf.Map `ebpf:"scratch"`
-	StateInit    *ebpf.Map `ebpf:"state_init"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	Targets      *ebpf.Map `ebpf:"targets"`
-	Threads      *ebpf.Map `ebpf:"threads"`
+	AcctEvents      *ebpf.Map `ebpf:"acct_events"`
+	AcctResults     *ebpf.Map `ebpf:"acct_results"`
+	AcctTestThreads *ebpf.Map `ebpf:"acct_test_threads"`
+	Records         *ebpf.Map `ebpf:"records"`
+	SchedRecords    *ebpf.Map `ebpf:"sched_records"`
+	Scratch         *ebpf.Map `ebpf:"scratch"`
+	Stats           *ebpf.Map `ebpf:"stats"`
+	Targets         *ebpf.Map `ebpf:"targets"`
+	Threads         *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *spanctxMaps) Close() error {
 	return _SpanctxClose(
 		m.AcctEvents,
 		m.AcctResults,
+		m.AcctTestThreads,
 		m.Records,
 		m.SchedRecords,
 		m.Scratch,
-		m.StateInit,
 		m.Stats,
 		m.Targets,
 		m.Threads,
@@ -278,7 +297,11 @@ func (m *spanctxMaps) Close() error {
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxVariables struct {
 	AcctInterval       *ebpf.Variable `ebpf:"acct_interval"`
+	CaptureEvery       *ebpf.Variable `ebpf:"capture_every"`
+	CaptureGap         *ebpf.Variable `ebpf:"capture_gap"`
 	DropOthers         *ebpf.Variable `ebpf:"drop_others"`
+	MaxRate            *ebpf.Variable `ebpf:"max_rate"`
+	MinBlock           *ebpf.Variable `ebpf:"min_block"`
 	SpanKey            *ebpf.Variable `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.Variable `ebpf:"span_key_len"`
 	TraceKey           *ebpf.Variable `ebpf:"trace_key"`

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "158c909df9f83d2c6b26416c8bc69593f61d7ba34be8748b909c2670eb41939c"
+const sourceSum = "5eb284900a2d8d3bbef22fdf71849b33d499903799e451145ff236da9fbbd5f2"

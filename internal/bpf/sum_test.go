@@ -29,8 +29,8 @@ func TestStructSizes(t *testing.T) {
 	if n := unsafe.Sizeof(spanctxSchedRecord{}); n != schedRecordSize {
 		t.Errorf("struct sched_record is %d bytes, SchedRecord.decode reads %d", n, schedRecordSize)
 	}
-	// 8 + tls_layout (24) + go_layout (36) + 4 of padding.
-	if n := unsafe.Sizeof(spanctxTarget{}); n != 72 {
-		t.Errorf("struct target is %d bytes, want 72", n)
+	// 8 + tls_layout (24) + go_layout (36) + 4 of padding + the rate window (16).
+	if n := unsafe.Sizeof(spanctxTarget{}); n != 88 {
+		t.Errorf("struct target is %d bytes, want 88", n)
 	}
 }

@@ -21,7 +21,7 @@ func TestNextPoll(t *testing.T) {
 		{spanReaderDrainAt / 4, spanReaderDrainAt / 2, time.Second, time.Second * 2}, // capped at max
 	} {
 		want := min(c.want, spanReaderPollMax)
-		if got := nextPoll(c.prev, c.now, c.d); got != want {
+		if got := nextPoll(c.prev, c.now, c.d, spanReaderDrainAt); got != want {
 			t.Errorf("nextPoll(%d, %d, %v) = %v, want %v", c.prev, c.now, c.d, got, want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/goruntime"
 	"github.com/perfprof/perfprof/internal/otelctx"
+	"github.com/perfprof/perfprof/internal/perf"
 )
 
 // EBPFMode says whether eBPF programs run on the sampling events: they read
@@ -40,23 +41,28 @@ const (
 // wake-ups alone ~3 ms. The ring (spanReaderRing) holds 18 700 records:
 // 9 s of 999 Hz on 2 CPUs, 0.37 s of a target switching 50 000 times a
 // second (its switch-outs are read too).
+//
+// The scheduler program's ring (schedReaderRing) holds 7 000 groups of
+// off-CPU time (600 bytes each, most of it the stack): at the shortest
+// poll, 70 000 a second, 700 s of off-CPU time a second at 10 ms.
 const (
 	spanReaderPollMin = 100 * time.Millisecond
 	spanReaderPollMax = time.Second
 	spanReaderRing    = 1 << 20
 	spanReaderDrainAt = spanReaderRing / 4
+	schedReaderRing   = 4 << 20
 )
 
-// nextPoll returns when to look at the ring again, given that it held
-// prev bytes d ago and holds now bytes.
-func nextPoll(prev, now int, d time.Duration) time.Duration {
+// nextPoll returns when to look at a ring again, given that it held prev
+// bytes d ago and holds now bytes, and is drained from drainAt bytes.
+func nextPoll(prev, now int, d time.Duration, drainAt int) time.Duration {
 	if now < prev || d <= 0 {
 		return spanReaderPollMin // drained since: no rate
 	}
 	if now == prev {
 		return spanReaderPollMax
 	}
-	left := spanReaderDrainAt - now
+	left := drainAt - now
 	if left <= 0 {
 		return spanReaderPollMin
 	}
@@ -82,16 +88,47 @@ type spanReader struct {
 	targets map[uint32]LinkSource
 	last    bpf.Stats         // the programs' counters when last read
 	deliver func(*bpf.Record) // set by Read, for flush
+
+	// sched is set when the scheduler program runs (schedErr says why
+	// not, when it was asked for): onSched takes its groups.
+	sched    bool
+	schedErr error
+	onSched  func(*bpf.SchedRecord)
 }
 
 // loadEBPF loads the programs per mode. It returns nil and the reason when
-// they cannot be used; with EBPFRequired the caller fails on it.
+// they cannot be used; with EBPFRequired the caller fails on it. With
+// Perf.Sched it loads and attaches the scheduler program too; when that
+// fails, the others are loaded alone and schedErr says why.
 func loadEBPF(opts Options) (*spanReader, error) {
-	prog, err := bpf.Load(bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: spanReaderRing, DropOthers: true})
-	if err != nil {
-		return nil, fmt.Errorf("load the eBPF programs that read the running span: %w", err)
+	bo := bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: spanReaderRing, DropOthers: true, RunStats: opts.EBPFRunStats}
+	var prog *bpf.Program
+	var schedErr error
+	if opts.Perf.Sched {
+		so := bo
+		so.SchedInterval, so.SchedRingBytes = opts.OffCPUInterval, schedReaderRing
+		so.MinBlock, so.CaptureGap, so.CaptureEvery, so.MaxRate = opts.SchedMinBlock, opts.SchedCaptureGap, opts.SchedCaptureEvery, opts.SchedMaxRate
+		p, err := bpf.Load(so)
+		if err == nil {
+			if err = p.AttachSched(); err != nil {
+				p.Close()
+			}
+		}
+		if err == nil {
+			prog = p
+		} else {
+			schedErr = fmt.Errorf("load the eBPF scheduler program: %w", err)
+		}
 	}
-	return &spanReader{prog: prog, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{}}, nil
+	if prog == nil {
+		p, err := bpf.Load(bo)
+		if err != nil {
+			return nil, fmt.Errorf("load the eBPF programs that read the running span: %w", err)
+		}
+		prog = p
+	}
+	return &spanReader{prog: prog, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{},
+		sched: opts.Perf.Sched && schedErr == nil, schedErr: schedErr}, nil
 }
 
 // Attach reads the span pid's threads run: from the labels of its
@@ -195,12 +232,11 @@ func (g *spanReader) Read(fn func(SpanContext)) error {
 	g.mu.Lock()
 	g.deliver = deliver
 	g.mu.Unlock()
-	prev, prevAt := 0, time.Now()
+	prev, sprev, prevAt := 0, 0, time.Now()
 	for {
 		select {
 		case <-g.stop:
-			_, err := g.prog.Drain(deliver)
-			return err
+			return g.drain(deliver)
 		case <-t.C:
 		}
 		n, now := g.prog.Buffered(), time.Now()
@@ -210,9 +246,63 @@ func (g *spanReader) Read(fn func(SpanContext)) error {
 			}
 			n = 0
 		}
-		t.Reset(nextPoll(prev, n, now.Sub(prevAt)))
+		next := nextPoll(prev, n, now.Sub(prevAt), spanReaderDrainAt)
+		if g.sched {
+			sn := g.prog.SchedBuffered()
+			if sn >= schedReaderRing/4 {
+				if err := g.drainSched(deliver); err != nil {
+					return err
+				}
+				sn = 0
+			}
+			next = min(next, nextPoll(sprev, sn, now.Sub(prevAt), schedReaderRing/4))
+			sprev = sn
+		}
+		t.Reset(next)
 		prev, prevAt = n, now
 	}
+}
+
+// drain drains both rings: the span records first, so that the contexts
+// of the switch-outs the groups name are in before them.
+func (g *spanReader) drain(deliver func(*bpf.Record)) error {
+	if _, err := g.prog.Drain(deliver); err != nil {
+		return err
+	}
+	if g.sched {
+		return g.drainSched(deliver)
+	}
+	return nil
+}
+
+// drainSched passes the scheduler program's groups to onSched, and the
+// span read at each one's switch-out, when it was captured, to deliver, as
+// the context of the switch-out's off-CPU sample.
+func (g *spanReader) drainSched(deliver func(*bpf.Record)) error {
+	g.mu.Lock()
+	on := g.onSched
+	g.mu.Unlock()
+	var rec bpf.Record
+	_, err := g.prog.DrainSched(func(r *bpf.SchedRecord) {
+		if on != nil {
+			on(r)
+		}
+		if r.Captured() {
+			rec = bpf.Record{Time: offCPUTime(r), Pid: r.Pid, Tid: r.Tid, Flags: r.Flags | bpf.FlagSwitch, SpanID: r.SpanID, TraceID: r.TraceID}
+			deliver(&rec)
+		}
+	})
+	return err
+}
+
+// offCPUTime is the time of the off-CPU sample of a group: the switch-out
+// that began the off period that completed it, where the span that blocked
+// is looked up (within the group, always, but for a clock gone wrong).
+func offCPUTime(r *bpf.SchedRecord) uint64 {
+	if r.OutTime != 0 && r.OutTime <= r.End {
+		return r.OutTime
+	}
+	return r.Begin
 }
 
 // flush drains the records read so far, for a report about to join.
@@ -221,7 +311,7 @@ func (g *spanReader) flush() {
 	deliver := g.deliver
 	g.mu.Unlock()
 	if deliver != nil {
-		_, _ = g.prog.Drain(deliver)
+		_ = g.drain(deliver)
 	}
 }
 
@@ -255,3 +345,41 @@ var errNotKept = errors.New("the eBPF programs cannot keep its samples")
 
 // errEBPFOff says the programs were not asked for.
 var errEBPFOff = errors.New("ebpf: off")
+
+// addSchedGroup buffers the off-CPU sample of a group the scheduler
+// program wrote. Its stack is the user stack of the switch-out captured
+// last; when that is not the switch-out that began the off period
+// (bpf.Options.CaptureGap), the stack is an earlier one of the thread and
+// no span was read for it: the join goes by thread and time.
+func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.live[int(r.Pid)]
+	if st == nil {
+		e.counts.offCPUUnattached++
+		return
+	}
+	if _, ok := st.threads[r.Tid]; !ok {
+		st.threads[r.Tid] = e.procs.ThreadName(int(r.Pid), int(r.Tid))
+	}
+	t := offCPUTime(r)
+	stack := int32(-1)
+	if len(r.Stack) > 0 {
+		chain := append(e.chain[:0], perf.ContextUser)
+		chain = append(chain, r.Stack...)
+		e.chain = chain
+		stack = st.batch.intern(chain, 0, st.genAt(r.CaptureTime))
+	}
+	if !r.Captured() {
+		e.counts.offCPUUncaptured++
+	}
+	st.batch.samples = append(st.batch.samples, rawSample{
+		time:   t,
+		weight: r.Count * uint64(e.opts.OffCPUInterval),
+		tid:    r.Tid,
+		stack:  stack,
+		state:  uint8(r.State),
+	})
+	e.buffered++
+	e.counts.offCPU++
+}

@@ -40,6 +40,7 @@ type engine struct {
 	flush    chan struct{}          // asks for an early report at the buffer bound
 	counts   readCounts             // cumulative
 	attached int                    // processes attached now
+	chain    []uint64               // scratch for addSchedGroup
 
 	// spansMu guards the span index. It is apart from mu so that span
 	// ingest never waits for the read loop; when both are held, mu is
@@ -86,6 +87,10 @@ type readCounts struct {
 	samples    int64 // on-CPU samples accepted
 	bufferFull int64 // dropped at twice MaxBufferedSamples
 	execs      int64 // programs replaced by exec
+	// Of the eBPF scheduler program's groups: those made off-CPU
+	// samples, those of them whose switch-out was not captured, and those
+	// of processes no longer attached (dropped).
+	offCPU, offCPUUncaptured, offCPUUnattached int64
 }
 
 // procKey names one process image: a pid is reused by later processes
@@ -155,6 +160,7 @@ func newEngine(opts Options) *engine {
 	}
 	if opts.Perf.Sched {
 		e.sched = newSchedState(uint64(opts.OffCPUInterval))
+		e.sched.tracker.SetMinBlock(uint64(opts.SchedMinBlock))
 	}
 	e.windowA = clock.Monotonic()
 	return e

@@ -27,6 +27,23 @@ type Options struct {
 	// off-CPU time is accumulated across sleeps and emitted in multiples
 	// of it. Default 10 ms.
 	OffCPUInterval time.Duration
+	// SchedMinBlock: off periods shorter than this are not off-CPU time
+	// (offcputime's --min-block-time); 0 keeps them all.
+	SchedMinBlock time.Duration
+	// SchedCaptureGap, SchedCaptureEvery and SchedMaxRate tune the eBPF
+	// scheduler program (bpf.Options.CaptureGap, CaptureEvery, MaxRate):
+	// a thread's switch-out stack and span are read when SchedCaptureEvery
+	// switch-outs and SchedCaptureGap passed since its last capture, and a
+	// target writes at most SchedMaxRate groups of off-CPU time a second,
+	// holding the rest back into later ones.
+	SchedCaptureGap   time.Duration
+	SchedCaptureEvery int
+	SchedMaxRate      int
+	// SchedPerfFallback: with Perf.Sched and the eBPF scheduler program
+	// unavailable, capture context switches with perf events, at a cost
+	// to switch-heavy targets ten times the program's; otherwise sched
+	// capture is then off, and Stats.SchedReason says why.
+	SchedPerfFallback bool
 	// RecoverLeafCaller restores the caller of a function sampled before
 	// it pushed a frame (see perf.InsertLeafCaller).
 	RecoverLeafCaller bool
@@ -74,8 +91,15 @@ type Options struct {
 	// labels (SpanLabelKey, TraceLabelKey: default span_id, trace_id).
 	EBPF                        EBPFMode
 	SpanLabelKey, TraceLabelKey string
+	// EBPFRunStats turns on the kernel's BPF run-time statistics
+	// (bpf.Options.RunStats), for Stats.EBPF.Program.RunCount and RunTime.
+	EBPFRunStats bool
 
 	ebpfErr error // why the eBPF programs are not used, set by Open
+	// schedKernel: the scheduler program captures context switches;
+	// schedErr: why it does not, when sched capture was asked for.
+	schedKernel bool
+	schedErr    error
 	// Procs answers questions about processes; nil reads /proc.
 	Procs Procs
 	// Logger receives what the engine has to say; nil discards it.

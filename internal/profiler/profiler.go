@@ -93,6 +93,11 @@ func Open(opts Options) (_ *Profiler, err error) {
 			}
 		}
 	}
+	if labels != nil && labels.sched {
+		labels.mu.Lock()
+		labels.onSched = p.addSchedGroup
+		labels.mu.Unlock()
+	}
 	if opts.Contexts != nil {
 		p.wg.Add(1)
 		go p.readContexts()
@@ -145,10 +150,12 @@ func (p *Profiler) attach(proc perf.Process) error {
 }
 
 // openEBPF loads the eBPF reader of the running span per opts.EBPF and
-// makes it the Contexts; it fails only with EBPFRequired.
+// makes it the Contexts; it fails only with EBPFRequired. It decides how
+// context switches are captured (decideSched).
 func openEBPF(opts *Options) (*spanReader, error) {
 	if opts.EBPF == EBPFOff {
 		opts.ebpfErr = errEBPFOff
+		decideSched(opts, nil, errEBPFOff)
 		return nil, nil
 	}
 	g, err := loadEBPF(*opts)
@@ -158,6 +165,7 @@ func openEBPF(opts *Options) (*spanReader, error) {
 		}
 		opts.ebpfErr = err
 		opts.Logger.Warn("Spans are read at sample time only with eBPF; joining samples to spans by thread and time", zap.Error(err))
+		decideSched(opts, nil, err)
 		return nil, nil
 	}
 	opts.Perf.BPFProgram = g.prog.FD()
@@ -171,7 +179,31 @@ func openEBPF(opts *Options) (*spanReader, error) {
 		opts.Perf.Scope = perf.ScopeSystem
 		opts.Logger.Info("Sampling the targets with per-CPU events; the eBPF programs drop the samples of other processes in the kernel")
 	}
+	decideSched(opts, g, g.schedErr)
 	return g, nil
+}
+
+// decideSched settles how sched capture (Perf.Sched) runs: in the kernel
+// by the scheduler program when g runs it; else with perf's context-switch
+// events when SchedPerfFallback allows (they cost a switch-heavy target
+// ten times as much), or not at all, why being err.
+func decideSched(opts *Options, g *spanReader, err error) {
+	if !opts.Perf.Sched {
+		return
+	}
+	switch {
+	case g != nil && g.sched:
+		opts.Perf.Sched = false
+		opts.schedKernel = true
+		opts.Logger.Info("Capturing context switches in the kernel (eBPF scheduler program) for off-CPU profiles")
+	case opts.SchedPerfFallback:
+		opts.schedErr = err
+		opts.Logger.Warn("Capturing context switches with perf events: the eBPF scheduler program cannot run; switch-heavy targets pay more", zap.Error(err))
+	default:
+		opts.Perf.Sched = false
+		opts.schedErr = err
+		opts.Logger.Warn("Off-CPU profiling is off: it runs by default only with the eBPF scheduler program, which cannot run here; set sched.enabled: true to capture context switches with perf events at a higher cost", zap.Error(err))
+	}
 }
 
 // readContexts stores the span contexts read at sample time until their
@@ -336,6 +368,22 @@ type Stats struct {
 	Symbols    symbolize.Stats
 	JIT        JITStats
 	EBPF       EBPFStats
+	OffCPU     OffCPUStats
+}
+
+// OffCPUStats say how context switches are captured, and what became of
+// the scheduler program's groups.
+type OffCPUStats struct {
+	// Kernel: by the eBPF scheduler program; else Perf: by perf's
+	// context-switch events; else off, and Reason says why.
+	Kernel, Perf bool
+	Reason       error
+	// Samples counts the off-CPU samples made of the program's groups;
+	// Uncaptured those of them whose switch-out was not captured (their
+	// stack is the thread's latest captured, their span joined by thread
+	// and time); Unattached the groups of processes no longer sampled,
+	// dropped.
+	Samples, Uncaptured, Unattached int64
 }
 
 // EBPFStats say whether the eBPF programs run, and what they counted.
@@ -355,6 +403,8 @@ type EBPFStats struct {
 func (p *Profiler) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs}
+	s.OffCPU = OffCPUStats{Kernel: p.opts.schedKernel, Perf: p.sched != nil, Reason: p.opts.schedErr,
+		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
 	p.mu.Unlock()
 	p.spansMu.Lock()
 	s.Spans, s.Joins, s.SpansHeld = p.spanCounts, p.joinCounts, p.spans.Len()

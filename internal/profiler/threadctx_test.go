@@ -58,6 +58,7 @@ func TestThreadContextAttribution(t *testing.T) {
 				OffCPUInterval: time.Millisecond,
 				Symbolize:      true,
 				EBPF:           profiler.EBPFRequired,
+				EBPFRunStats:   true,
 			})
 			requireEBPF(t, err)
 			time.Sleep(3 * time.Second)

@@ -59,6 +59,12 @@ type Config struct {
 	// by thread and time and scope process opens per-thread events),
 	// required (the receiver does not start without them) or off.
 	EBPF string `mapstructure:"ebpf"`
+	// EBPFRunStats turns on the kernel's BPF run-time statistics while
+	// the receiver runs, so that receiver_perfprof_ebpf_runs and
+	// _ebpf_run_time say what the programs cost. Off by default: they
+	// cost two clock reads per run of every BPF program on the machine,
+	// more than the scheduler program itself.
+	EBPFRunStats bool `mapstructure:"ebpf_run_stats"`
 	// RecoverLeafCaller restores the caller of a function sampled before
 	// it pushed a frame (frameless leaves, first instructions), which
 	// frame-pointer stacks skip: each on-CPU sample copies 512 bytes of
@@ -134,17 +140,47 @@ type CorrelationConfig struct {
 }
 
 // SchedConfig configures context-switch capture: off-CPU time with the
-// stack where the thread blocked or was preempted, and the CPU time each
-// on-CPU sample stands for.
+// stack where the thread blocked or was preempted, and the span it ran.
 type SchedConfig struct {
-	// Enabled turns capture on. Off by default: it costs a sample with a
-	// stack at every context switch of a target thread, about 5 µs of the
-	// thread's CPU and 2 µs of the collector's per switch.
-	Enabled bool `mapstructure:"enabled"`
+	// Enabled: unset (the default), context switches are captured where
+	// the eBPF scheduler program runs (kernel BTF, CAP_BPF and
+	// CAP_PERFMON), and a warning says why not elsewhere; true captures
+	// them there too, with perf's context-switch events (a sample with a
+	// stack at every switch: ~5 µs of the thread's CPU, ten times the
+	// program's cost); false never.
+	Enabled *bool `mapstructure:"enabled"`
 	// OffCPUInterval is the off-CPU sampling interval: off-CPU time is
 	// accumulated across sleeps and emitted in multiples of it.
 	OffCPUInterval time.Duration `mapstructure:"off_cpu_interval"`
-	_              struct{}
+	// MinBlockTime: off periods shorter than this are not off-CPU time
+	// (offcputime's --min-block-time). 0 keeps them all.
+	MinBlockTime time.Duration `mapstructure:"min_block_time"`
+	// StackEvery and StackMinGap say at which of a thread's switch-outs
+	// the scheduler program reads its stack and running span (about
+	// 2 µs): one that comes at least StackEvery switch-outs after the
+	// previous one read, and at most one per StackMinGap on average (a
+	// thread that switches less often has its bursts of up to 16
+	// switch-outs read whole). Off-CPU time after a switch-out not read
+	// gets the thread's latest stack read and is joined to spans by
+	// thread and time (counted: off_cpu_uncaptured). eBPF only: perf
+	// events take a stack at every switch.
+	StackEvery  int           `mapstructure:"stack_every"`
+	StackMinGap time.Duration `mapstructure:"stack_min_gap"`
+	// MaxRecordsPerSecond caps the off-CPU records a target process
+	// makes a second (0: no cap). A thread's record past it is held back
+	// and merged into its next one: its time is never lost, its
+	// switch-out stack is (counted: ebpf_sched_deferred). eBPF only.
+	MaxRecordsPerSecond int `mapstructure:"max_records_per_second"`
+	_                   struct{}
+}
+
+// enabled says whether sched capture is asked for, and whether by the
+// user (true) rather than by default.
+func (s SchedConfig) enabled() (on, explicit bool) {
+	if s.Enabled == nil {
+		return true, false
+	}
+	return *s.Enabled, true
 }
 
 // JVMConfig configures the naming of JVM targets' JIT code and threads.
@@ -199,8 +235,9 @@ func createDefaultConfig() *Config {
 		JVM:  JVMConfig{RefreshInterval: time.Second},
 		EBPF: ebpfAuto,
 		Sched: SchedConfig{
-			Enabled:        false,
 			OffCPUInterval: 10 * time.Millisecond,
+			StackEvery:     1,
+			StackMinGap:    time.Millisecond,
 		},
 		Correlation: CorrelationConfig{
 			Window:             10 * time.Second,
@@ -250,6 +287,18 @@ func (c *Config) Validate() error {
 	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
 	}
+	if c.Sched.MinBlockTime < 0 || c.Sched.MinBlockTime > time.Minute {
+		errs = append(errs, fmt.Errorf("sched.min_block_time: %v is outside 0..1m", c.Sched.MinBlockTime))
+	}
+	if c.Sched.StackEvery < 1 || c.Sched.StackEvery > 1_000_000 {
+		errs = append(errs, fmt.Errorf("sched.stack_every: %d is outside 1..1000000", c.Sched.StackEvery))
+	}
+	if c.Sched.StackMinGap < 0 || c.Sched.StackMinGap > time.Minute {
+		errs = append(errs, fmt.Errorf("sched.stack_min_gap: %v is outside 0..1m", c.Sched.StackMinGap))
+	}
+	if c.Sched.MaxRecordsPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("sched.max_records_per_second: %d is negative", c.Sched.MaxRecordsPerSecond))
+	}
 	if c.Correlation.Ambiguous != ambiguousUnlinked && c.Correlation.Ambiguous != ambiguousLatest {
 		errs = append(errs, fmt.Errorf("correlation.ambiguous: %q is not one of %q, %q", c.Correlation.Ambiguous, ambiguousUnlinked, ambiguousLatest))
 	}
@@ -289,6 +338,7 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 	if c.Scope == scopeSystem {
 		scope = perf.ScopeSystem
 	}
+	sched, explicit := c.Sched.enabled()
 	return profiler.Options{
 		Pids:              c.Targets.Pids,
 		Executables:       c.Targets.Executables,
@@ -298,14 +348,20 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 			Frequency:    c.Frequency,
 			KernelStacks: c.KernelStacks,
 			RingPages:    c.RingPages,
-			Sched:        c.Sched.Enabled,
+			Sched:        sched,
 		},
 		OffCPUInterval:     c.Sched.OffCPUInterval,
+		SchedMinBlock:      c.Sched.MinBlockTime,
+		SchedCaptureGap:    c.Sched.StackMinGap,
+		SchedCaptureEvery:  c.Sched.StackEvery,
+		SchedMaxRate:       c.Sched.MaxRecordsPerSecond,
+		SchedPerfFallback:  explicit,
 		RecoverLeafCaller:  c.RecoverLeafCaller,
 		Symbolize:          c.Symbolize,
 		JVMPerfMap:         c.JVM.PerfMap,
 		EBPF:               map[string]profiler.EBPFMode{ebpfAuto: profiler.EBPFAuto, ebpfRequired: profiler.EBPFRequired, ebpfOff: profiler.EBPFOff}[c.EBPF],
 		SpanLabelKey:       c.Correlation.SpanIDLabel,
+		EBPFRunStats:       c.EBPFRunStats,
 		LinkAmbiguous:      c.Correlation.Ambiguous == ambiguousLatest,
 		TraceLabelKey:      c.Correlation.TraceIDLabel,
 		JVMRefreshInterval: c.JVM.RefreshInterval,

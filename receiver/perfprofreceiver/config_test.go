@@ -53,7 +53,9 @@ func TestLoadConfig(t *testing.T) {
 				c.Correlation.Ambiguous = "latest"
 				c.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "0.0.0.0:14317"
 				c.Protocols.HTTP.GetOrInsertDefault().TracesURLPath = "/traces"
-				c.Sched = SchedConfig{Enabled: true, OffCPUInterval: 5 * time.Millisecond}
+				on := true
+				c.Sched = SchedConfig{Enabled: &on, OffCPUInterval: 5 * time.Millisecond, MinBlockTime: 50 * time.Microsecond,
+					StackEvery: 4, StackMinGap: 2 * time.Millisecond, MaxRecordsPerSecond: 5000}
 				c.Correlation.Window = 5 * time.Second
 				c.Correlation.ThreadIDAttribute = "os.tid"
 				c.Correlation.WorkerIDAttribute = "tokio.worker"
@@ -76,6 +78,10 @@ func TestLoadConfig(t *testing.T) {
 				"ring_pages: 100 is not a power of two",
 				"correlation.window: 1h0m0s is outside 0..10m",
 				"sched.off_cpu_interval: 10µs is outside 100µs..1m",
+				"sched.min_block_time: -1ms is outside 0..1m",
+				"sched.stack_every: 0 is outside 1..1000000",
+				"sched.stack_min_gap: 2m0s is outside 0..1m",
+				"sched.max_records_per_second: -5 is negative",
 				"jvm.refresh_interval: 10ms is below the minimum of 100ms",
 				`ebpf: "sometimes" is not one of "auto", "required", "off"`,
 				"correlation.thread_id_attribute: must name a span attribute",

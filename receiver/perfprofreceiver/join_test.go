@@ -62,7 +62,7 @@ func TestJoinGroundTruth(t *testing.T) {
 	cfg.ReportInterval = time.Second
 	cfg.DiscoveryInterval = 100 * time.Millisecond
 	cfg.Correlation.Window = 4 * time.Second
-	cfg.Sched.Enabled = true
+	cfg.Sched.Enabled = ptr(true)
 	cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "127.0.0.1:0"
 	profiles := new(consumertest.ProfilesSink)
 	traces := new(consumertest.TracesSink)

@@ -74,7 +74,7 @@ func TestThreadContextLinks(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.Targets.Pids = []int{child.Pid}
 	cfg.Frequency = 999
-	cfg.Sched.Enabled = true
+	cfg.Sched.Enabled = ptr(true)
 	cfg.ReportInterval = 300 * time.Millisecond
 	cfg.Correlation.Window = 0
 	cfg.EBPF = "required"

@@ -108,7 +108,7 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) error
 // the kernel, which kernel.perf_event_paranoid=2 forbids without
 // CAP_PERFMON, where on-CPU sampling of one's own processes is allowed.
 func (r *perfprofReceiver) schedHint(err error) string {
-	if !r.cfg.Sched.Enabled || !errors.Is(err, perf.ErrPermission) {
+	if on, _ := r.cfg.Sched.enabled(); !on || !errors.Is(err, perf.ErrPermission) {
 		return ""
 	}
 	return "; context-switch capture (sched.enabled) needs CAP_PERFMON or kernel.perf_event_paranoid <= 1: grant it, or set sched.enabled: false to profile on-CPU only"

@@ -13,6 +13,8 @@ import (
 
 // offCPURun profiles a burner child with sched capture for d and returns
 // the samples of its first worker thread.
+func ptr[T any](v T) *T { return &v }
+
 func offCPURun(t *testing.T, d time.Duration, args ...string) (samples []joinedSample, tid int64, wall time.Duration) {
 	requirePerf(t)
 	bin := testchild.Build(t, "burner")
@@ -22,7 +24,7 @@ func offCPURun(t *testing.T, d time.Duration, args ...string) (samples []joinedS
 	cfg.Frequency = 199
 	cfg.ReportInterval = time.Second
 	cfg.Correlation.Window = 0
-	cfg.Sched.Enabled = true
+	cfg.Sched.Enabled = ptr(true)
 	// The shares are of the wall time from start to stop, and loading the
 	// eBPF program (tested elsewhere) adds ~0.1 s around the sampling.
 	cfg.EBPF = "off"

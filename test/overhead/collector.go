@@ -23,14 +23,15 @@ const reportInterval = 2 * time.Second
 // collectorConfig profiles one pid and drops the profiles into the debug
 // exporter. Metrics are on (level basic) only so that the sample counter can
 // be scraped at the end of a run. Argument 5 is sched.enabled, 6 more
-// receiver lines (ring_pages), each starting with a newline.
+// receiver lines (ring_pages), each starting with a newline, 8 more sched
+// options, each starting with a comma.
 const collectorConfig = `receivers:
   perfprof:
     targets: {pids: [%[1]v]}
     scope: %[7]s
     frequency: %[2]v
     report_interval: %[3]s
-    sched: {enabled: %[5]v}%[6]s
+    sched: {enabled: %[5]v%[8]s}%[6]s
 exporters:
   debug: {verbosity: basic}
 service:
@@ -66,14 +67,24 @@ func collectorYAML(pid, hz, port any, m mode) string {
 	if m.noBPF {
 		extra += "\n    ebpf: off"
 	}
+	if m.runStats {
+		extra += "\n    ebpf_run_stats: true"
+	}
 	if m.ringPages > 0 {
 		extra += fmt.Sprintf("\n    ring_pages: %d", m.ringPages)
+	}
+	var sched string
+	if m.gap != "" {
+		sched += ", stack_min_gap: " + m.gap
+	}
+	if m.every > 0 {
+		sched += fmt.Sprintf(", stack_every: %d", m.every)
 	}
 	scope := "process"
 	if m.system {
 		scope = "system"
 	}
-	return fmt.Sprintf(collectorConfig, pid, hz, reportInterval, port, !m.noSched, extra, scope)
+	return fmt.Sprintf(collectorConfig, pid, hz, reportInterval, port, !m.noSched, extra, scope, sched)
 }
 
 // startCollector starts the collector on pid and returns once it logged

@@ -42,10 +42,20 @@
 //	                 the same with ring_pages: N (a power of two; without
 //	                 it the receiver's default, 64 pages, 256 KiB per CPU),
 //	                 for when records are lost;
+//	perfprof-gapDURATION-HZ, perfprof-everyN-HZ (after ringN, in this order)
+//	                 the same with sched.stack_min_gap: DURATION (gap0s:
+//	                 a stack at every switch-out) or sched.stack_every: N;
+//	(-ebpf-run-stats adds ebpf_run_stats: true to every perfprof mode: the
+//	eBPF columns then say what the programs cost per run, and the
+//	slowdowns include the statistics' own cost.)
 //	perf-record-HZ   `perf record -e cpu-clock -F HZ -g -p PID` writes the
 //	                 samples to a temporary file, for comparison (it also
 //	                 takes kernel callchains; the collector, by default,
-//	                 user ones only).
+//	                 user ones only);
+//	perf-record-system-HZ
+//	                 the same with -a for -p PID: every CPU, as
+//	                 system-wide profilers sample (its samples column
+//	                 counts every process's samples).
 //
 // Runs are interleaved: every round runs every mode once (the order rotated
 // by one each round), so drift in the machine's speed or load reaches all
@@ -156,20 +166,23 @@ type mode struct {
 	hz   int
 
 	// perfprof modes only.
-	system    bool // scope: system (per-CPU events), not process
-	noSched   bool // sched: {enabled: false}
-	noRecover bool // recover_leaf_caller: false
-	noBPF     bool // ebpf: off
-	ringPages int  // ring_pages, 0 for the receiver's default
+	system    bool   // scope: system (per-CPU events), not process
+	noSched   bool   // sched: {enabled: false}
+	noRecover bool   // recover_leaf_caller: false
+	noBPF     bool   // ebpf: off
+	ringPages int    // ring_pages, 0 for the receiver's default
+	gap       string // sched.stack_min_gap, "" for the receiver's default
+	every     int    // sched.stack_every, 0 for the receiver's default
+	runStats  bool   // ebpf_run_stats: true (-ebpf-run-stats)
 }
 
 // twin is the name of the perfprof mode that differs from m only in sched
 // capture.
 func (m mode) twin() string {
-	return perfprofName(m.system, !m.noSched, m.noRecover, m.noBPF, m.ringPages, m.hz)
+	return perfprofName(m.system, !m.noSched, m.noRecover, m.noBPF, m.ringPages, m.gap, m.every, m.hz)
 }
 
-func perfprofName(system, noSched, noRecover, noBPF bool, ringPages, hz int) string {
+func perfprofName(system, noSched, noRecover, noBPF bool, ringPages int, gap string, every, hz int) string {
 	name := "perfprof-"
 	if system {
 		name += "system-"
@@ -186,6 +199,12 @@ func perfprofName(system, noSched, noRecover, noBPF bool, ringPages, hz int) str
 	if ringPages > 0 {
 		name += fmt.Sprintf("ring%d-", ringPages)
 	}
+	if gap != "" {
+		name += "gap" + gap + "-"
+	}
+	if every > 0 {
+		name += fmt.Sprintf("every%d-", every)
+	}
 	return name + strconv.Itoa(hz)
 }
 
@@ -200,6 +219,11 @@ func parseMode(s string) (mode, error) {
 			continue
 		}
 		m := mode{name: s, kind: kind}
+		if kind == kindPerfRecord {
+			if r, ok := strings.CutPrefix(rest, "system-"); ok {
+				m.system, rest = true, r
+			}
+		}
 		if kind == kindPerfprof {
 			// Options before the frequency, in this order.
 			if r, ok := strings.CutPrefix(rest, "system-"); ok {
@@ -222,14 +246,29 @@ func parseMode(s string) (mode, error) {
 				}
 				m.ringPages, rest = pages, r
 			}
+			if r, ok := strings.CutPrefix(rest, "gap"); ok {
+				g, r, _ := strings.Cut(r, "-")
+				if _, err := time.ParseDuration(g); err != nil {
+					return mode{}, fmt.Errorf("mode %q: gap %q is not a duration", s, g)
+				}
+				m.gap, rest = g, r
+			}
+			if r, ok := strings.CutPrefix(rest, "every"); ok {
+				n, r, _ := strings.Cut(r, "-")
+				every, err := strconv.Atoi(n)
+				if err != nil || every < 1 {
+					return mode{}, fmt.Errorf("mode %q: every %q is not a count", s, n)
+				}
+				m.every, rest = every, r
+			}
 		}
 		hz, err := strconv.Atoi(rest)
 		if err != nil || hz < 1 || hz > 10000 {
 			return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000 (perfprof options go before it: perfprof[-nosched][-ringN]-HZ)", s, rest)
 		}
 		m.hz = hz
-		if kind == kindPerfprof && perfprofName(m.system, m.noSched, m.noRecover, m.noBPF, m.ringPages, hz) != s {
-			return mode{}, fmt.Errorf("mode %q: want perfprof[-system][-nosched][-norecover][-nobpf][-ringN]-HZ", s)
+		if kind == kindPerfprof && perfprofName(m.system, m.noSched, m.noRecover, m.noBPF, m.ringPages, m.gap, m.every, hz) != s {
+			return mode{}, fmt.Errorf("mode %q: want perfprof[-system][-nosched][-norecover][-nobpf][-ringN][-gapDURATION][-everyN]-HZ", s)
 		}
 		return m, nil
 	}
@@ -286,6 +325,7 @@ func run() error {
 	work := flag.Int("work", 0, "work of the child: hash rounds of spin (default 1000000 ≈ 2 s of CPU here), round trips of pingpong (default 50000 ≈ 2 s)")
 	hop := flag.Int("hop", -1, "pingpong only: the child's -hop, hash passes between hand-offs (default the child's, 360; 0 for the highest switch rate)")
 	collector := flag.String("collector", "", "collector binary (default <module root>/_build/otelcol-perfprof)")
+	runStats := flag.Bool("ebpf-run-stats", false, "perfprof modes: ebpf_run_stats: true, for the eBPF columns (the kernel's BPF run-time statistics cost two clock reads per program run, which the slowdowns then include)")
 	modes := flag.String("modes", defaultModes, "comma-separated modes to run: none, perfprof-HZ, perfprof-nosched-HZ, perfprof-[nosched-]ringN-HZ, perf-record-HZ")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -310,6 +350,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
+		m.runStats = *runStats && m.kind == kindPerfprof
 		if !seen[m.name] {
 			seen[m.name] = true
 			h.modes = append(h.modes, m)
@@ -429,7 +470,7 @@ func (h *harness) runOnce(ctx context.Context, m mode) (result, error) {
 	case kindPerfprof:
 		p, err = h.startCollector(ctx, c.pid, m)
 	case kindPerfRecord:
-		p, err = h.startPerfRecord(ctx, c.pid, m.hz)
+		p, err = h.startPerfRecord(ctx, c.pid, m.hz, m.system)
 	}
 	if err != nil {
 		return result{}, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,15 +18,21 @@ import (
 // events disabled (-D -1) and enables them on "enable" written to the
 // control FIFO, answering "ack" on the other: that tells when perf is
 // attached. --no-buildid skips reading every hit binary at exit.
+// With pid "" it is perf-record-system-HZ: every CPU (-a).
 func perfRecordArgs(pid, hz, data, ctl, ack string) []string {
-	return []string{"record", "-e", "cpu-clock", "-F", hz, "-g", "-p", pid,
-		"-o", data, "--no-buildid", "-D", "-1", "--control", "fifo:" + ctl + "," + ack}
+	target := []string{"-p", pid}
+	if pid == "" {
+		target = []string{"-a"}
+	}
+	args := append([]string{"record", "-e", "cpu-clock", "-F", hz, "-g"}, target...)
+	return append(args, "-o", data, "--no-buildid", "-D", "-1", "--control", "fifo:"+ctl+","+ack)
 }
 
 type perfRun struct {
 	*watched
 	perf    string
 	data    string
+	system  bool // -a: it does not exit with the child
 	ctl     *os.File
 	ack     *os.File
 	baseCPU time.Duration
@@ -33,8 +40,8 @@ type perfRun struct {
 
 // startPerfRecord starts perf record on pid and returns once its events are
 // enabled.
-func (h *harness) startPerfRecord(ctx context.Context, pid, hz int) (_ *perfRun, err error) {
-	p := &perfRun{perf: h.perfPath, data: filepath.Join(h.tmp, "perf.data")}
+func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system bool) (_ *perfRun, err error) {
+	p := &perfRun{perf: h.perfPath, data: filepath.Join(h.tmp, "perf.data"), system: system}
 	ctl, ack := filepath.Join(h.tmp, "perf-ctl"), filepath.Join(h.tmp, "perf-ack")
 	defer func() {
 		if err != nil {
@@ -54,7 +61,7 @@ func (h *harness) startPerfRecord(ctx context.Context, pid, hz int) (_ *perfRun,
 	if p.ack, err = os.OpenFile(ack, os.O_RDWR, 0); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, h.perfPath, perfRecordArgs(strconv.Itoa(pid), strconv.Itoa(hz), p.data, ctl, ack)...)
+	cmd := exec.CommandContext(ctx, h.perfPath, perfRecordArgs(map[bool]string{false: strconv.Itoa(pid), true: ""}[system], strconv.Itoa(hz), p.data, ctl, ack)...)
 	if p.watched, err = startWatched("perf record", cmd); err != nil {
 		return nil, err
 	}
@@ -88,10 +95,17 @@ func (h *harness) startPerfRecord(ctx context.Context, pid, hz int) (_ *perfRun,
 	return p, nil
 }
 
-// finish waits for perf record to exit (it does when its target exits),
-// takes its CPU time and peak RSS from its rusage, and counts the samples
-// in its file.
+// finish waits for perf record to exit (it does when its target exits;
+// with -a it is interrupted, the child having exited), takes its CPU time
+// and peak RSS from its rusage, and counts the samples in its file.
 func (p *perfRun) finish(ctx context.Context, res *result) error {
+	if p.system {
+		err := p.stop(os.Interrupt, 30*time.Second)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
+			p.waitErr = nil // perf record's way out of -a
+		}
+	}
 	select {
 	case <-p.exited:
 	case <-time.After(30 * time.Second):

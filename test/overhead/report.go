@@ -45,8 +45,8 @@ func (h *harness) printHeader() {
 		switch m.kind {
 		case kindPerfprof:
 			fmt.Printf("%s: %s %s   with CONFIG:\n", "perfprof", h.collector, strings.Join(collectorArgs("CONFIG"), " "))
-			sched, ring, scope, notes := h.configPlaceholders()
-			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT", sched, ring, scope)
+			sched, ring, scope, schedOpts, notes := h.configPlaceholders()
+			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT", sched, ring, scope, schedOpts)
 			fmt.Print("\t" + strings.ReplaceAll(strings.TrimSuffix(cfg, "\n"), "\n", "\n\t") + "\n")
 			for _, n := range notes {
 				fmt.Printf("\t(%s)\n", n)
@@ -62,8 +62,8 @@ func (h *harness) printHeader() {
 // configPlaceholders returns what the header's collector configuration
 // shows for sched.enabled and ring_pages across the perfprof modes, and
 // notes explaining the placeholders.
-func (h *harness) configPlaceholders() (sched any, ring, scope string, notes []string) {
-	on, off, rings, system, process := false, false, false, false, false
+func (h *harness) configPlaceholders() (sched any, ring, scope, schedOpts string, notes []string) {
+	on, off, rings, system, process, stacks := false, false, false, false, false, false
 	for _, m := range h.modes {
 		if m.kind != kindPerfprof {
 			continue
@@ -73,6 +73,11 @@ func (h *harness) configPlaceholders() (sched any, ring, scope string, notes []s
 		rings = rings || m.ringPages > 0
 		system = system || m.system
 		process = process || !m.system
+		stacks = stacks || m.gap != "" || m.every > 0
+	}
+	if stacks {
+		schedOpts = ", STACK_OPTIONS"
+		notes = append(notes, "STACK_OPTIONS: stack_min_gap: DURATION in the *-gapDURATION-* modes, stack_every: N in the *-everyN-* modes, nothing in the others")
 	}
 	scope = "process"
 	switch {
@@ -87,11 +92,17 @@ func (h *harness) configPlaceholders() (sched any, ring, scope string, notes []s
 		sched = "SCHED"
 		notes = append(notes, "SCHED: false in the perfprof-nosched-* modes, true in the others")
 	}
+	for _, m := range h.modes {
+		if m.runStats {
+			ring = "\n    ebpf_run_stats: true"
+			break
+		}
+	}
 	if rings {
-		ring = "\n    ring_pages: PAGES"
+		ring += "\n    ring_pages: PAGES"
 		notes = append(notes, "ring_pages: PAGES only in the perfprof-*ringPAGES-* modes; the others have the receiver's default")
 	}
-	return sched, ring, scope, notes
+	return sched, ring, scope, schedOpts, notes
 }
 
 // printTable prints one line per mode.

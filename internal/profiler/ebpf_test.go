@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/testchild"
@@ -42,5 +43,66 @@ func TestEBPFFallback(t *testing.T) {
 	}
 	if _, err := profiler.Open(opts(profiler.EBPFRequired)); err == nil || !strings.Contains(err.Error(), "eBPF") {
 		t.Errorf("ebpf required without its program: Open returned %v", err)
+	}
+}
+
+// TestSchedFallback: sched capture runs in the kernel where the eBPF
+// scheduler program loads; where it does not (here, the programs refused
+// by a label key they cannot hold, as a kernel without BTF or a collector
+// without CAP_BPF would), it is off and says why, unless perf's
+// context-switch events are allowed as the fallback, which then capture
+// the off-CPU time of a thread that sleeps.
+func TestSchedFallback(t *testing.T) {
+	child := testchild.Start(t, testchild.Build(t, "burner"), "-burnsleep", "5ms,20ms", "-beta", "0")
+	for _, c := range []struct {
+		name             string
+		key              string
+		fallback         bool
+		kernel, perfPath bool
+		wantReason       string
+	}{
+		{"kernel", "", false, true, false, ""},
+		{"off_without_bpf", strings.Repeat("k", 40), false, false, false, "longer than 32 bytes"},
+		{"perf_without_bpf", strings.Repeat("k", 40), true, false, true, "longer than 32 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := profiler.Open(profiler.Options{
+				Pids: []int{child.Pid}, Perf: perf.Options{Frequency: 199, Sched: true}, Symbolize: true,
+				SpanLabelKey: c.key, SchedPerfFallback: c.fallback,
+			})
+			testchild.RequirePerf(t, err)
+			time.Sleep(time.Second)
+			st := p.Stats()
+			snaps, err := p.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.kernel && !st.OffCPU.Kernel {
+				testchild.RequireKernel(t, "BPF", st.OffCPU.Reason, bpf.ErrPermission, bpf.ErrNotSupported)
+			}
+			off := st.OffCPU
+			if off.Kernel != c.kernel || off.Perf != c.perfPath || (c.wantReason == "") != (off.Reason == nil) ||
+				(off.Reason != nil && !strings.Contains(off.Reason.Error(), c.wantReason)) {
+				t.Fatalf("off-CPU capture %+v, want kernel %v, perf %v, reason %q", off, c.kernel, c.perfPath, c.wantReason)
+			}
+			var offNs uint64
+			for _, sn := range snaps {
+				for _, s := range sn.Samples {
+					if s.OffCPU() {
+						offNs += s.Weight
+					}
+				}
+			}
+			// The worker sleeps 80% of the second, the runtime's threads most of it.
+			t.Logf("off-CPU time %v; %+v", time.Duration(offNs), off)
+			switch {
+			case c.kernel || c.perfPath:
+				if offNs < uint64(600*time.Millisecond) {
+					t.Errorf("off-CPU time %v of a thread asleep 80%% of 1 s", time.Duration(offNs))
+				}
+			case offNs != 0:
+				t.Errorf("sched capture off, yet %v of off-CPU time", time.Duration(offNs))
+			}
+		})
 	}
 }

@@ -27,7 +27,8 @@ import (
 // the engine, the OTLP servers that feed it spans, and the loop that turns
 // its snapshots into profiles.
 type perfprofReceiver struct {
-	ebpfActive bool // counted in receiver_perfprof_ebpf_programs
+	ebpfActive  bool // counted in receiver_perfprof_ebpf_programs{program=span_reader}
+	schedActive bool // and {program=scheduler}
 	// stopSpansOnce and flushOnce: each signal's part of the shutdown,
 	// done when that signal stops (see flush), or by the last.
 	stopSpansOnce, flushOnce sync.Once
@@ -83,9 +84,13 @@ func (r *perfprofReceiver) start(ctx context.Context, host component.Host) error
 		return fmt.Errorf("perfprof: %w%s", err, r.schedHint(err))
 	}
 	r.prof = prof
-	if prof.Stats().EBPF.Active {
-		r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, 1)
+	if st := prof.Stats(); st.EBPF.Active {
+		r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, 1, metric.WithAttributes(attribute.String("program", "span_reader")))
 		r.ebpfActive = true
+		if st.OffCPU.Kernel {
+			r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, 1, metric.WithAttributes(attribute.String("program", "scheduler")))
+			r.schedActive = true
+		}
 	}
 	if err := r.startServers(ctx, host); err != nil {
 		r.stopServers(ctx)
@@ -208,6 +213,16 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofEbpfRecordsDropped, int64(prog.Dropped-lastProg.Dropped))
 	add(tb.ReceiverPerfprofEbpfRuns, int64(prog.RunCount-lastProg.RunCount))
 	add(tb.ReceiverPerfprofEbpfRunTime, int64(prog.RunTime-lastProg.RunTime))
+	off, lastOff := st.OffCPU, last.OffCPU
+	add(tb.ReceiverPerfprofOffCPUSamples, (off.Samples-off.Uncaptured)-(lastOff.Samples-lastOff.Uncaptured), "stack", "switch_out")
+	add(tb.ReceiverPerfprofOffCPUSamples, off.Uncaptured-lastOff.Uncaptured, "stack", "earlier_switch_out")
+	add(tb.ReceiverPerfprofOffCPUDropped, int64(prog.SchedDropped-lastProg.SchedDropped), "reason", "ring_full")
+	add(tb.ReceiverPerfprofOffCPUDropped, off.Unattached-lastOff.Unattached, "reason", "not_attached")
+	add(tb.ReceiverPerfprofOffCPUDropped, int64(prog.SchedNoState-lastProg.SchedNoState), "reason", "no_thread_state")
+	add(tb.ReceiverPerfprofOffCPUHeld, int64(prog.SchedDeferred-lastProg.SchedDeferred), "reason", "max_rate")
+	add(tb.ReceiverPerfprofOffCPUHeld, int64(prog.SchedShort-lastProg.SchedShort), "reason", "below_min_block")
+	add(tb.ReceiverPerfprofSchedSwitchOuts, int64(prog.SchedCaptured-lastProg.SchedCaptured), "stack", "read")
+	add(tb.ReceiverPerfprofSchedSwitchOuts, int64(prog.SchedUncaptured-lastProg.SchedUncaptured), "stack", "not_read")
 	jit, lastJIT := st.JIT, last.JIT
 	add(tb.ReceiverPerfprofJitFrames, (jit.Frames-jit.Older-jit.Later-jit.Unnamed)-(lastJIT.Frames-lastJIT.Older-lastJIT.Later-lastJIT.Unnamed), "naming", "newest")
 	add(tb.ReceiverPerfprofJitFrames, jit.Older-lastJIT.Older, "naming", "older")
@@ -225,6 +240,10 @@ func (r *perfprofReceiver) recordStats() {
 	if d := prog.Dropped - lastProg.Dropped; d > 0 && lastProg.Dropped == 0 {
 		r.log.Warn("The eBPF programs' ring buffer was full: some samples are joined by thread and time instead of the span read at the sample",
 			zap.Uint64("dropped", d))
+	}
+	if d := prog.SchedDropped - lastProg.SchedDropped; d > 0 {
+		r.log.Warn("The eBPF scheduler program's ring buffer was full: off-CPU time was lost",
+			zap.Uint64("records", d), zap.Uint64("records_total", prog.SchedDropped))
 	}
 	if d := st.Joins.Early - last.Joins.Early; d > 0 {
 		r.log.Warn("Samples emitted before their spans could arrive: correlation.max_buffered_samples reached",
@@ -267,7 +286,10 @@ func (r *perfprofReceiver) flush(ctx context.Context) error {
 		snaps, err = r.prof.Close()
 		r.recordStats()
 		if r.ebpfActive {
-			r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, -1)
+			r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, -1, metric.WithAttributes(attribute.String("program", "span_reader")))
+		}
+		if r.schedActive {
+			r.telemetry.ReceiverPerfprofEbpfPrograms.Add(ctx, -1, metric.WithAttributes(attribute.String("program", "scheduler")))
 		}
 		r.emit(ctx, snaps)
 		if err != nil {

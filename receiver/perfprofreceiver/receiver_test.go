@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/receiver/xreceiver"
 
+	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
 )
@@ -33,6 +34,21 @@ func startReceiver(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) x
 	r, err := f.CreateProfiles(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), nil))
+	return r
+}
+
+// startReceiverOrSkip is startReceiver for a configuration that needs the
+// eBPF programs (ebpf: required): it skips the test, naming why, when the
+// kernel or the privileges do not allow them (fails it under
+// PERFPROF_REQUIRE_PERF=1).
+func startReceiverOrSkip(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) xreceiver.Profiles {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
+	f := NewFactory().(xreceiver.Factory)
+	r, err := f.CreateProfiles(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
+	require.NoError(t, err)
+	err = r.Start(context.Background(), nil)
+	testchild.RequireKernel(t, "BPF", err, bpf.ErrPermission, bpf.ErrNotSupported)
 	return r
 }
 

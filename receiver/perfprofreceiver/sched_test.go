@@ -11,11 +11,19 @@ import (
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
-// offCPURun profiles a burner child with sched capture for d and returns
-// the samples of its first worker thread.
 func ptr[T any](v T) *T { return &v }
 
-func offCPURun(t *testing.T, d time.Duration, args ...string) (samples []joinedSample, tid int64, wall time.Duration) {
+// schedPaths are the two ways context switches are captured: by the eBPF
+// scheduler program (the default where it runs), and by perf's
+// context-switch events (its fallback, with sched.enabled: true).
+var schedPaths = []struct{ name, ebpf string }{{"kernel", "required"}, {"perf_events", "off"}}
+
+// offCPURun profiles a burner child with sched capture, on the path ebpf
+// says, for d and returns the samples of its first worker thread, and the
+// wall time from the receiver's start to its stop (with the eBPF programs,
+// less their loading, ~0.1 s, which the shares would count as not
+// observed).
+func offCPURun(t *testing.T, ebpf string, d time.Duration, args ...string) (samples []joinedSample, tid int64, wall time.Duration) {
 	requirePerf(t)
 	bin := testchild.Build(t, "burner")
 	child := testchild.Start(t, bin, args...)
@@ -24,14 +32,18 @@ func offCPURun(t *testing.T, d time.Duration, args ...string) (samples []joinedS
 	cfg.Frequency = 199
 	cfg.ReportInterval = time.Second
 	cfg.Correlation.Window = 0
-	cfg.Sched.Enabled = ptr(true)
-	// The shares are of the wall time from start to stop, and loading the
-	// eBPF program (tested elsewhere) adds ~0.1 s around the sampling.
-	cfg.EBPF = "off"
+	cfg.EBPF = ebpf
+	if ebpf == "off" {
+		cfg.Sched.Enabled = ptr(true) // the fallback is asked for
+	}
 	cfg.Sched.OffCPUInterval = 10 * time.Millisecond
 	sink := new(consumertest.ProfilesSink)
+	r := startReceiverOrSkip(t, cfg, sink)
 	start := time.Now()
-	r := startReceiver(t, cfg, sink)
+	off := r.(signal).Value().prof.Stats().OffCPU
+	if off.Kernel != (ebpf != "off") || off.Perf != (ebpf == "off") {
+		t.Fatalf("ebpf %s: off-CPU capture %+v", ebpf, off)
+	}
 	time.Sleep(d)
 	require.NoError(t, r.Shutdown(context.Background()))
 	wall = time.Since(start)
@@ -48,7 +60,13 @@ func offCPURun(t *testing.T, d time.Duration, args ...string) (samples []joinedS
 // sleeping 30 ms in nanosleep inside sleepGamma, spends 40% of its time on
 // CPU and 60% blocked, and the off-CPU time has sleepGamma's stack.
 func TestOffCPUSleepingThread(t *testing.T) {
-	samples, _, wall := offCPURun(t, 4*time.Second, "-burnsleep", "20ms,30ms", "-beta", "0")
+	for _, path := range schedPaths {
+		t.Run(path.name, func(t *testing.T) { testOffCPUSleepingThread(t, path.ebpf) })
+	}
+}
+
+func testOffCPUSleepingThread(t *testing.T, ebpf string) {
+	samples, _, wall := offCPURun(t, ebpf, 4*time.Second, "-burnsleep", "20ms,30ms", "-beta", "0")
 	var on, blocked, runnable, inSleep float64
 	period := 1e9 / 199.0
 	for _, s := range samples {
@@ -81,7 +99,13 @@ func TestOffCPUSleepingThread(t *testing.T) {
 // thread locked to its goroutine then sleeps until the goroutine is handed
 // back.) Unpinned and alone, the sleeping thread above shows ~1% runnable.
 func TestOffCPURunnable(t *testing.T) {
-	samples, _, wall := offCPURun(t, 3*time.Second, "-alpha", "1", "-beta", "0", "-hogs", "2", "-pin", "0")
+	for _, path := range schedPaths {
+		t.Run(path.name, func(t *testing.T) { testOffCPURunnable(t, path.ebpf) })
+	}
+}
+
+func testOffCPURunnable(t *testing.T, ebpf string) {
+	samples, _, wall := offCPURun(t, ebpf, 3*time.Second, "-alpha", "1", "-beta", "0", "-hogs", "2", "-pin", "0")
 	var on, blocked, runnable float64
 	for _, s := range samples {
 		switch {

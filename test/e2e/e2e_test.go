@@ -9,6 +9,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -74,8 +75,10 @@ type profileServer struct {
 	functions map[string]int // samples whose stack holds the function
 	pids      map[int64]int
 	stacks    []stackCount
-	roots     map[string]int // samples by span.root.name
-	offCPU    int            // off-CPU samples seen (not counted above)
+	roots     map[string]int  // samples by span.root.name
+	offCPU    int             // off-CPU samples seen (not counted above)
+	offLinked int             // of those, linked to a span
+	offTypes  map[string]bool // type/unit of the profiles that are not "samples"
 }
 
 type stackCount struct {
@@ -114,8 +117,19 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 		for j := 0; j < rp.ScopeProfiles().Len(); j++ {
 			profs := rp.ScopeProfiles().At(j).Profiles()
 			for k := 0; k < profs.Len(); k++ {
-				if strs.At(int(profs.At(k).SampleType().TypeStrindex())) != "samples" {
-					s.offCPU += profs.At(k).Samples().Len()
+				if st := profs.At(k).SampleType(); strs.At(int(st.TypeStrindex())) != "samples" {
+					if s.offTypes == nil {
+						s.offTypes = map[string]bool{}
+					}
+					s.offTypes[strs.At(int(st.TypeStrindex()))+"/"+strs.At(int(st.UnitStrindex()))] = true
+					samples := profs.At(k).Samples()
+					for x := 0; x < samples.Len(); x++ {
+						n := samples.At(x).TimestampsUnixNano().Len()
+						s.offCPU += n
+						if samples.At(x).LinkIndex() > 0 {
+							s.offLinked += n
+						}
+					}
 					continue
 				}
 				samples := profs.At(k).Samples()
@@ -390,7 +404,18 @@ func TestCollectorProfilesDemo(t *testing.T) {
 		}
 	}
 	roots := srv.roots
+	offCPU, offLinked, offTypes := srv.offCPU, srv.offLinked, srv.offTypes
 	srv.mu.Unlock()
+	// Sched capture is on by default (the eBPF scheduler program): the
+	// demo's threads block, and the backend gets an off-CPU profile next
+	// to the on-CPU one.
+	t.Logf("off-CPU: %d samples, %d linked to spans, profiles %v", offCPU, offLinked, offTypes)
+	if offCPU == 0 || !offTypes["off_cpu/nanoseconds"] {
+		if strings.Contains(out.String(), "Off-CPU profiling is off") {
+			testchild.RequireKernel(t, "BPF", fmt.Errorf("the collector could not run the eBPF scheduler program: %w", errors.ErrUnsupported), errors.ErrUnsupported)
+		}
+		t.Errorf("no off_cpu/nanoseconds profile with the default configuration: %d off-CPU samples, types %v", offCPU, offTypes)
+	}
 	t.Logf("%d of %d samples in the demo's functions are linked to spans; by root span %v", linked, inGroups, roots)
 	if float64(linked) < 0.9*float64(inGroups) {
 		t.Errorf("only %d of %d samples of the demo's work are linked to spans", linked, inGroups)

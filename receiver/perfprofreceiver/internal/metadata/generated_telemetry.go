@@ -34,8 +34,12 @@ type TelemetryBuilder struct {
 	ReceiverPerfprofEmittedSamples     metric.Int64Counter
 	ReceiverPerfprofJitFrames          metric.Int64Counter
 	ReceiverPerfprofLostRecords        metric.Int64Counter
+	ReceiverPerfprofOffCPUDropped      metric.Int64Counter
+	ReceiverPerfprofOffCPUHeld         metric.Int64Counter
+	ReceiverPerfprofOffCPUSamples      metric.Int64Counter
 	ReceiverPerfprofProcesses          metric.Int64UpDownCounter
 	ReceiverPerfprofSamples            metric.Int64Counter
+	ReceiverPerfprofSchedSwitchOuts    metric.Int64Counter
 	ReceiverPerfprofSpans              metric.Int64Counter
 	ReceiverPerfprofSpansUnmatched     metric.Int64Counter
 }
@@ -77,7 +81,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEbpfPrograms, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_perfprof_ebpf_programs",
-		metric.WithDescription("eBPF programs attached to the sampling and context-switch events (1 when the span of each sample is read in the process, from a Go target's goroutine labels or a native target's OpenTelemetry thread context; 0 when samples are joined by thread and time, the log says why). [Development]"),
+		metric.WithDescription("eBPF programs running, by program (span_reader on the sampling events, 1 when the span of each sample is read in the process, from a Go target's goroutine labels or a native target's OpenTelemetry thread context, 0 when samples are joined by thread and time; scheduler on sched_switch, 1 when it captures context switches for off-CPU profiles; the log says why one is not running). [Development]"),
 		metric.WithUnit("{program}"),
 	)
 	errs = errors.Join(errs, err)
@@ -117,6 +121,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofOffCPUDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_off_cpu_dropped",
+		metric.WithDescription("Off-CPU time lost, by reason (ring_full records the scheduler program could not write, not_attached records of processes released since, no_thread_state context switches of threads the program could not keep state for). [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofOffCPUHeld, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_off_cpu_held",
+		metric.WithDescription("Off-CPU records not written on time, by reason (max_rate held back past sched.max_records_per_second and merged into the thread's next record, no time lost; below_min_block off periods shorter than sched.min_block_time, left out of off-CPU time by configuration). [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofOffCPUSamples, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_off_cpu_samples",
+		metric.WithDescription("Off-CPU samples made of the eBPF scheduler program's records, by stack (switch_out when the stack and span are those of the switch-out that began the off period; earlier_switch_out when that switch-out was not read, per sched.stack_min_gap and stack_every, and the thread's latest read stack stands in, the sample joined by thread and time). [Development]"),
+		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofProcesses, err = builder.meter.Int64UpDownCounter(
 		"otelcol_receiver_perfprof_processes",
 		metric.WithDescription("Target processes being sampled now. [Development]"),
@@ -127,6 +149,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_samples",
 		metric.WithDescription("CPU samples read from the kernel for target processes. [Development]"),
 		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofSchedSwitchOuts, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_sched_switch_outs",
+		metric.WithDescription("Switch-outs of target threads seen by the eBPF scheduler program, by stack (read when their user stack and span were read, not_read when sched.stack_min_gap or stack_every skipped them). [Development]"),
+		metric.WithUnit("{switch}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofSpans, err = builder.meter.Int64Counter(

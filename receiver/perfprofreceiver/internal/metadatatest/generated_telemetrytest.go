@@ -40,7 +40,7 @@ func AssertEqualReceiverPerfprofDroppedSamples(t *testing.T, tt *componenttest.T
 func AssertEqualReceiverPerfprofEbpfPrograms(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_ebpf_programs",
-		Description: "eBPF programs attached to the sampling and context-switch events (1 when the span of each sample is read in the process, from a Go target's goroutine labels or a native target's OpenTelemetry thread context; 0 when samples are joined by thread and time, the log says why). [Development]",
+		Description: "eBPF programs running, by program (span_reader on the sampling events, 1 when the span of each sample is read in the process, from a Go target's goroutine labels or a native target's OpenTelemetry thread context, 0 when samples are joined by thread and time; scheduler on sched_switch, 1 when it captures context switches for off-CPU profiles; the log says why one is not running). [Development]",
 		Unit:        "{program}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -149,6 +149,54 @@ func AssertEqualReceiverPerfprofLostRecords(t *testing.T, tt *componenttest.Tele
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverPerfprofOffCPUDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_off_cpu_dropped",
+		Description: "Off-CPU time lost, by reason (ring_full records the scheduler program could not write, not_attached records of processes released since, no_thread_state context switches of threads the program could not keep state for). [Development]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_off_cpu_dropped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofOffCPUHeld(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_off_cpu_held",
+		Description: "Off-CPU records not written on time, by reason (max_rate held back past sched.max_records_per_second and merged into the thread's next record, no time lost; below_min_block off periods shorter than sched.min_block_time, left out of off-CPU time by configuration). [Development]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_off_cpu_held")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofOffCPUSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_off_cpu_samples",
+		Description: "Off-CPU samples made of the eBPF scheduler program's records, by stack (switch_out when the stack and span are those of the switch-out that began the off period; earlier_switch_out when that switch-out was not read, per sched.stack_min_gap and stack_every, and the thread's latest read stack stands in, the sample joined by thread and time). [Development]",
+		Unit:        "{sample}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_off_cpu_samples")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverPerfprofProcesses(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_processes",
@@ -177,6 +225,22 @@ func AssertEqualReceiverPerfprofSamples(t *testing.T, tt *componenttest.Telemetr
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_perfprof_samples")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofSchedSwitchOuts(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_sched_switch_outs",
+		Description: "Switch-outs of target threads seen by the eBPF scheduler program, by stack (read when their user stack and span were read, not_read when sched.stack_min_gap or stack_every skipped them). [Development]",
+		Unit:        "{switch}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_sched_switch_outs")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

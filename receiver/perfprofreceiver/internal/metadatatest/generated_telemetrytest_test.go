@@ -27,8 +27,12 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofEmittedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofJitFrames.Add(context.Background(), 1)
 	tb.ReceiverPerfprofLostRecords.Add(context.Background(), 1)
+	tb.ReceiverPerfprofOffCPUDropped.Add(context.Background(), 1)
+	tb.ReceiverPerfprofOffCPUHeld.Add(context.Background(), 1)
+	tb.ReceiverPerfprofOffCPUSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofProcesses.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSamples.Add(context.Background(), 1)
+	tb.ReceiverPerfprofSchedSwitchOuts.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
@@ -55,10 +59,22 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverPerfprofLostRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofOffCPUDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofOffCPUHeld(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofOffCPUSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofProcesses(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSamples(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofSchedSwitchOuts(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSpans(t, testTel,

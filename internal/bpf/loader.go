@@ -40,7 +40,7 @@ type Options struct {
 	// 4096.
 	MaxTargets int
 	// RingBytes is the size of the records ring buffer, a power of two
-	// and a multiple of the page size; 0 means 256 KiB (5 000 records).
+	// and a multiple of the page size; 0 means 256 KiB (4 000 records).
 	RingBytes int
 	// DropOthers makes the programs drop the samples of processes that
 	// are not targets (AddTarget, AddThreadContextTarget, AddPlainTarget),
@@ -209,6 +209,7 @@ func Load(opts Options) (_ *Program, err error) {
 			{spanctxVarCaptureGap, uint64(opts.CaptureGap)},
 			{spanctxVarCaptureEvery, uint32(max(opts.CaptureEvery, 1))},
 			{spanctxVarMaxRate, uint32(opts.MaxRate)},
+			{spanctxVarSchedOn, uint32(1)},
 		} {
 			if err := spec.Variables[v.name].Set(v.val); err != nil {
 				return nil, fmt.Errorf("set %s: %w", v.name, err)

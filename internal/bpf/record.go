@@ -44,6 +44,13 @@ const (
 	// collector's assists of no goroutine, or idle. Without it a
 	// FlagNoGoroutine thread may not be the runtime's at all (cgo).
 	FlagIdle
+	// FlagCPUDelta: CPUDelta holds the thread's CPU time since its
+	// previous cpu-clock sample, from the scheduler program's accounting
+	// (Options.SchedInterval).
+	FlagCPUDelta
+	// FlagNoRead: the span was not read (a target added with
+	// AddPlainTarget): the record is there for its CPUDelta.
+	FlagNoRead
 )
 
 // Record is what the program saw at one sample of a target thread.
@@ -57,6 +64,7 @@ type Record struct {
 	Flags    Flags
 	SpanID   [8]byte
 	TraceID  [16]byte
+	CPUDelta uint64 // with FlagCPUDelta, ns
 }
 
 // HasSpan reports whether the sample's goroutine carried a valid span id
@@ -67,7 +75,7 @@ func (r *Record) HasSpan() bool { return r.Flags&FlagSpan != 0 && r.SpanID != [8
 func (r *Record) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.TraceID != [16]byte{} }
 
 // recordSize is sizeof(struct sample_labels).
-const recordSize = 48
+const recordSize = 56
 
 // decode fills r from the raw ring buffer sample b (struct sample_labels,
 // host byte order: little endian on amd64).
@@ -83,6 +91,7 @@ func (r *Record) decode(b []byte) error {
 	r.Flags = Flags(le.Uint32(b[20:]))
 	copy(r.SpanID[:], b[24:32])
 	copy(r.TraceID[:], b[32:48])
+	r.CPUDelta = le.Uint64(b[48:])
 	return nil
 }
 

@@ -91,6 +91,9 @@ struct {
  * thread_state); a target writes at most
  * max_rate groups a second (0: no limit), the others held back. */
 volatile const __u64 acct_interval = 10000000;
+/* sched_on: the scheduler program runs; the sampling program then takes
+ * each target sample's CPU delta from its accounting. */
+volatile const __u32 sched_on = 0;
 volatile const __u64 min_block = 0;
 volatile const __u64 capture_gap = 0;
 volatile const __u32 capture_every = 1;
@@ -373,7 +376,12 @@ static __always_inline int run(__u32 kind)
 			st[STAT_OTHERS]++;
 		return 0; /* perf drops the sample: no callchain, no record */
 	}
-	if (tg->kind == TARGET_PLAIN)
+	/* A cpu-clock sample's CPU delta, from the scheduler program's
+	 * accounting of the thread (a switch-out sample has none). */
+	struct thread_state *ts = 0;
+	if (sched_on && !kind)
+		ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (tg->kind == TARGET_PLAIN && !ts)
 		return 1;
 	__u64 now = bpf_ktime_get_ns();
 	st = bpf_map_lookup_elem(&stats, &zero);
@@ -390,10 +398,20 @@ static __always_inline int run(__u32 kind)
 	r->pid = pid;
 	r->tid = (__u32)id;
 	r->cpu = bpf_get_smp_processor_id();
+	if (ts && !ts->acct.off_cpu) {
+		ts->acct.cpu_delta += acct_elapsed(&ts->acct, now);
+		r->cpu_delta = acct_take_cpu_delta(&ts->acct);
+		r->flags = SC_CPU_DELTA;
+	}
+	if (tg->kind == TARGET_PLAIN) {
+		r->flags |= SC_NO_READ;
+		bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+		return 1;
+	}
 	if (tg->kind == TARGET_TLS)
-		r->flags = read_tls(&tg->tls, r) | SC_TLS;
+		r->flags |= read_tls(&tg->tls, r) | SC_TLS;
 	else
-		r->flags = read_labels(&tg->go, r);
+		r->flags |= read_labels(&tg->go, r);
 	if (r->flags & SC_FAULT)
 		st[STAT_FAULTS]++;
 	if (r->flags & SC_BAD_VALUE)

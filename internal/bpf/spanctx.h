@@ -61,6 +61,8 @@ enum {
 	SC_TLS = 1 << 7,       /* read from a thread context record, not Go labels */
 	SC_SWITCH = 1 << 8,    /* the sample of a switch-out, not of cpu-clock */
 	SC_IDLE = 1 << 9,      /* with SC_NO_G: a Go thread between goroutines (g0, nil m.curg) */
+	SC_CPU_DELTA = 1 << 10, /* cpu_delta holds the thread's CPU time since its previous sample */
+	SC_NO_READ = 1 << 11,  /* the span was not read (a plain target): the record is for cpu_delta */
 };
 
 /* One record per sample of a target, in the records ring buffer. */
@@ -72,6 +74,7 @@ struct sample_labels {
 	__u32 flags;        /* SC_* */
 	__u8 span_id[8];
 	__u8 trace_id[16];
+	__u64 cpu_delta;    /* SC_CPU_DELTA: ns on CPU since the thread's previous sample */
 };
 
 /* Indices of the counters in the per-CPU stats value. */

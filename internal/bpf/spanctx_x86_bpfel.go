@@ -46,14 +46,15 @@ type spanctxAcctResult struct {
 }
 
 type spanctxSampleLabels struct {
-	_       structs.HostLayout
-	Ktime   uint64
-	Pid     uint32
-	Tid     uint32
-	Cpu     uint32
-	Flags   uint32
-	SpanId  [8]uint8
-	TraceId [16]uint8
+	_        structs.HostLayout
+	Ktime    uint64
+	Pid      uint32
+	Tid      uint32
+	Cpu      uint32
+	Flags    uint32
+	SpanId   [8]uint8
+	TraceId  [16]uint8
+	CpuDelta uint64
 }
 
 type spanctxSchedRecord struct {
@@ -150,6 +151,7 @@ const (
 	spanctxVarDropOthers          = "drop_others"
 	spanctxVarMaxRate             = "max_rate"
 	spanctxVarMinBlock            = "min_block"
+	spanctxVarSchedOn             = "sched_on"
 	spanctxVarSpanKey             = "span_key"
 	spanctxVarSpanKeyLen          = "span_key_len"
 	spanctxVarTraceKey            = "trace_key"
@@ -235,6 +237,7 @@ type spanctxVariableSpecs struct {
 	DropOthers         *ebpf.VariableSpec `ebpf:"drop_others"`
 	MaxRate            *ebpf.VariableSpec `ebpf:"max_rate"`
 	MinBlock           *ebpf.VariableSpec `ebpf:"min_block"`
+	SchedOn            *ebpf.VariableSpec `ebpf:"sched_on"`
 	SpanKey            *ebpf.VariableSpec `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.VariableSpec `ebpf:"span_key_len"`
 	TraceKey           *ebpf.VariableSpec `ebpf:"trace_key"`
@@ -302,6 +305,7 @@ type spanctxVariables struct {
 	DropOthers         *ebpf.Variable `ebpf:"drop_others"`
 	MaxRate            *ebpf.Variable `ebpf:"max_rate"`
 	MinBlock           *ebpf.Variable `ebpf:"min_block"`
+	SchedOn            *ebpf.Variable `ebpf:"sched_on"`
 	SpanKey            *ebpf.Variable `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.Variable `ebpf:"span_key_len"`
 	TraceKey           *ebpf.Variable `ebpf:"trace_key"`

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "5eb284900a2d8d3bbef22fdf71849b33d499903799e451145ff236da9fbbd5f2"
+const sourceSum = "8693a0dee889333a76b5e17cc40f31673a6f819e686d531a3bb31763850754de"

@@ -43,10 +43,17 @@ type SpanContext struct {
 	Time     uint64 // CLOCK_MONOTONIC ns, within contextSkew of the sample's
 	// Switch: read at a switch-out sample (the thread leaving the CPU),
 	// for the off-CPU time that follows; else at a cpu-clock sample.
-	Switch  bool
+	Switch bool
+	// CPUOnly: the context is there for CPUDelta and says nothing of the
+	// span; the sample is joined by thread and time. Otherwise SpanID
+	// (zero for none) is the span.
+	CPUOnly bool
 	Source  LinkSource
 	TraceID [16]byte // zero when only the span id is known
 	SpanID  [8]byte
+	// CPUDelta is, for a cpu-clock sample, the thread's CPU time since
+	// its previous one (ns; 0 when unknown), from the scheduler program.
+	CPUDelta uint64
 }
 
 // Contexts delivers the span contexts read at sample time. The profiler

@@ -38,9 +38,8 @@ const (
 // and looks again when, at the rate it filled since the last look, it
 // would reach that: between spanReaderPollMin and spanReaderPollMax.
 // Draining every 100 ms cost the collector ~7 ms of CPU a second, its
-// wake-ups alone ~3 ms. The ring (spanReaderRing) holds 18 700 records:
-// 9 s of 999 Hz on 2 CPUs, 0.37 s of a target switching 50 000 times a
-// second (its switch-outs are read too).
+// wake-ups alone ~3 ms. The ring (spanReaderRing) holds 16 000 records:
+// 8 s of 999 Hz on 2 CPUs.
 //
 // The scheduler program's ring (schedReaderRing) holds 7 000 groups of
 // off-CPU time (600 bytes each, most of it the stack): at the shortest
@@ -189,43 +188,28 @@ func (g *spanReader) Detach(pid int) {
 	g.mu.Unlock()
 }
 
-// Read drains the programs' records until Close. A record that found no g
-// on the thread, could not read one, or found the thread's record being
-// written says nothing of the span: its sample is joined by thread and
-// time. So does a goroutine (thread) without a span, or a Go thread
-// between goroutines, in a process that never showed a span: it does not
-// label its goroutines with spans (it may lock spans to threads instead);
-// once it has, they ran no span.
+// Read drains the programs' records until Close: a context per record that
+// tells the span its thread ran (spanRead) or the CPU time its sample
+// stands for; the samples of the others are joined by thread and time.
 func (g *spanReader) Read(fn func(SpanContext)) error {
 	t := time.NewTimer(spanReaderPollMin)
 	defer t.Stop()
 	deliver := func(r *bpf.Record) {
-		if r.Flags&(bpf.FlagFault|bpf.FlagNotValid) != 0 {
+		sc := SpanContext{Pid: r.Pid, Tid: r.Tid, Time: r.Time, Source: SourceGoLabels, Switch: r.Flags&bpf.FlagSwitch != 0, CPUOnly: !g.spanRead(r)}
+		if r.Flags&bpf.FlagCPUDelta != 0 {
+			sc.CPUDelta = r.CPUDelta
+		}
+		if sc.CPUOnly && sc.CPUDelta == 0 {
 			return
 		}
-		// A Go thread between goroutines runs no span; one with no g
-		// at all may be a thread of C code (cgo), whose spans only the
-		// thread join knows.
-		if r.Flags&bpf.FlagNoGoroutine != 0 && r.Flags&bpf.FlagIdle == 0 {
-			return
-		}
-		sc := SpanContext{Pid: r.Pid, Tid: r.Tid, Time: r.Time, Source: SourceGoLabels, Switch: r.Flags&bpf.FlagSwitch != 0}
 		if r.Flags&bpf.FlagThreadContext != 0 {
 			sc.Source = SourceThreadContext
 		}
-		g.mu.Lock()
-		if r.HasSpan() {
-			g.labelled[r.Pid] = true
-		}
-		labelled := g.labelled[r.Pid]
-		g.mu.Unlock()
-		if r.HasSpan() {
+		if !sc.CPUOnly && r.HasSpan() {
 			sc.SpanID = r.SpanID
 			if r.HasTrace() {
 				sc.TraceID = r.TraceID
 			}
-		} else if !labelled {
-			return
 		}
 		fn(sc)
 	}
@@ -261,6 +245,29 @@ func (g *spanReader) Read(fn func(SpanContext)) error {
 		t.Reset(next)
 		prev, prevAt = n, now
 	}
+}
+
+// spanRead says whether r tells the span its thread ran. A record that
+// found no g on the thread, could not read one, or found the thread's
+// record being written does not; nor a Go thread with no g at all, which
+// may be a thread of C code (cgo), whose spans only the thread join knows
+// (a Go thread between goroutines runs no span). Nor does a goroutine or
+// thread without a span in a process that never showed one: it does not
+// label its goroutines with spans (it may lock spans to threads instead);
+// once it has, they ran no span.
+func (g *spanReader) spanRead(r *bpf.Record) bool {
+	if r.Flags&(bpf.FlagFault|bpf.FlagNotValid|bpf.FlagNoRead) != 0 {
+		return false
+	}
+	if r.Flags&bpf.FlagNoGoroutine != 0 && r.Flags&bpf.FlagIdle == 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r.HasSpan() {
+		g.labelled[r.Pid] = true
+	}
+	return g.labelled[r.Pid]
 }
 
 // drain drains both rings: the span records first, so that the contexts

@@ -181,13 +181,18 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		// switch-out program read the span that blocked.
 		if e.contexts != nil {
 			if sc, ok := e.contexts.find(uint32(st.info.Pid), s.tid, s.state != 0, s.time); ok {
-				if e.linkContext(l, sc) {
-					c.Span++
-					c.Read[sc.Source]++
-				} else {
-					c.NoSpan++
+				if sc.CPUDelta > 0 && s.state == 0 {
+					b.samples[i].weight = sc.CPUDelta
 				}
-				continue
+				if !sc.CPUOnly {
+					if e.linkContext(l, sc) {
+						c.Span++
+						c.Read[sc.Source]++
+					} else {
+						c.NoSpan++
+					}
+					continue
+				}
 			}
 		}
 		sp, ambiguous := e.spans.Resolve(s.tid, s.time)

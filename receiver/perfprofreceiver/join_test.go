@@ -35,6 +35,7 @@ type joinedSample struct {
 	link      [24]byte // trace id, span id; zero when not linked
 	worker    int64
 	root      string
+	cpuDelta  int64 // thread.cpu.time_delta, ns; 0 when absent
 }
 
 // spanFunction is the function each spanner span wraps (ground truth).
@@ -241,6 +242,8 @@ func joinedSamples(t *testing.T, sink *consumertest.ProfilesSink, pid int) []joi
 								base.root = a.Value().Str()
 							case "thread.state":
 								base.state = a.Value().Str()
+							case "thread.cpu.time_delta":
+								base.cpuDelta = a.Value().Int()
 							}
 						}
 						if li := smp.LinkIndex(); li > 0 {

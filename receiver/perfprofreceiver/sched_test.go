@@ -67,11 +67,17 @@ func TestOffCPUSleepingThread(t *testing.T) {
 
 func testOffCPUSleepingThread(t *testing.T, ebpf string) {
 	samples, _, wall := offCPURun(t, ebpf, 4*time.Second, "-burnsleep", "20ms,30ms", "-beta", "0")
-	var on, blocked, runnable, inSleep float64
+	var on, blocked, runnable, inSleep, deltas float64
+	var withDelta, onSamples int
 	period := 1e9 / 199.0
 	for _, s := range samples {
 		if !s.offCPU {
 			on += period
+			onSamples++
+			if s.cpuDelta > 0 {
+				withDelta++
+				deltas += float64(s.cpuDelta)
+			}
 			continue
 		}
 		switch s.state {
@@ -87,9 +93,17 @@ func testOffCPUSleepingThread(t *testing.T, ebpf string) {
 		}
 	}
 	w := float64(wall.Nanoseconds())
-	t.Logf("over %v: on-CPU %.1f%%, blocked %.1f%% (in sleepGamma %.1f%%), runnable %.1f%%",
-		wall.Round(time.Millisecond), 100*on/w, 100*blocked/w, 100*inSleep/w, 100*runnable/w)
+	t.Logf("over %v: on-CPU %.1f%% (CPU deltas of %d of %d samples: %.1f%%), blocked %.1f%% (in sleepGamma %.1f%%), runnable %.1f%%",
+		wall.Round(time.Millisecond), 100*on/w, withDelta, onSamples, 100*deltas/w, 100*blocked/w, 100*inSleep/w, 100*runnable/w)
 	require.InDelta(t, 0.40, on/w, 0.10, "on-CPU share")
+	// Each on-CPU sample says the CPU time it stands for: the thread's
+	// since its previous sample (the first of each thread has none). On
+	// perf's events a sample taken by a report before its context switches
+	// are accounted (they wait 500 ms to be put in order) goes without.
+	if ebpf != "off" {
+		require.GreaterOrEqual(t, withDelta, onSamples*95/100, "on-CPU samples with thread.cpu.time_delta")
+		require.InDelta(t, 0.40, deltas/w, 0.10, "on-CPU share by CPU deltas")
+	}
 	require.InDelta(t, 0.60, inSleep/w, 0.10, "off-CPU share with the sleeping function's stack")
 }
 

@@ -150,6 +150,8 @@ func (c *collectorRun) finish(ctx context.Context, res *result) error {
 	res.lost = m["otelcol_receiver_perfprof_lost_records"]
 	res.bpfRuns = m["otelcol_receiver_perfprof_ebpf_runs"]
 	res.bpfNs = m["otelcol_receiver_perfprof_ebpf_run_time"]
+	res.offCPU = m["otelcol_receiver_perfprof_off_cpu_samples"]
+	res.offLost = m["otelcol_receiver_perfprof_off_cpu_dropped"] + m["otelcol_receiver_perfprof_ebpf_records_dropped"]
 	if d := m["otelcol_receiver_perfprof_dropped_samples"]; d > 0 {
 		return fmt.Errorf("the collector dropped %d samples", d)
 	}

@@ -112,7 +112,12 @@
 // waits after the child's exit, idle but for tickers) and "per 1k
 // switches" of the child. "lost" is the records the kernel dropped (its
 // PERF_RECORD_LOST counts, receiver_perfprof_lost_records), summed over
-// the runs of the mode. Each column is the median of the per-run values.
+// the runs of the mode; "off-CPU samples" the off-CPU samples made of the
+// eBPF scheduler program's records (receiver_perfprof_off_cpu_samples; 0
+// on perf's events), and "eBPF lost" the records the programs could not
+// write or that were dropped (receiver_perfprof_off_cpu_dropped plus
+// _ebpf_records_dropped), summed. Each other column is the median of the
+// per-run values.
 //
 // For each perfprof-HZ mode run with its perfprof-nosched-HZ twin (same
 // frequency and ring size), a "sched capture" line compares the two: the
@@ -298,6 +303,9 @@ type result struct {
 	// The eBPF programs' runs and kernel time (their metrics; 0 when off
 	// or without run-time statistics).
 	bpfRuns, bpfNs uint64
+	// Off-CPU samples made of the scheduler program's records, and the
+	// records the programs lost (off_cpu_dropped, ebpf_records_dropped).
+	offCPU, offLost uint64
 }
 
 type harness struct {

@@ -199,13 +199,13 @@ func (h *harness) printTable(results map[string][]result) {
 func (h *harness) printSwitchTable(results map[string][]result) {
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tchild wall s\tswitches/s\tprofiler CPU ms\tprofiler CPU ms\tprofiler CPU ms\tlost\teBPF ns\teBPF runs\teBPF CPU\t")
-	fmt.Fprintln(tw, "\t(median)\t(median)\tper run (median)\tper child s (median)\tper 1k switches (median)\t(sum)\tper run (median)\t(median)\t% of child CPU (median)\t")
+	fmt.Fprintln(tw, "mode\tchild wall s\tswitches/s\tprofiler CPU ms\tprofiler CPU ms\tprofiler CPU ms\tlost\toff-CPU\teBPF lost\teBPF ns\teBPF runs\teBPF CPU\t")
+	fmt.Fprintln(tw, "\t(median)\t(median)\tper run (median)\tper child s (median)\tper 1k switches (median)\t(sum)\tsamples (median)\t(sum)\tper run (median)\t(median)\t% of child CPU (median)\t")
 	for _, m := range h.modes {
 		rs := results[m.name]
 		wall := median(rs, func(r result) time.Duration { return r.childWall })
 		rate := medianF(rs, result.switchRate)
-		cpu, perS, perK, lost := "-", "-", "-", "-"
+		cpu, perS, perK, lost, off, offLost := "-", "-", "-", "-", "-", "-"
 		if m.kind != kindNone {
 			cpu = fmt.Sprintf("%.1f", ms(median(rs, func(r result) time.Duration { return r.profCPU })))
 			perS = fmt.Sprintf("%.2f", medianF(rs, func(r result) float64 { return ms(r.profCPU) / r.childWall.Seconds() }))
@@ -216,6 +216,14 @@ func (h *harness) printSwitchTable(results map[string][]result) {
 			}
 			lost = strconv.FormatUint(n, 10)
 		}
+		if m.kind == kindPerfprof {
+			off = fmt.Sprintf("%.0f", medianF(rs, func(r result) float64 { return float64(r.offCPU) }))
+			var n uint64
+			for _, r := range rs {
+				n += r.offLost
+			}
+			offLost = strconv.FormatUint(n, 10)
+		}
 		// The programs run in the child's threads, on its CPU time.
 		bpfNs, bpfRuns, bpfShare := "-", "-", "-"
 		if runs := medianF(rs, func(r result) float64 { return float64(r.bpfRuns) }); runs > 0 {
@@ -223,7 +231,7 @@ func (h *harness) printSwitchTable(results map[string][]result) {
 			bpfRuns = fmt.Sprintf("%.0f", runs)
 			bpfShare = fmt.Sprintf("%.4f", medianF(rs, func(r result) float64 { return 100 * float64(r.bpfNs) / float64(max(r.childCPU, 1)) }))
 		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.name, wall.Seconds(), rate, cpu, perS, perK, lost, bpfNs, bpfRuns, bpfShare)
+		fmt.Fprintf(tw, "%s\t%.3f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.name, wall.Seconds(), rate, cpu, perS, perK, lost, off, offLost, bpfNs, bpfRuns, bpfShare)
 	}
 	tw.Flush()
 }

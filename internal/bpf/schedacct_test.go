@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -318,5 +319,93 @@ func TestSchedSwitchGroups(t *testing.T) {
 	}
 	if outOfGroup > 0 || st.SchedDropped > 0 {
 		t.Errorf("%d groups whose switch-out is after their end; %d groups dropped", outOfGroup, st.SchedDropped)
+	}
+}
+
+// TestSchedLossCounted: three scheduler programs on the same thread at
+// once, so that they see the same switches: one with room for every group,
+// one with a one-page ring that is read only at the end, one capped at 50
+// groups a second. The small ring's groups and its counted losses add up
+// to the reference's groups; the capped one writes fewer groups, counts
+// the ones it held back, and loses no time but what is still held at the
+// end (its time never exceeds the reference's).
+func TestSchedLossCounted(t *testing.T) {
+	const interval = time.Millisecond
+	load := func(o Options) *Program {
+		o.SchedInterval = interval
+		p, err := Load(o)
+		testchild.RequireKernel(t, "BPF", err, ErrPermission, ErrNotSupported)
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	ref, small, capped := load(Options{}), load(Options{SchedRingBytes: 4096}), load(Options{MaxRate: 50})
+	child := testchild.Start(t, testchild.OTelCtxPublisher(t), "work", "memfd", filepath.Join(t.TempDir(), "truth"))
+	child.Line(t, 5*time.Second)
+	// Attach all three while the child is stopped, so that their
+	// accounting starts at the same switch.
+	if err := syscall.Kill(child.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, p := range []*Program{ref, small, capped} {
+		if err := p.AddPlainTarget(child.Pid); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AttachSched(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Kill(child.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var refN, cappedN int
+	var refTime, cappedTime uint64
+	drain := func(p *Program, n *int, total *uint64) {
+		if _, err := p.DrainSched(func(r *SchedRecord) {
+			if r.Pid == uint32(child.Pid) {
+				*n++
+				*total += r.Count * uint64(interval)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for time.Since(start) < 3*time.Second {
+		time.Sleep(100 * time.Millisecond)
+		drain(ref, &refN, &refTime)
+		drain(capped, &cappedN, &cappedTime)
+	}
+	// And detach them while it is stopped again.
+	if err := syscall.Kill(child.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(child.Pid, syscall.SIGCONT)
+	time.Sleep(50 * time.Millisecond)
+	for _, p := range []*Program{ref, small, capped} {
+		if err := p.RemoveTarget(child.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wall := time.Since(start)
+	drain(ref, &refN, &refTime)
+	drain(capped, &cappedN, &cappedTime)
+	var smallN int
+	var smallTime uint64
+	drain(small, &smallN, &smallTime)
+	rs, _ := ref.Stats()
+	ss, _ := small.Stats()
+	cs, _ := capped.Stats()
+	t.Logf("over %v: reference %d groups (%v), dropped %d; one-page ring %d groups + %d dropped; capped %d groups (%v), %d held back",
+		wall.Round(time.Millisecond), refN, time.Duration(refTime), rs.SchedDropped, smallN, ss.SchedDropped, cappedN, time.Duration(cappedTime), cs.SchedDeferred)
+	if refN < 300 || rs.SchedDropped != 0 {
+		t.Fatalf("reference: %d groups, %d dropped: want ≥ 300 and none", refN, rs.SchedDropped)
+	}
+	if ss.SchedDropped == 0 || smallN+int(ss.SchedDropped) != refN {
+		t.Errorf("one-page ring: %d groups + %d dropped, want some dropped and %d in all", smallN, ss.SchedDropped, refN)
+	}
+	secs := int(wall/time.Second) + 1
+	if cappedN > 50*secs || cs.SchedDeferred == 0 || cappedTime > refTime || cappedTime < refTime/3 {
+		t.Errorf("capped at 50/s: %d groups over %d windows, %d held back, %v of the reference's %v", cappedN, secs, cs.SchedDeferred, time.Duration(cappedTime), time.Duration(refTime))
 	}
 }

@@ -71,8 +71,11 @@ type Options struct {
 	// (Stats.SchedDeferred), so no off-CPU time is lost. 0: no cap.
 	MaxRate int
 	// SchedRingBytes is the size of the scheduler program's ring buffer,
-	// as RingBytes; 0 means 1 MiB (1 700 groups).
+	// as RingBytes; 0 means 1 MiB (1 200 groups).
 	SchedRingBytes int
+	// KernelStacks makes the scheduler program read the kernel stack of
+	// the switch-outs it captures too (SchedRecord.KernelStack).
+	KernelStacks bool
 	// RunStats turns on the kernel's BPF run-time statistics while the
 	// programs are loaded (Stats.RunCount, RunTime; needs CAP_SYS_ADMIN).
 	// They cost two clock reads per run of every BPF program on the
@@ -210,6 +213,7 @@ func Load(opts Options) (_ *Program, err error) {
 			{spanctxVarCaptureEvery, uint32(max(opts.CaptureEvery, 1))},
 			{spanctxVarMaxRate, uint32(opts.MaxRate)},
 			{spanctxVarSchedOn, uint32(1)},
+			{spanctxVarKernelStacks, map[bool]uint32{false: 0, true: 1}[opts.KernelStacks]},
 		} {
 			if err := spec.Variables[v.name].Set(v.val); err != nil {
 				return nil, fmt.Errorf("set %s: %w", v.name, err)

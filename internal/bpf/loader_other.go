@@ -31,6 +31,7 @@ type Options struct {
 	CaptureEvery      int
 	MaxRate           int
 	SchedRingBytes    int
+	KernelStacks      bool
 	RunStats          bool
 }
 

@@ -115,8 +115,9 @@ type SchedRecord struct {
 	SpanID  [8]byte
 	TraceID [16]byte
 	// Stack is the user stack at the capture, innermost first; empty when
-	// it could not be read.
-	Stack []uint64
+	// it could not be read. KernelStack is the kernel's, with
+	// Options.KernelStacks.
+	Stack, KernelStack []uint64
 }
 
 // Captured reports whether the stack and span are those of OutTime's
@@ -131,7 +132,8 @@ func (r *SchedRecord) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.Trace
 // SC_STACK_MAX.
 const (
 	schedStackMax   = 64
-	schedRecordSize = 88 + 8*schedStackMax
+	schedKStackMax  = 32
+	schedRecordSize = 88 + 8*schedStackMax + 8*schedKStackMax
 )
 
 func (r *SchedRecord) decode(b []byte) error {
@@ -150,6 +152,11 @@ func (r *SchedRecord) decode(b []byte) error {
 	r.Stack = r.Stack[:0]
 	for i := 0; i < n; i++ {
 		r.Stack = append(r.Stack, le.Uint64(b[88+8*i:]))
+	}
+	n = min(int(le.Uint32(b[84:])), schedKStackMax)
+	r.KernelStack = r.KernelStack[:0]
+	for i := 0; i < n; i++ {
+		r.KernelStack = append(r.KernelStack, le.Uint64(b[88+8*schedStackMax+8*i:]))
 	}
 	return nil
 }

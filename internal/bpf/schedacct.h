@@ -26,8 +26,10 @@ struct thread_acct {
 	__u8 _pad[6];
 };
 
-/* SC_STACK_MAX is the deepest user stack kept of a switch-out. */
+/* SC_STACK_MAX is the deepest user stack kept of a switch-out,
+ * SC_KSTACK_MAX the deepest kernel stack (kernel_stacks). */
 #define SC_STACK_MAX 64
+#define SC_KSTACK_MAX 32
 
 /* What the scheduler program keeps of a target thread (task storage): its
  * accounting, the switch-out that began its current (or last) off period,
@@ -50,10 +52,11 @@ struct thread_state {
 	__u32 uncaptured;   /* switch-outs since */
 	__u32 out_flags;    /* SC_* of the span read at the capture */
 	__u32 nframes;      /* of ustack */
-	__u32 _pad;
+	__u32 nkframes;     /* of kstack */
 	__u8 span_id[8];
 	__u8 trace_id[16];
 	__u64 ustack[SC_STACK_MAX];
+	__u64 kstack[SC_KSTACK_MAX];
 };
 
 /* A group of off-CPU time (sched.Group). */
@@ -147,8 +150,9 @@ struct sched_record {
 	__u8 span_id[8];
 	__u8 trace_id[16];
 	__u32 nframes;
-	__u32 _pad;
+	__u32 nkframes;
 	__u64 ustack[SC_STACK_MAX];
+	__u64 kstack[SC_KSTACK_MAX]; /* kernel_stacks: where in the kernel it left the CPU */
 };
 
 /* --- the test driver's context (BPF_PROG_TEST_RUN of schedacct_test) --- */

@@ -237,9 +237,13 @@ func TestSchedAcctMatchesTracker(t *testing.T) {
 // the function it blocked in, and their span is that function's.
 func TestSchedSwitchGroups(t *testing.T) {
 	const interval = time.Millisecond
-	p, err := Load(Options{SchedInterval: interval})
+	p, err := Load(Options{SchedInterval: interval, KernelStacks: true})
 	testchild.RequireKernel(t, "BPF", err, ErrPermission, ErrNotSupported)
 	defer p.Close()
+	kernel, err := symbolize.LoadKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	child := testchild.Start(t, testchild.OTelCtxPublisher(t), "work", "memfd", filepath.Join(t.TempDir(), "truth"))
 	spans := map[string]string{} // span id hex → "0" or "1"
@@ -274,7 +278,7 @@ func TestSchedSwitchGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var blocked, runnable uint64
-	var inBlock, right, stackless, outOfGroup int
+	var inBlock, right, stackless, outOfGroup, inSchedule int
 	_, err = p.DrainSched(func(r *SchedRecord) {
 		if r.Pid != uint32(child.Pid) || r.Tid != uint32(child.Pid) {
 			t.Errorf("group of pid %d tid %d, want %d", r.Pid, r.Tid, child.Pid)
@@ -287,6 +291,14 @@ func TestSchedSwitchGroups(t *testing.T) {
 			return
 		}
 		blocked += r.Count * uint64(interval)
+		// The kernel stack of a thread leaving the CPU runs through the
+		// scheduler.
+		for _, pc := range r.KernelStack {
+			if f, ok := kernel.Lookup(pc); ok && strings.Contains(f.Function, "schedule") {
+				inSchedule++
+				break
+			}
+		}
 		if len(r.Stack) == 0 {
 			stackless++
 			return
@@ -316,6 +328,10 @@ func TestSchedSwitchGroups(t *testing.T) {
 	}
 	if inBlock < 100 || right < inBlock*99/100 {
 		t.Errorf("%d blocked groups in block_in_span*, %d with the span of their function: want ≥ 100, ≥ 99%%", inBlock, right)
+	}
+	t.Logf("%d blocked groups with __schedule (or the like) on their kernel stack", inSchedule)
+	if inSchedule < inBlock*99/100 {
+		t.Errorf("%d blocked groups with the scheduler on their kernel stack, want ≥ 99%% of %d", inSchedule, inBlock)
 	}
 	if outOfGroup > 0 || st.SchedDropped > 0 {
 		t.Errorf("%d groups whose switch-out is after their end; %d groups dropped", outOfGroup, st.SchedDropped)

@@ -94,6 +94,9 @@ volatile const __u64 acct_interval = 10000000;
 /* sched_on: the scheduler program runs; the sampling program then takes
  * each target sample's CPU delta from its accounting. */
 volatile const __u32 sched_on = 0;
+/* kernel_stacks: the scheduler program reads the kernel stack of a
+ * switch-out too. */
+volatile const __u32 kernel_stacks = 0;
 volatile const __u64 min_block = 0;
 volatile const __u64 capture_gap = 0;
 volatile const __u32 capture_every = 1;
@@ -546,6 +549,11 @@ static __always_inline void capture(__u64 *ctx, struct task_struct *prev, struct
 	st->uncaptured = 0;
 	long n = bpf_get_stack(ctx, st->ustack, sizeof(st->ustack), BPF_F_USER_STACK);
 	st->nframes = n > 0 ? n / 8 : 0;
+	st->nkframes = 0;
+	if (kernel_stacks) {
+		n = bpf_get_stack(ctx, st->kstack, sizeof(st->kstack), 0);
+		st->nkframes = n > 0 ? n / 8 : 0;
+	}
 	struct sample_labels r = {};
 	if (tg->kind == TARGET_TLS)
 		st->out_flags = read_tls(&tg->tls, &r) | SC_TLS;
@@ -641,8 +649,10 @@ int spanctx_sched_switch(__u64 *ctx)
 	__builtin_memcpy(rec->trace_id, st->trace_id, 16);
 	__u32 nf = st->nframes;
 	rec->nframes = nf > SC_STACK_MAX ? SC_STACK_MAX : nf;
-	rec->_pad = 0;
+	nf = st->nkframes;
+	rec->nkframes = nf > SC_KSTACK_MAX ? SC_KSTACK_MAX : nf;
 	__builtin_memcpy(rec->ustack, st->ustack, sizeof(rec->ustack));
+	__builtin_memcpy(rec->kstack, st->kstack, sizeof(rec->kstack));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -71,8 +71,9 @@ type spanctxSchedRecord struct {
 	SpanId      [8]uint8
 	TraceId     [16]uint8
 	Nframes     uint32
-	Pad         uint32
+	Nkframes    uint32
 	Ustack      [64]uint64
+	Kstack      [32]uint64
 }
 
 type spanctxTarget struct {
@@ -122,10 +123,11 @@ type spanctxThreadState struct {
 	Uncaptured  uint32
 	OutFlags    uint32
 	Nframes     uint32
-	Pad         uint32
+	Nkframes    uint32
 	SpanId      [8]uint8
 	TraceId     [16]uint8
 	Ustack      [64]uint64
+	Kstack      [32]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -149,6 +151,7 @@ const (
 	spanctxVarCaptureEvery        = "capture_every"
 	spanctxVarCaptureGap          = "capture_gap"
 	spanctxVarDropOthers          = "drop_others"
+	spanctxVarKernelStacks        = "kernel_stacks"
 	spanctxVarMaxRate             = "max_rate"
 	spanctxVarMinBlock            = "min_block"
 	spanctxVarSchedOn             = "sched_on"
@@ -235,6 +238,7 @@ type spanctxVariableSpecs struct {
 	CaptureEvery       *ebpf.VariableSpec `ebpf:"capture_every"`
 	CaptureGap         *ebpf.VariableSpec `ebpf:"capture_gap"`
 	DropOthers         *ebpf.VariableSpec `ebpf:"drop_others"`
+	KernelStacks       *ebpf.VariableSpec `ebpf:"kernel_stacks"`
 	MaxRate            *ebpf.VariableSpec `ebpf:"max_rate"`
 	MinBlock           *ebpf.VariableSpec `ebpf:"min_block"`
 	SchedOn            *ebpf.VariableSpec `ebpf:"sched_on"`
@@ -303,6 +307,7 @@ type spanctxVariables struct {
 	CaptureEvery       *ebpf.Variable `ebpf:"capture_every"`
 	CaptureGap         *ebpf.Variable `ebpf:"capture_gap"`
 	DropOthers         *ebpf.Variable `ebpf:"drop_others"`
+	KernelStacks       *ebpf.Variable `ebpf:"kernel_stacks"`
 	MaxRate            *ebpf.Variable `ebpf:"max_rate"`
 	MinBlock           *ebpf.Variable `ebpf:"min_block"`
 	SchedOn            *ebpf.Variable `ebpf:"sched_on"`

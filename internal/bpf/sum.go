@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "8693a0dee889333a76b5e17cc40f31673a6f819e686d531a3bb31763850754de"
+const sourceSum = "5498c04d5c92310cca3654a55c2037ae90371097bb61951239e02bd735fb0395"

@@ -41,9 +41,9 @@ const (
 // wake-ups alone ~3 ms. The ring (spanReaderRing) holds 16 000 records:
 // 8 s of 999 Hz on 2 CPUs.
 //
-// The scheduler program's ring (schedReaderRing) holds 7 000 groups of
-// off-CPU time (600 bytes each, most of it the stack): at the shortest
-// poll, 70 000 a second, 700 s of off-CPU time a second at 10 ms.
+// The scheduler program's ring (schedReaderRing) holds 4 800 groups of
+// off-CPU time (864 bytes each, most of it the stacks): at the shortest
+// poll, 48 000 a second, 480 s of off-CPU time a second at 10 ms.
 const (
 	spanReaderPollMin = 100 * time.Millisecond
 	spanReaderPollMax = time.Second
@@ -107,6 +107,7 @@ func loadEBPF(opts Options) (*spanReader, error) {
 		so := bo
 		so.SchedInterval, so.SchedRingBytes = opts.OffCPUInterval, schedReaderRing
 		so.MinBlock, so.CaptureGap, so.CaptureEvery, so.MaxRate = opts.SchedMinBlock, opts.SchedCaptureGap, opts.SchedCaptureEvery, opts.SchedMaxRate
+		so.KernelStacks = opts.Perf.KernelStacks
 		p, err := bpf.Load(so)
 		if err == nil {
 			if err = p.AttachSched(); err != nil {
@@ -353,6 +354,19 @@ var errNotKept = errors.New("the eBPF programs cannot keep its samples")
 // errEBPFOff says the programs were not asked for.
 var errEBPFOff = errors.New("ebpf: off")
 
+// lastGone returns the process of pid released last whose samples are
+// still to be reported: a group read after its process was released (it
+// exited between two reads of the ring) is its. Called with mu held.
+func (e *engine) lastGone(pid int) *procState {
+	var last *procState
+	for k, st := range e.all {
+		if k.pid == pid && st.gone && !st.removed && (last == nil || k.start > last.key.start || k.start == last.key.start && k.gen > last.key.gen) {
+			last = st
+		}
+	}
+	return last
+}
+
 // addSchedGroup buffers the off-CPU sample of a group the scheduler
 // program wrote. Its stack is the user stack of the switch-out captured
 // last; when that is not the switch-out that began the off period
@@ -363,6 +377,9 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 	defer e.mu.Unlock()
 	st := e.live[int(r.Pid)]
 	if st == nil {
+		st = e.lastGone(int(r.Pid))
+	}
+	if st == nil {
 		e.counts.offCPUUnattached++
 		return
 	}
@@ -371,9 +388,17 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 	}
 	t := offCPUTime(r)
 	stack := int32(-1)
-	if len(r.Stack) > 0 {
-		chain := append(e.chain[:0], perf.ContextUser)
-		chain = append(chain, r.Stack...)
+	if len(r.Stack) > 0 || len(r.KernelStack) > 0 {
+		// As perf writes a callchain: the kernel's frames, then the user's.
+		chain := e.chain[:0]
+		if len(r.KernelStack) > 0 {
+			chain = append(chain, perf.ContextKernel)
+			chain = append(chain, r.KernelStack...)
+		}
+		if len(r.Stack) > 0 {
+			chain = append(chain, perf.ContextUser)
+			chain = append(chain, r.Stack...)
+		}
 		e.chain = chain
 		stack = st.batch.intern(chain, 0, st.genAt(r.CaptureTime))
 	}

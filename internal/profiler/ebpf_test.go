@@ -106,3 +106,43 @@ func TestSchedFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedGroupsOfExitedProcess: a process that switches 200 000 times a
+// second and exits within a second, before the scheduler program's ring is
+// read, still has its off-CPU time reported: its last groups are read
+// before it is released, or else given to it once released, never
+// dropped as belonging to no process.
+func TestSchedGroupsOfExitedProcess(t *testing.T) {
+	child := testchild.Start(t, testchild.Build(t, "spin"), "-pingpong", "60000", "-hop", "40")
+	p, err := profiler.Open(profiler.Options{
+		Pids: []int{child.Pid}, Perf: perf.Options{Frequency: 99, Sched: true}, EBPF: profiler.EBPFRequired,
+	})
+	testchild.RequireKernel(t, "BPF", err, bpf.ErrPermission, bpf.ErrNotSupported)
+	child.Send(t, "go")
+	if err := child.Cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a discovery pass sees it exited
+	snaps, err := p.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	var offNs uint64
+	for _, sn := range snaps {
+		for _, s := range sn.Samples {
+			if s.OffCPU() && sn.Pid == child.Pid {
+				offNs += s.Weight
+			}
+		}
+	}
+	t.Logf("off-CPU time %v in %d samples; %+v; program: %+v", time.Duration(offNs), st.OffCPU.Samples, st.OffCPU, st.EBPF.Program)
+	if st.OffCPU.Unattached != 0 || st.EBPF.Program.SchedDropped != 0 {
+		t.Errorf("%d groups of no process, %d dropped", st.OffCPU.Unattached, st.EBPF.Program.SchedDropped)
+	}
+	// Two threads share one CPU for ~0.6 s: each is off it about half
+	// the time.
+	if offNs < uint64(300*time.Millisecond) {
+		t.Errorf("off-CPU time %v of two threads sharing a CPU", time.Duration(offNs))
+	}
+}

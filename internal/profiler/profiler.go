@@ -240,8 +240,15 @@ func (p *Profiler) every(d time.Duration, fn func()) {
 // discover releases targets that exited and attaches new processes of the
 // target executables.
 func (p *Profiler) discover() {
+	flushed := false
 	for _, proc := range p.liveProcesses() {
 		if !p.procs.Alive(proc) {
+			// The scheduler program's last groups of the process are
+			// in its ring: take them while the process is live.
+			if p.labels != nil && !flushed {
+				p.labels.flush()
+				flushed = true
+			}
 			p.src.Detach(proc.Pid)
 			if c := p.opts.Contexts; c != nil {
 				c.Detach(proc.Pid)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
 )
@@ -49,6 +50,30 @@ func BenchmarkHandleSample(b *testing.B) {
 		rec.Sample.Callchain = chains[i%len(chains)]
 		rec.Sample.Time = uint64(i)
 		e.handle(&rec)
+	}
+}
+
+// BenchmarkSchedGroup is the engine taking one group of off-CPU time from
+// the scheduler program's ring: the off-CPU sample, its stack interned.
+func BenchmarkSchedGroup(b *testing.B) {
+	e, st := benchEngine(b, false)
+	chains := profilertest.Callchains(b, 64)
+	r := bpf.SchedRecord{Pid: uint32(os.Getpid()), Tid: 1, Count: 1, State: 1}
+	for _, c := range chains {
+		r.Stack = c[1:] // without perf's PERF_CONTEXT_USER
+		e.addSchedGroup(&r)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%(1<<16) == 0 {
+			b.StopTimer()
+			st.batch.samples = st.batch.samples[:0]
+			b.StartTimer()
+		}
+		r.Stack = chains[i%len(chains)][1:]
+		r.OutTime, r.CaptureTime, r.Begin, r.End = uint64(i), uint64(i), uint64(i), uint64(i)
+		e.addSchedGroup(&r)
 	}
 }
 

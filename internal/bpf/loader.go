@@ -417,24 +417,21 @@ func (p *Program) RemoveTarget(pid int) error {
 // Buffered is the number of bytes of records in the ring buffer, read
 // without a system call: a reader can poll it cheaply and drain only when
 // the ring fills.
-func (p *Program) Buffered() int {
-	p.drainMu.Lock()
-	defer p.drainMu.Unlock()
-	if p.reader == nil {
-		return 0
-	}
-	return p.reader.AvailableBytes()
-}
+func (p *Program) Buffered() int { return p.buffered(&p.reader) }
 
 // SchedBuffered is Buffered for the scheduler program's ring; 0 when
 // it was not loaded.
-func (p *Program) SchedBuffered() int {
+func (p *Program) SchedBuffered() int { return p.buffered(&p.sreader) }
+
+// buffered returns the bytes in *r, 0 once it is closed (Close sets it
+// to nil, under drainMu).
+func (p *Program) buffered(r **ringbuf.Reader) int {
 	p.drainMu.Lock()
 	defer p.drainMu.Unlock()
-	if p.sreader == nil {
+	if *r == nil {
 		return 0
 	}
-	return p.sreader.AvailableBytes()
+	return (*r).AvailableBytes()
 }
 
 // Drain passes every record in the ring buffer to fn, without waiting for

@@ -63,6 +63,7 @@ func BenchmarkSchedGroup(b *testing.B) {
 		r.Stack = c[1:] // without perf's PERF_CONTEXT_USER
 		e.addSchedGroup(&r)
 	}
+	// As BenchmarkHandleSample: the batch emptied every 65 536 groups.
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

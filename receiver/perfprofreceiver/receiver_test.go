@@ -29,12 +29,20 @@ func requirePerf(t *testing.T) {
 
 func startReceiver(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) xreceiver.Profiles {
 	t.Helper()
+	r, err := createAndStart(t, cfg, sink)
+	require.NoError(t, err)
+	return r
+}
+
+// createAndStart makes a receiver of a valid cfg and returns it with the
+// error of its start.
+func createAndStart(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) (xreceiver.Profiles, error) {
+	t.Helper()
 	require.NoError(t, cfg.Validate())
 	f := NewFactory().(xreceiver.Factory)
 	r, err := f.CreateProfiles(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
 	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), nil))
-	return r
+	return r, r.Start(context.Background(), nil)
 }
 
 // startReceiverOrSkip is startReceiver for a configuration that needs the
@@ -43,11 +51,7 @@ func startReceiver(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) x
 // PERFPROF_REQUIRE_PERF=1).
 func startReceiverOrSkip(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) xreceiver.Profiles {
 	t.Helper()
-	require.NoError(t, cfg.Validate())
-	f := NewFactory().(xreceiver.Factory)
-	r, err := f.CreateProfiles(context.Background(), receivertest.NewNopSettings(f.Type()), cfg, sink)
-	require.NoError(t, err)
-	err = r.Start(context.Background(), nil)
+	r, err := createAndStart(t, cfg, sink)
 	testchild.RequireKernel(t, "BPF", err, bpf.ErrPermission, bpf.ErrNotSupported)
 	return r
 }

@@ -24,7 +24,9 @@ type pcSpan struct{ off, n uint32 }
 
 // DWARF register numbers of x86-64 (System V psABI, figure 3.36).
 const (
+	dwarfRBP = 6
 	dwarfRSP = 7
+	dwarfRA  = 16 // the return address column
 )
 
 // Call frame instructions (DWARF 5 section 6.4.2; GNU extensions).
@@ -79,14 +81,73 @@ const (
 const maxRememberDepth = 16
 
 // cfaRule is the CFA rule of one row: register + offset, or not that
-// (an expression, or nothing yet).
+// (an expression, or nothing yet). plt is set for the one expression
+// x86-64 linkers emit, for PLT entries: rsp+8, plus 8 from the
+// instruction at offset plt of each 16-byte entry on (after the push).
 type cfaRule struct {
 	reg    uint64
 	off    int64
 	simple bool
+	plt    uint8
 }
 
 func (r cfaRule) atSP() bool { return r.simple && r.reg == dwarfRSP && r.off == 8 }
+
+// Kinds of regRule.
+const (
+	regSame      = iota // the caller's value (the initial rule of rbp)
+	regOffset           // saved at CFA+off
+	regUndefined        // none: for the return address, the outermost frame
+	regOther            // in another register, or an expression: not followed
+)
+
+// regRule is the rule of one register of one row.
+type regRule struct {
+	kind uint8
+	off  int64
+}
+
+// frameState is a row of the CFI table, for the registers an unwinder
+// needs on x86-64: the CFA, rbp and the return address.
+type frameState struct {
+	cfa cfaRule
+	rbp regRule
+	ra  regRule
+}
+
+// setReg sets the rule of register reg, if it is one the state keeps.
+func (s *frameState) setReg(reg uint64, r regRule) {
+	switch reg {
+	case dwarfRBP:
+		s.rbp = r
+	case dwarfRA:
+		s.ra = r
+	}
+}
+
+// pltExpr is the CFA expression of a PLT entry, but for the byte at
+// pltExprAt: DW_OP_lit11 (or lit10), the offset in the entry from which
+// the push has happened.
+var pltExpr = []byte{0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x00, 0x2a, 0x33, 0x24, 0x22}
+
+const pltExprAt = 6
+
+// pltThreshold returns the threshold of the PLT CFA expression e, 0 when e
+// is another expression.
+func pltThreshold(e []byte) uint8 {
+	if len(e) != len(pltExpr) {
+		return 0
+	}
+	for i, b := range e {
+		if i != pltExprAt && b != pltExpr[i] {
+			return 0
+		}
+	}
+	if lit := e[pltExprAt]; lit >= 0x30 && lit <= 0x4f { // DW_OP_lit0..31
+		return lit - 0x30
+	}
+	return 0
+}
 
 // cie is what an FDE needs from its CIE.
 type cie struct {
@@ -261,17 +322,57 @@ func newCFATable(ef *elf.File) (*cfaTable, error) {
 	return parseEHFrame(data, sec.Addr, ef.ByteOrder)
 }
 
-// parseEHFrame reads an .eh_frame section (LSB 5.0 section 10.6: a sequence
-// of CIEs and FDEs, ended by a zero length or the end of the section)
-// loaded at addr, and runs the CFA program of every FDE. An FDE that does
-// not decode is skipped (its code stays unknown); a malformed section
-// returns what was read before the damage, with an error.
+// parseEHFrame reads the CFA rules of an .eh_frame section loaded at addr
+// (walkEHFrame) into a cfaTable.
 func parseEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*cfaTable, error) {
 	type span struct {
 		lo, hi uint64
 		atSP   bool
 	}
 	var spans []span
+	firstErr := walkEHFrame(data, addr, bo, func(lo, hi uint64, st *frameState) {
+		atSP := st.cfa.atSP()
+		if k := len(spans); k > 0 && spans[k-1].hi == lo && spans[k-1].atSP == atSP {
+			spans[k-1].hi = hi
+			return
+		}
+		spans = append(spans, span{lo, hi, atSP})
+	})
+	if len(spans) == 0 {
+		return nil, firstErr
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	t := &cfaTable{base: spans[0].lo}
+	for _, s := range spans {
+		if s.hi-t.base > 1<<32-1 || s.hi <= s.lo {
+			continue // not representable; stays unknown
+		}
+		ps := pcSpan{uint32(s.lo - t.base), uint32(s.hi - s.lo)}
+		if k := len(t.known); k > 0 && t.known[k-1].off+t.known[k-1].n == ps.off {
+			t.known[k-1].n += ps.n
+		} else {
+			t.known = append(t.known, ps)
+		}
+		if s.atSP {
+			if k := len(t.atSP); k > 0 && t.atSP[k-1].off+t.atSP[k-1].n == ps.off {
+				t.atSP[k-1].n += ps.n
+			} else {
+				t.atSP = append(t.atSP, ps)
+			}
+		}
+	}
+	t.known = t.known[:len(t.known):len(t.known)]
+	t.atSP = append([]pcSpan(nil), t.atSP...)
+	return t, firstErr
+}
+
+// walkEHFrame reads an .eh_frame section (LSB 5.0 section 10.6: a sequence
+// of CIEs and FDEs, ended by a zero length or the end of the section)
+// loaded at addr, runs the CFI program of every FDE and calls emit with
+// each address range and its row, FDE by FDE (ranges ascend within one).
+// An FDE that does not decode is skipped (its code stays unknown); a
+// malformed section stops the walk, and the first error is returned.
+func walkEHFrame(data []byte, addr uint64, bo binary.ByteOrder, emit func(lo, hi uint64, st *frameState)) error {
 	cies := map[int]*cie{}
 	var firstErr error
 	r := &ehReader{b: data, addr: addr, bo: bo}
@@ -318,14 +419,7 @@ func parseEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*cfaTable, err
 				}
 			}
 			if c != nil {
-				lo, n, err := runFDE(er, c, func(lo, hi uint64, atSP bool) {
-					if k := len(spans); k > 0 && spans[k-1].hi == lo && spans[k-1].atSP == atSP {
-						spans[k-1].hi = hi
-						return
-					}
-					spans = append(spans, span{lo, hi, atSP})
-				})
-				_, _ = lo, n
+				_, _, err := runFDE(er, c, emit)
 				if err != nil && firstErr == nil {
 					firstErr = fmt.Errorf("FDE at %#x: %w", start, err)
 				}
@@ -333,32 +427,7 @@ func parseEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*cfaTable, err
 		}
 		r.off = end
 	}
-	if len(spans) == 0 {
-		return nil, firstErr
-	}
-	sort.SliceStable(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
-	t := &cfaTable{base: spans[0].lo}
-	for _, s := range spans {
-		if s.hi-t.base > 1<<32-1 || s.hi <= s.lo {
-			continue // not representable; stays unknown
-		}
-		ps := pcSpan{uint32(s.lo - t.base), uint32(s.hi - s.lo)}
-		if k := len(t.known); k > 0 && t.known[k-1].off+t.known[k-1].n == ps.off {
-			t.known[k-1].n += ps.n
-		} else {
-			t.known = append(t.known, ps)
-		}
-		if s.atSP {
-			if k := len(t.atSP); k > 0 && t.atSP[k-1].off+t.atSP[k-1].n == ps.off {
-				t.atSP[k-1].n += ps.n
-			} else {
-				t.atSP = append(t.atSP, ps)
-			}
-		}
-	}
-	t.known = t.known[:len(t.known):len(t.known)]
-	t.atSP = append([]pcSpan(nil), t.atSP...)
-	return t, firstErr
+	return firstErr
 }
 
 // parseCIE reads a CIE after its id field.
@@ -418,8 +487,8 @@ func parseCIE(r *ehReader) (*cie, error) {
 
 // runFDE reads an FDE after its CIE pointer and runs the CIE's initial
 // instructions and then its own, calling emit for each address range with
-// its rule.
-func runFDE(r *ehReader, c *cie, emit func(lo, hi uint64, atSP bool)) (uint64, uint64, error) {
+// its row.
+func runFDE(r *ehReader, c *cie, emit func(lo, hi uint64, st *frameState)) (uint64, uint64, error) {
 	lo := r.pointer(c.fdeEnc)
 	n := r.pointer(c.fdeEnc & 0x0f) // pc_range: the value format only
 	if c.hasAug {
@@ -433,21 +502,22 @@ func runFDE(r *ehReader, c *cie, emit func(lo, hi uint64, atSP bool)) (uint64, u
 		return lo, n, nil
 	}
 	hi := lo + n
-	var rule cfaRule
-	var stack []cfaRule
+	var st frameState
+	var stack []frameState
 	loc := lo
 	// The CIE's instructions set the initial row; they must not advance.
 	ir := &ehReader{b: c.initial, bo: r.bo, addr: 0}
-	if err := runCFA(ir, c, &rule, &stack, &loc, r.bo, nil); err != nil {
+	if err := runCFA(ir, c, &st, nil, &stack, &loc, r.bo, nil); err != nil {
 		return lo, n, fmt.Errorf("initial instructions: %w", err)
 	}
+	initial := st
 	loc = lo
-	err := runCFA(r, c, &rule, &stack, &loc, r.bo, func(next uint64) {
+	err := runCFA(r, c, &st, &initial, &stack, &loc, r.bo, func(next uint64) {
 		if next > hi {
 			next = hi
 		}
 		if next > loc {
-			emit(loc, next, rule.atSP())
+			emit(loc, next, &st)
 		}
 	})
 	if err != nil {
@@ -456,15 +526,30 @@ func runFDE(r *ehReader, c *cie, emit func(lo, hi uint64, atSP bool)) (uint64, u
 		return lo, n, err
 	}
 	if loc < hi {
-		emit(loc, hi, rule.atSP())
+		emit(loc, hi, &st)
 	}
 	return lo, n, nil
 }
 
-// runCFA interprets call frame instructions, tracking the CFA rule only.
-// advance is called with the new location before loc moves (nil: the
-// instructions may not advance).
-func runCFA(r *ehReader, c *cie, rule *cfaRule, stack *[]cfaRule, loc *uint64, bo binary.ByteOrder, advance func(next uint64)) error {
+// runCFA interprets call frame instructions, tracking the rules of the CFA,
+// rbp and the return address in st. initial is the row the CIE's
+// instructions set, for DW_CFA_restore (nil while running those). advance
+// is called with the new location before loc moves (nil: the instructions
+// may not advance).
+func runCFA(r *ehReader, c *cie, st *frameState, initial *frameState, stack *[]frameState, loc *uint64, bo binary.ByteOrder, advance func(next uint64)) error {
+	rule := &st.cfa
+	restore := func(reg uint64) {
+		if initial != nil {
+			switch reg {
+			case dwarfRBP:
+				st.rbp = initial.rbp
+			case dwarfRA:
+				st.ra = initial.ra
+			}
+		} else {
+			st.setReg(reg, regRule{})
+		}
+	}
 	move := func(delta uint64) error {
 		if advance == nil {
 			return errors.New("advance in initial instructions")
@@ -481,8 +566,9 @@ func runCFA(r *ehReader, c *cie, rule *cfaRule, stack *[]cfaRule, loc *uint64, b
 		case cfaAdvanceLoc:
 			err = move(uint64(op & 0x3f))
 		case cfaOffset:
-			r.uleb()
+			st.setReg(uint64(op&0x3f), regRule{kind: regOffset, off: int64(r.uleb()) * c.dataAlign})
 		case cfaRestore:
+			restore(uint64(op & 0x3f))
 		default:
 			switch op {
 			case cfaNop:
@@ -502,21 +588,30 @@ func runCFA(r *ehReader, c *cie, rule *cfaRule, stack *[]cfaRule, loc *uint64, b
 				err = move(r.u16())
 			case cfaAdvanceLoc4:
 				err = move(r.u32())
-			case cfaOffsetExtended, cfaRegister, cfaValOffset:
+			case cfaOffsetExtended:
+				reg := r.uleb()
+				st.setReg(reg, regRule{kind: regOffset, off: int64(r.uleb()) * c.dataAlign})
+			case cfaRegister, cfaValOffset:
+				st.setReg(r.uleb(), regRule{kind: regOther})
 				r.uleb()
-				r.uleb()
-			case cfaRestoreExtended, cfaUndefined, cfaSameValue, cfaGNUArgsSize:
+			case cfaRestoreExtended:
+				restore(r.uleb())
+			case cfaUndefined:
+				st.setReg(r.uleb(), regRule{kind: regUndefined})
+			case cfaSameValue:
+				st.setReg(r.uleb(), regRule{kind: regSame})
+			case cfaGNUArgsSize:
 				r.uleb()
 			case cfaRememberState:
 				if len(*stack) >= maxRememberDepth {
 					return errors.New("remember_state nested too deep")
 				}
-				*stack = append(*stack, *rule)
+				*stack = append(*stack, *st)
 			case cfaRestoreState:
 				if len(*stack) == 0 {
 					return errors.New("restore_state without remember_state")
 				}
-				*rule = (*stack)[len(*stack)-1]
+				*st = (*stack)[len(*stack)-1]
 				*stack = (*stack)[:len(*stack)-1]
 			case cfaDefCFA:
 				reg := r.uleb()
@@ -531,13 +626,19 @@ func runCFA(r *ehReader, c *cie, rule *cfaRule, stack *[]cfaRule, loc *uint64, b
 			case cfaDefCFAOffsetSF:
 				rule.off = r.sleb() * c.dataAlign
 			case cfaDefCFAExpression:
-				r.bytes(int(min(r.uleb(), uint64(len(r.b)))))
-				*rule = cfaRule{}
+				e := r.bytes(int(min(r.uleb(), uint64(len(r.b)))))
+				*rule = cfaRule{plt: pltThreshold(e)}
 			case cfaExpression, cfaValExpression:
-				r.uleb()
+				st.setReg(r.uleb(), regRule{kind: regOther})
 				r.bytes(int(min(r.uleb(), uint64(len(r.b)))))
-			case cfaOffsetExtendedSF, cfaValOffsetSF, cfaGNUNegOffsetExtSF:
-				r.uleb()
+			case cfaOffsetExtendedSF:
+				reg := r.uleb()
+				st.setReg(reg, regRule{kind: regOffset, off: r.sleb() * c.dataAlign})
+			case cfaGNUNegOffsetExtSF:
+				reg := r.uleb()
+				st.setReg(reg, regRule{kind: regOffset, off: -r.sleb() * c.dataAlign})
+			case cfaValOffsetSF:
+				st.setReg(r.uleb(), regRule{kind: regOther})
 				r.sleb()
 			default:
 				return fmt.Errorf("call frame instruction %#x not supported", op)

@@ -1,0 +1,232 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"sort"
+)
+
+// An unwindTable is the CFI of one binary compiled for unwinding x86-64
+// stacks without frame pointers: for every address its .eh_frame covers,
+// how to find the caller's stack pointer (the CFA), return address and rbp
+// from the callee's registers and stack. It keeps only what an unwinder of
+// compiled code follows (rsp- or rbp-based CFAs, the PLT expression, rbp
+// saved on the stack, the return address at CFA-8), as the OTel eBPF
+// profiler's stack deltas and samply's framehop do, in sorted 12-byte rows
+// searched by binary search: no interpreter runs per sample.
+type unwindTable struct {
+	base uint64      // address the row offsets are from
+	rows []unwindRow // by off; a row holds until the next
+}
+
+// Kinds of unwindRow.cfa.
+const (
+	cfaUnknown uint8 = iota // no FDE, or a rule the unwinder does not follow
+	cfaRSP                  // CFA = rsp + cfaOff
+	cfaRBP                  // CFA = rbp + cfaOff
+	cfaPLT                  // a PLT entry: rsp + 8, + 8 once rip&15 >= cfaOff (after its push)
+	cfaEnd                  // the return address is undefined: the outermost frame
+)
+
+// Kinds of unwindRow.rbp.
+const (
+	rbpSame    uint8 = iota // the caller's rbp is the callee's
+	rbpAt                   // saved at CFA + rbpOff
+	rbpUnknown              // elsewhere: the caller's rbp is lost
+)
+
+// unwindRow is the rule from one address to the next row's.
+type unwindRow struct {
+	off    uint32
+	cfaOff int32
+	rbpOff int16
+	cfa    uint8
+	rbp    uint8
+}
+
+// newUnwindTable compiles the .eh_frame of ef, or returns nil when it has
+// none (or is not x86-64).
+func newUnwindTable(ef *elf.File) (*unwindTable, error) {
+	if ef.Machine != elf.EM_X86_64 {
+		return nil, nil
+	}
+	sec := ef.Section(".eh_frame")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil, fmt.Errorf("read .eh_frame: %w", err)
+	}
+	return compileEHFrame(data, sec.Addr, ef)
+}
+
+// compileEHFrame compiles an .eh_frame section loaded at addr. A malformed
+// section gives the rows read before the damage, with the error.
+func compileEHFrame(data []byte, addr uint64, ef *elf.File) (*unwindTable, error) {
+	type span struct {
+		lo, hi uint64
+		row    unwindRow
+	}
+	var spans []span
+	err := walkEHFrame(data, addr, ef.ByteOrder, func(lo, hi uint64, st *frameState) {
+		spans = append(spans, span{lo, hi, compileRow(st)})
+	})
+	if len(spans) == 0 {
+		return nil, err
+	}
+	// FDEs come in any order; one FDE's ranges ascend, so a stable sort
+	// keeps them in order.
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	t := &unwindTable{base: spans[0].lo}
+	var end uint64 // of the last span added
+	add := func(at uint64, r unwindRow) {
+		r.off = uint32(at - t.base)
+		if k := len(t.rows); k > 0 {
+			last := &t.rows[k-1]
+			if last.off == r.off {
+				*last = r // an empty range before: replaced
+				return
+			}
+			if r.cfa == last.cfa && r.cfaOff == last.cfaOff && r.rbp == last.rbp && r.rbpOff == last.rbpOff {
+				return // same rule: the row goes on
+			}
+		}
+		t.rows = append(t.rows, r)
+	}
+	for _, s := range spans {
+		if s.hi <= s.lo || s.hi-t.base > 1<<32-1 || s.lo < end {
+			continue // not representable, or overlapping an earlier FDE
+		}
+		if len(t.rows) > 0 && s.lo > end {
+			add(end, unwindRow{}) // a gap no FDE covers
+		}
+		add(s.lo, s.row)
+		end = s.hi
+	}
+	add(end, unwindRow{})
+	t.rows = t.rows[:len(t.rows):len(t.rows)]
+	return t, err
+}
+
+// compileRow turns a CFI row into the rule the unwinder follows.
+func compileRow(st *frameState) unwindRow {
+	var r unwindRow
+	switch {
+	case st.ra.kind == regUndefined:
+		return unwindRow{cfa: cfaEnd}
+	case st.ra.kind != regOffset || st.ra.off != -8:
+		return unwindRow{} // the return address elsewhere: not followed
+	case st.cfa.plt > 0:
+		r.cfa, r.cfaOff = cfaPLT, int32(st.cfa.plt)
+	case !st.cfa.simple || st.cfa.off != int64(int32(st.cfa.off)):
+		return unwindRow{}
+	case st.cfa.reg == dwarfRSP:
+		r.cfa, r.cfaOff = cfaRSP, int32(st.cfa.off)
+	case st.cfa.reg == dwarfRBP:
+		r.cfa, r.cfaOff = cfaRBP, int32(st.cfa.off)
+	default:
+		return unwindRow{}
+	}
+	switch {
+	case st.rbp.kind == regSame:
+		r.rbp = rbpSame
+	case st.rbp.kind == regOffset && st.rbp.off == int64(int16(st.rbp.off)):
+		r.rbp, r.rbpOff = rbpAt, int16(st.rbp.off)
+	default:
+		r.rbp = rbpUnknown
+	}
+	return r
+}
+
+// find returns the row of vaddr; a row of kind cfaUnknown when the table
+// does not cover it.
+func (t *unwindTable) find(vaddr uint64) unwindRow {
+	if t == nil || vaddr < t.base || vaddr-t.base > 1<<32-1 {
+		return unwindRow{}
+	}
+	off := uint32(vaddr - t.base)
+	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].off > off }) - 1
+	if i < 0 {
+		return unwindRow{}
+	}
+	return t.rows[i]
+}
+
+// Regs are the registers an unwinder follows, at one frame.
+type Regs struct{ IP, SP, BP uint64 }
+
+// StackCopy is the top of a thread's stack, copied at a sample
+// (PERF_SAMPLE_STACK_USER): Data holds the bytes from address SP up.
+type StackCopy struct {
+	SP   uint64
+	Data []byte
+}
+
+// read returns the word at addr, or false when the copy does not hold it.
+func (s *StackCopy) read(addr uint64) (uint64, bool) {
+	if addr < s.SP || addr-s.SP > uint64(len(s.Data)) || uint64(len(s.Data))-(addr-s.SP) < 8 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(s.Data[addr-s.SP:]), true
+}
+
+// step returns the caller's registers by row r, from the callee's in regs,
+// reading the stack copy. It reports false when r says nothing
+// (cfaUnknown), the frame is the outermost (cfaEnd), or a read falls
+// outside the copy.
+func (r unwindRow) step(regs Regs, stack *StackCopy) (Regs, bool) {
+	var cfa uint64
+	switch r.cfa {
+	case cfaRSP:
+		cfa = regs.SP + uint64(int64(r.cfaOff))
+	case cfaRBP:
+		cfa = regs.BP + uint64(int64(r.cfaOff))
+	case cfaPLT:
+		cfa = regs.SP + 8
+		if regs.IP&15 >= uint64(r.cfaOff) {
+			cfa += 8
+		}
+	default:
+		return Regs{}, false
+	}
+	ra, ok := stack.read(cfa - 8)
+	if !ok {
+		return Regs{}, false
+	}
+	next := Regs{IP: ra, SP: cfa, BP: regs.BP}
+	switch r.rbp {
+	case rbpAt:
+		if next.BP, ok = stack.read(cfa + uint64(int64(r.rbpOff))); !ok {
+			return Regs{}, false
+		}
+	case rbpUnknown:
+		next.BP = 0
+	}
+	return next, true
+}
+
+// walk unwinds the stack of one binary loaded at bias (its runtime
+// addresses minus its link-time ones) from regs, appending the return
+// addresses to out, up to len(out)'s capacity. It stops at the outermost
+// frame, at code the table does not cover (another binary's, JIT code), at
+// a read outside the stack copy, or when the stack pointer does not grow
+// (a loop in garbage). The frames after the first are looked up at their
+// return address minus one: the call, not the instruction after it, which
+// may be in the next function.
+func (t *unwindTable) walk(bias uint64, regs Regs, stack *StackCopy, out []uint64) ([]uint64, Regs) {
+	for len(out) < cap(out) {
+		pc := regs.IP - bias
+		if len(out) > 0 {
+			pc--
+		}
+		next, ok := t.find(pc).step(regs, stack)
+		if !ok || next.SP <= regs.SP || next.IP == 0 {
+			break
+		}
+		out = append(out, next.IP)
+		regs = next
+	}
+	return out, regs
+}

@@ -1,0 +1,381 @@
+package symbolize
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readelfRow is one row of `readelf --debug-dump=frames-interp`: from lo
+// to hi, the CFA rule and the columns of rbp and the return address as
+// readelf prints them ("c-16", "u", ...; "" when the FDE has no column).
+type readelfRow struct {
+	lo, hi  uint64
+	cfa     string
+	rbp, ra string
+}
+
+// readelfFrames runs readelf on bin and returns the rows of .eh_frame's
+// FDEs. An FDE without instructions has its CIE's row, for which readelf
+// prints no table.
+func readelfFrames(t *testing.T, bin string) []readelfRow {
+	t.Helper()
+	// readelf exits 1 on warnings about other sections (libc's debug
+	// link); what it printed of .eh_frame stands.
+	out, err := exec.Command("readelf", "--debug-dump=frames-interp", bin).Output()
+	if len(out) == 0 {
+		t.Skipf("readelf: %v", err)
+	}
+	var rows []readelfRow
+	var cols []string
+	var fdeLo, fdeHi uint64
+	inFDE, inEH := false, false
+	cieRows := map[string]readelfRow{} // by the CIE's offset
+	cieAt, fdeCIE := "", ""
+	var pending []readelfRow
+	flush := func() {
+		if cieAt != "" && len(pending) > 0 {
+			cieRows[cieAt] = pending[0]
+		}
+		cieAt = ""
+		if !inFDE {
+			pending = nil
+			return
+		}
+		if len(pending) == 0 {
+			r, ok := cieRows[fdeCIE]
+			if !ok {
+				t.Fatalf("FDE at %#x of CIE %s, not seen", fdeLo, fdeCIE)
+			}
+			r.lo = fdeLo
+			pending = []readelfRow{r}
+		}
+		for i := range pending {
+			pending[i].hi = fdeHi
+			if i+1 < len(pending) {
+				pending[i].hi = pending[i+1].lo
+			}
+		}
+		rows = append(rows, pending...)
+		pending, inFDE = nil, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		// A register rule is printed "r10 (r10)": one field.
+		line = strings.ReplaceAll(line, " (", "(")
+		if strings.HasPrefix(line, "Contents of the ") {
+			flush()
+			inEH = strings.HasPrefix(line, "Contents of the .eh_frame section")
+			continue
+		}
+		if !inEH {
+			continue
+		}
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 4 && (f[3] == "FDE" || f[3] == "CIE"):
+			flush()
+			if f[3] == "CIE" {
+				cieAt = f[0]
+			}
+			if f[3] == "FDE" {
+				fdeCIE = strings.TrimPrefix(f[4], "cie=")
+				pc := strings.TrimPrefix(f[5], "pc=")
+				lo, hi, _ := strings.Cut(pc, "..")
+				fdeLo, _ = strconv.ParseUint(lo, 16, 64)
+				fdeHi, _ = strconv.ParseUint(hi, 16, 64)
+				inFDE = fdeHi > fdeLo
+			}
+		case len(f) >= 2 && f[0] == "LOC" && f[1] == "CFA":
+			cols = f[2:]
+		case (inFDE || cieAt != "") && len(f) >= 2 && len(f[0]) == 16:
+			loc, err := strconv.ParseUint(f[0], 16, 64)
+			if err != nil {
+				continue
+			}
+			r := readelfRow{lo: loc, cfa: f[1]}
+			for i, c := range cols {
+				if 2+i >= len(f) {
+					break
+				}
+				switch c {
+				case "rbp":
+					r.rbp = f[2+i]
+				case "ra":
+					r.ra = f[2+i]
+				}
+			}
+			if k := len(pending); k > 0 && pending[k-1].lo == loc {
+				pending[k-1] = r
+			} else {
+				pending = append(pending, r)
+			}
+		}
+	}
+	flush()
+	return rows
+}
+
+// wantRow is the unwind row readelf's row says, and whether it is one the
+// compiled table must match exactly (an expression CFA is the PLT's or
+// not followed: either is right).
+func wantRow(r readelfRow) (unwindRow, bool) {
+	if r.ra == "u" {
+		return unwindRow{cfa: cfaEnd}, true
+	}
+	if r.ra != "c-8" {
+		return unwindRow{}, true
+	}
+	var w unwindRow
+	reg, off, ok := strings.Cut(r.cfa, "+")
+	n, err := strconv.ParseInt(off, 10, 32)
+	switch {
+	case r.cfa == "exp":
+		return unwindRow{}, false
+	case !ok || err != nil:
+		return unwindRow{}, true
+	case reg == "rsp":
+		w.cfa, w.cfaOff = cfaRSP, int32(n)
+	case reg == "rbp":
+		w.cfa, w.cfaOff = cfaRBP, int32(n)
+	default:
+		return unwindRow{}, true
+	}
+	switch {
+	case r.rbp == "" || r.rbp == "u" || r.rbp == "s":
+		w.rbp = rbpSame
+	case strings.HasPrefix(r.rbp, "c-"):
+		n, err := strconv.ParseInt(r.rbp[1:], 10, 16)
+		if err != nil {
+			w.rbp = rbpUnknown
+		} else {
+			w.rbp, w.rbpOff = rbpAt, int16(n)
+		}
+	default:
+		w.rbp = rbpUnknown
+	}
+	return w, true
+}
+
+// TestUnwindTableMatchesReadelf compiles the .eh_frame of Debian's libc,
+// libstdc++ and libz, and of a C program built at -O2 without frame
+// pointers, and checks every row readelf interprets from them, at its
+// first and last address: the CFA rule, where rbp was saved, and the
+// outermost frames.
+func TestUnwindTableMatchesReadelf(t *testing.T) {
+	bins := []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1"}
+	if _, err := exec.LookPath("gcc"); err == nil {
+		bins = append(bins, compileC(t, t.TempDir(), "x.c", ehframeC, "x", "-O2", "-fomit-frame-pointer"))
+	}
+	for _, bin := range bins {
+		t.Run(bin[strings.LastIndexByte(bin, '/')+1:], func(t *testing.T) {
+			ef, err := elf.Open(bin)
+			if err != nil {
+				t.Skipf("%v", err)
+			}
+			defer ef.Close()
+			tab, err := newUnwindTable(ef)
+			if err != nil || tab == nil {
+				t.Fatalf("compile .eh_frame: %v", err)
+			}
+			plt := map[string]bool{}
+			inPLT := func(a uint64) bool {
+				for _, s := range ef.Sections {
+					if strings.HasPrefix(s.Name, ".plt") && a >= s.Addr && a < s.Addr+s.Size {
+						return true
+					}
+				}
+				return false
+			}
+			rows := readelfFrames(t, bin)
+			var checked, exprs int
+			kinds := map[uint8]int{}
+			for _, r := range rows {
+				if r.hi <= r.lo {
+					continue // a row at the FDE's end covers nothing
+				}
+				want, exact := wantRow(r)
+				for _, a := range []uint64{r.lo, r.hi - 1} {
+					got := tab.find(a)
+					got.off = 0
+					if !exact {
+						exprs++
+						if got.cfa == cfaPLT {
+							plt[fmt.Sprintf("%#x", a)] = true
+							if !inPLT(a) {
+								t.Errorf("%#x: a PLT rule outside .plt*", a)
+							}
+						} else if got.cfa != cfaUnknown {
+							t.Errorf("%#x: CFA expression compiled to %+v", a, got)
+						}
+						continue
+					}
+					if got != want {
+						t.Fatalf("%#x (readelf row %+v): compiled %+v, want %+v", a, r, got, want)
+					}
+					kinds[got.cfa]++
+					checked++
+				}
+			}
+			t.Logf("%d rows compiled to %d; %d addresses checked (by CFA kind %v), %d with a CFA expression (%d of them PLT entries)",
+				len(rows), len(tab.rows), checked, kinds, exprs, len(plt))
+			if checked < 10 {
+				t.Errorf("only %d addresses checked", checked)
+			}
+		})
+	}
+}
+
+// TestUnwindRowStep unwinds by hand-made rows over a hand-made stack: rsp-
+// and rbp-based CFAs, rbp restored from the stack, the two halves of a PLT
+// entry, and the rows that stop.
+func TestUnwindRowStep(t *testing.T) {
+	const sp = 0x7fff0000
+	stack := &StackCopy{SP: sp, Data: make([]byte, 0x30)}
+	for a, v := range map[uint64]uint64{sp: 0x401000, sp + 8: 0x401234, sp + 16: 0x7fff0100, sp + 24: 0x405678, sp + 0x28: 0x7fff0200} {
+		binary.LittleEndian.PutUint64(stack.Data[a-sp:], v)
+	}
+	for _, c := range []struct {
+		name string
+		row  unwindRow
+		regs Regs
+		want Regs
+		ok   bool
+	}{
+		{"rsp+16", unwindRow{cfa: cfaRSP, cfaOff: 16}, Regs{IP: 1, SP: sp, BP: 7}, Regs{IP: 0x401234, SP: sp + 16, BP: 7}, true},
+		{"rsp+16, rbp at c-16", unwindRow{cfa: cfaRSP, cfaOff: 24, rbp: rbpAt, rbpOff: -16}, Regs{SP: sp}, Regs{IP: 0x7fff0100, SP: sp + 24, BP: 0x401234}, true},
+		{"rbp+16", unwindRow{cfa: cfaRBP, cfaOff: 16, rbp: rbpAt, rbpOff: -16}, Regs{SP: 1, BP: sp + 16}, Regs{IP: 0x405678, SP: sp + 32, BP: 0x7fff0100}, true},
+		{"plt before push", unwindRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x1006, SP: sp}, Regs{IP: 0x401000, SP: sp + 8}, true},
+		{"plt after push", unwindRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x100b, SP: sp}, Regs{IP: 0x401234, SP: sp + 16}, true},
+		{"rbp lost", unwindRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpUnknown}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16}, true},
+		{"unknown", unwindRow{}, Regs{SP: sp}, Regs{}, false},
+		{"outermost", unwindRow{cfa: cfaEnd}, Regs{SP: sp}, Regs{}, false},
+		{"outside the stack copy", unwindRow{cfa: cfaRSP, cfaOff: 4096}, Regs{SP: sp}, Regs{}, false},
+	} {
+		got, ok := c.row.step(c.regs, stack)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: step = %+v, %v; want %+v, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// FuzzCompileEHFrame: any section compiles to a table whose rows ascend,
+// or an error, without a panic or a loop.
+func FuzzCompileEHFrame(f *testing.F) {
+	if ef, err := elf.Open("/lib/x86_64-linux-gnu/libz.so.1"); err == nil {
+		if sec := ef.Section(".eh_frame"); sec != nil {
+			if data, err := sec.Data(); err == nil {
+				f.Add(data[:min(len(data), 4096)], sec.Addr)
+			}
+		}
+		ef.Close()
+	}
+	f.Add([]byte{20, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b, 0x0c, 7, 8, 0x90, 1, 0, 0}, uint64(0x1000))
+	ef := &elf.File{FileHeader: elf.FileHeader{ByteOrder: binary.LittleEndian, Machine: elf.EM_X86_64}}
+	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
+		tab, _ := compileEHFrame(data, addr, ef)
+		if tab == nil {
+			return
+		}
+		for i := 1; i < len(tab.rows); i++ {
+			if tab.rows[i].off <= tab.rows[i-1].off {
+				t.Fatalf("rows %d and %d do not ascend: %+v %+v", i-1, i, tab.rows[i-1], tab.rows[i])
+			}
+		}
+	})
+}
+
+// syntheticStack builds, over libc's compiled table, a stack of n frames
+// at real libc addresses with rsp-based CFAs (as code without frame
+// pointers has): the registers at the leaf, the stack copy, and the return
+// addresses an unwinder must find.
+func syntheticStack(tb testing.TB, n int) (*unwindTable, Regs, *StackCopy, []uint64) {
+	tb.Helper()
+	ef, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		tb.Skipf("%v", err)
+	}
+	defer ef.Close()
+	tab, err := newUnwindTable(ef)
+	if err != nil || tab == nil {
+		tb.Fatalf("compile libc's .eh_frame: %v", err)
+	}
+	// Addresses inside rows with a frame of some size, spread over libc.
+	var pcs []uint64
+	for i := 0; i < len(tab.rows)-1 && len(pcs) < n+1; i += len(tab.rows) / (4 * n) {
+		r := tab.rows[i]
+		if r.cfa == cfaRSP && r.cfaOff > 8 && tab.rows[i+1].off > r.off+1 {
+			pcs = append(pcs, tab.base+uint64(r.off)+1)
+		}
+	}
+	if len(pcs) < n+1 {
+		tb.Fatalf("only %d usable rows", len(pcs))
+	}
+	const sp = 0x7ffd0000
+	stack := &StackCopy{SP: sp, Data: make([]byte, 64<<10)}
+	regs := Regs{IP: pcs[0], SP: sp, BP: 0x1234}
+	at := regs
+	var want []uint64
+	type slot struct{ at, v uint64 }
+	var ras []slot
+	for i := 0; i < n; i++ {
+		r := tab.find(at.IP)
+		if i > 0 {
+			r = tab.find(at.IP - 1) // pcs[i] is a return address: +1 into its row
+		}
+		cfa := at.SP + uint64(r.cfaOff)
+		// A row of an epilogue may still say rbp is saved below the
+		// stack pointer, where the callee's return address is here:
+		// the return addresses are written last, over it.
+		if r.rbp == rbpAt {
+			if a := cfa + uint64(int64(r.rbpOff)); a >= sp {
+				binary.LittleEndian.PutUint64(stack.Data[a-sp:], at.BP)
+			}
+		}
+		ras = append(ras, slot{cfa - 8, pcs[i+1]})
+		want = append(want, pcs[i+1])
+		at = Regs{IP: pcs[i+1], SP: cfa, BP: at.BP}
+	}
+	for _, s := range ras {
+		binary.LittleEndian.PutUint64(stack.Data[s.at-sp:], s.v)
+	}
+	return tab, regs, stack, want
+}
+
+// TestUnwindWalk unwinds 16 frames of libc code without frame pointers from
+// a stack copy, and stops cleanly on a copy too short for them.
+func TestUnwindWalk(t *testing.T) {
+	tab, regs, stack, want := syntheticStack(t, 16)
+	got, _ := tab.walk(0, regs, stack, make([]uint64, 0, 64))
+	if !slices.Equal(got[:min(len(got), len(want))], want) || len(got) < len(want) {
+		t.Fatalf("unwound %x, want %x first", got, want)
+	}
+	short := &StackCopy{SP: stack.SP, Data: stack.Data[:64]}
+	got, _ = tab.walk(0, regs, short, make([]uint64, 0, 64))
+	if len(got) >= len(want) || !slices.Equal(got, want[:len(got)]) {
+		t.Fatalf("on a 64-byte copy: %x", got)
+	}
+}
+
+// BenchmarkUnwind16 unwinds a 16-frame stack of libc code without frame
+// pointers from its stack copy: a table lookup and two reads a frame.
+func BenchmarkUnwind16(b *testing.B) {
+	tab, regs, stack, want := syntheticStack(b, 16)
+	out := make([]uint64, 0, 16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, _ = tab.walk(0, regs, stack, out[:0])
+	}
+	if len(out) != len(want) {
+		b.Fatalf("%d frames, want %d", len(out), len(want))
+	}
+}

@@ -42,11 +42,11 @@ type objfile struct {
 
 	parsed   bool
 	parseErr error
-	syms     *symtab    // ELF symbols, nil if none
-	lines    *lineTable // DWARF lines, nil if none
-	funcs    *funcTable // DWARF functions and inlined calls, nil if none
-	gotab    *goTable   // Go pcln tables, nil if not Go
-	cfa      *cfaTable  // .eh_frame CFA rules (Options.UnwindTables), nil if none
+	syms     *symtab      // ELF symbols, nil if none
+	lines    *lineTable   // DWARF lines, nil if none
+	funcs    *funcTable   // DWARF functions and inlined calls, nil if none
+	gotab    *goTable     // Go pcln tables, nil if not Go
+	unwind   *unwindTable // .eh_frame compiled (Options.UnwindTables), nil if none
 
 	// Where the binary was last seen mapped, to find its separate debug
 	// file when it is parsed: a process (0 if none) and the path it maps.
@@ -195,7 +195,7 @@ func (b *objfile) parse(c *Cache) {
 		}
 	}
 	if c.unwind {
-		b.cfa, _ = newCFATable(ef) // best effort: without it, leaves stay unknown
+		b.unwind, _ = newUnwindTable(ef) // best effort: without it, leaves stay unknown
 	}
 	if b.syms == nil && b.gotab == nil && b.funcs == nil {
 		b.parseErr = fmt.Errorf("parse %s: no symbols", b.name)

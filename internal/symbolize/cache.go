@@ -300,7 +300,7 @@ func (c *Cache) bytesHeld(b *objfile) int64 {
 		sz.add(reflect.ValueOf(b.syms))
 		sz.add(reflect.ValueOf(b.lines))
 		sz.add(reflect.ValueOf(b.gotab))
-		sz.add(reflect.ValueOf(b.cfa))
+		sz.add(reflect.ValueOf(b.unwind))
 		n = sz.total()
 		c.tableSize[b] = n
 	}

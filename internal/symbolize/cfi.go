@@ -59,18 +59,18 @@ func newUnwindTable(ef *elf.File) (*unwindTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read .eh_frame: %w", err)
 	}
-	return compileEHFrame(data, sec.Addr, ef)
+	return compileEHFrame(data, sec.Addr, ef.ByteOrder)
 }
 
 // compileEHFrame compiles an .eh_frame section loaded at addr. A malformed
 // section gives the rows read before the damage, with the error.
-func compileEHFrame(data []byte, addr uint64, ef *elf.File) (*unwindTable, error) {
+func compileEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*unwindTable, error) {
 	type span struct {
 		lo, hi uint64
 		row    unwindRow
 	}
 	var spans []span
-	err := walkEHFrame(data, addr, ef.ByteOrder, func(lo, hi uint64, st *frameState) {
+	err := walkEHFrame(data, addr, bo, func(lo, hi uint64, st *frameState) {
 		spans = append(spans, span{lo, hi, compileRow(st)})
 	})
 	if len(spans) == 0 {
@@ -152,6 +152,14 @@ func (t *unwindTable) find(vaddr uint64) unwindRow {
 		return unwindRow{}
 	}
 	return t.rows[i]
+}
+
+// atSP reports whether the return address is the word at [rsp] at vaddr
+// (CFA = rsp+8: the function has not pushed anything, or popped it all),
+// and whether the table has a rule there.
+func (t *unwindTable) atSP(vaddr uint64) (yes, known bool) {
+	r := t.find(vaddr)
+	return r.cfa == cfaRSP && r.cfaOff == 8, r.cfa != cfaUnknown
 }
 
 // Regs are the registers an unwinder follows, at one frame.

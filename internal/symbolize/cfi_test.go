@@ -279,12 +279,13 @@ func FuzzCompileEHFrame(f *testing.F) {
 		ef.Close()
 	}
 	f.Add([]byte{20, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b, 0x0c, 7, 8, 0x90, 1, 0, 0}, uint64(0x1000))
-	ef := &elf.File{FileHeader: elf.FileHeader{ByteOrder: binary.LittleEndian, Machine: elf.EM_X86_64}}
+	f.Add([]byte{16, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 0x10, 1, 0x1b, 0x0c, 7, 8}, uint64(0x1000))
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
-		tab, _ := compileEHFrame(data, addr, ef)
+		tab, _ := compileEHFrame(data, addr, binary.LittleEndian)
 		if tab == nil {
 			return
 		}
+		tab.atSP(addr)
 		for i := 1; i < len(tab.rows); i++ {
 			if tab.rows[i].off <= tab.rows[i-1].off {
 				t.Fatalf("rows %d and %d do not ascend: %+v %+v", i-1, i, tab.rows[i-1], tab.rows[i])

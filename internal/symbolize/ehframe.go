@@ -1,26 +1,10 @@
 package symbolize
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
 )
-
-// cfaTable says, for the code an .eh_frame section describes, where the
-// return address is at the first instructions of a frame: it keeps, from
-// the CFA rules of every FDE, only the address ranges covered (known) and
-// those where CFA = rsp+8, i.e. the return address is at [rsp] (atSP). Both
-// are sorted, as offsets from base to keep them small (8 bytes a range).
-type cfaTable struct {
-	base  uint64
-	known []pcSpan
-	atSP  []pcSpan
-}
-
-// pcSpan is [base+off, base+off+n).
-type pcSpan struct{ off, n uint32 }
 
 // DWARF register numbers of x86-64 (System V psABI, figure 3.36).
 const (
@@ -303,67 +287,6 @@ func (r *ehReader) pointer(enc byte) uint64 {
 		r.off = len(r.b)
 	}
 	return v
-}
-
-// newCFATable reads the .eh_frame section of ef, or returns nil when it has
-// none.
-func newCFATable(ef *elf.File) (*cfaTable, error) {
-	if ef.Machine != elf.EM_X86_64 {
-		return nil, nil
-	}
-	sec := ef.Section(".eh_frame")
-	if sec == nil || sec.Type == elf.SHT_NOBITS {
-		return nil, nil
-	}
-	data, err := sec.Data()
-	if err != nil {
-		return nil, fmt.Errorf("read .eh_frame: %w", err)
-	}
-	return parseEHFrame(data, sec.Addr, ef.ByteOrder)
-}
-
-// parseEHFrame reads the CFA rules of an .eh_frame section loaded at addr
-// (walkEHFrame) into a cfaTable.
-func parseEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*cfaTable, error) {
-	type span struct {
-		lo, hi uint64
-		atSP   bool
-	}
-	var spans []span
-	firstErr := walkEHFrame(data, addr, bo, func(lo, hi uint64, st *frameState) {
-		atSP := st.cfa.atSP()
-		if k := len(spans); k > 0 && spans[k-1].hi == lo && spans[k-1].atSP == atSP {
-			spans[k-1].hi = hi
-			return
-		}
-		spans = append(spans, span{lo, hi, atSP})
-	})
-	if len(spans) == 0 {
-		return nil, firstErr
-	}
-	sort.SliceStable(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
-	t := &cfaTable{base: spans[0].lo}
-	for _, s := range spans {
-		if s.hi-t.base > 1<<32-1 || s.hi <= s.lo {
-			continue // not representable; stays unknown
-		}
-		ps := pcSpan{uint32(s.lo - t.base), uint32(s.hi - s.lo)}
-		if k := len(t.known); k > 0 && t.known[k-1].off+t.known[k-1].n == ps.off {
-			t.known[k-1].n += ps.n
-		} else {
-			t.known = append(t.known, ps)
-		}
-		if s.atSP {
-			if k := len(t.atSP); k > 0 && t.atSP[k-1].off+t.atSP[k-1].n == ps.off {
-				t.atSP[k-1].n += ps.n
-			} else {
-				t.atSP = append(t.atSP, ps)
-			}
-		}
-	}
-	t.known = t.known[:len(t.known):len(t.known)]
-	t.atSP = append([]pcSpan(nil), t.atSP...)
-	return t, firstErr
 }
 
 // walkEHFrame reads an .eh_frame section (LSB 5.0 section 10.6: a sequence
@@ -649,21 +572,4 @@ func runCFA(r *ehReader, c *cie, st *frameState, initial *frameState, stack *[]f
 		}
 	}
 	return r.err
-}
-
-// lookup reports whether the return address is at [rsp] at vaddr, and
-// whether vaddr is in code the table describes.
-func (t *cfaTable) lookup(vaddr uint64) (atSP, known bool) {
-	if t == nil || vaddr < t.base || vaddr-t.base > 1<<32-1 {
-		return false, false
-	}
-	off := uint32(vaddr - t.base)
-	in := func(s []pcSpan) bool {
-		i := sort.Search(len(s), func(i int) bool { return s[i].off > off }) - 1
-		return i >= 0 && off-s[i].off < s[i].n
-	}
-	if !in(t.known) {
-		return false, false
-	}
-	return in(t.atSP), true
 }

@@ -11,9 +11,9 @@ const funcPCSPOff = 16
 // the function has not pushed anything yet (its first instruction, a leaf
 // without a frame) or has popped it all (before its ret). known is false
 // when the binary's tables do not cover pc. Go code answers from the pcln
-// SP-delta table (delta 0); other code from the CFA rules of .eh_frame
-// (CFA = rsp+8), which are read only with Options.UnwindTables. The tables
-// are read once per binary, with its symbols.
+// SP-delta table (delta 0); other code from its compiled .eh_frame (CFA =
+// rsp+8), which is read only with Options.UnwindTables. The tables are
+// read once per binary, with its symbols.
 func (p *Process) ReturnAddressAtSP(pc uint64) (yes, known bool) {
 	ms := p.find(pc)
 	if ms == nil || !ms.ok {
@@ -40,7 +40,7 @@ func (p *Process) ReturnAddressAtSP(pc uint64) (yes, known bool) {
 			return yes, true
 		}
 	}
-	return b.cfa.lookup(vaddr)
+	return b.unwind.atSP(vaddr)
 }
 
 // spDeltaZero reports whether the SP delta of the pcsp table is 0 at pc,

@@ -206,8 +206,13 @@ func (r unwindRow) step(regs Regs, stack *StackCopy) (Regs, bool) {
 	next := Regs{IP: ra, SP: cfa, BP: regs.BP}
 	switch r.rbp {
 	case rbpAt:
-		if next.BP, ok = stack.read(cfa + uint64(int64(r.rbpOff))); !ok {
-			return Regs{}, false
+		// In an epilogue gcc leaves the rule of a register it popped
+		// as it was: a slot below the stack pointer has been popped,
+		// and the register holds the caller's value again.
+		if at := cfa + uint64(int64(r.rbpOff)); at >= regs.SP {
+			if next.BP, ok = stack.read(at); !ok {
+				return Regs{}, false
+			}
 		}
 	case rbpUnknown:
 		next.BP = 0

@@ -256,6 +256,7 @@ func TestUnwindRowStep(t *testing.T) {
 		{"plt before push", unwindRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x1006, SP: sp}, Regs{IP: 0x401000, SP: sp + 8}, true},
 		{"plt after push", unwindRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x100b, SP: sp}, Regs{IP: 0x401234, SP: sp + 16}, true},
 		{"rbp lost", unwindRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpUnknown}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16}, true},
+		{"rbp popped in an epilogue", unwindRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpAt, rbpOff: -24}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16, BP: 9}, true},
 		{"unknown", unwindRow{}, Regs{SP: sp}, Regs{}, false},
 		{"outermost", unwindRow{cfa: cfaEnd}, Regs{SP: sp}, Regs{}, false},
 		{"outside the stack copy", unwindRow{cfa: cfaRSP, cfaOff: 4096}, Regs{SP: sp}, Regs{}, false},

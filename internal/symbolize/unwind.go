@@ -15,15 +15,31 @@ const funcPCSPOff = 16
 // rsp+8), which is read only with Options.UnwindTables. The tables are
 // read once per binary, with its symbols.
 func (p *Process) ReturnAddressAtSP(pc uint64) (yes, known bool) {
+	b, vaddr := p.tables(pc)
+	if b == nil {
+		return false, false
+	}
+	if b.gotab != nil {
+		if yes, known := b.gotab.spDeltaZero(vaddr); known {
+			return yes, true
+		}
+	}
+	return b.unwind.atSP(vaddr)
+}
+
+// tables returns the parsed binary that pc is in, and pc's address in it;
+// nil when pc is in no binary (anonymous or JIT code) or its binary does
+// not parse.
+func (p *Process) tables(pc uint64) (*objfile, uint64) {
 	ms := p.find(pc)
 	if ms == nil || !ms.ok {
-		return false, false
+		return nil, 0
 	}
 	b := ms.bin
 	if b.evicted {
 		p.bind(ms)
 		if !ms.ok {
-			return false, false
+			return nil, 0
 		}
 		b = ms.bin
 	}
@@ -31,16 +47,124 @@ func (p *Process) ReturnAddressAtSP(pc uint64) (yes, known bool) {
 		b.parse(p.c)
 	}
 	if b.parseErr != nil {
-		return false, false
+		return nil, 0
 	}
 	p.c.touch(b)
-	vaddr := pc + ms.delta
-	if b.gotab != nil {
-		if yes, known := b.gotab.spDeltaZero(vaddr); known {
-			return yes, true
+	return b, pc + ms.delta
+}
+
+// UnwindStop says why Unwind stopped.
+type UnwindStop uint8
+
+const (
+	// UnwindEnd: the outermost frame (its return address undefined in
+	// the CFI, as in _start and a thread's start), or a zero return
+	// address.
+	UnwindEnd UnwindStop = iota
+	// UnwindNoCode: a frame in no binary (JIT code, anonymous memory):
+	// its unwinding rules are unknown.
+	UnwindNoCode
+	// UnwindNoRule: a frame whose binary has no rule for it, and the
+	// frame-pointer step did not work either.
+	UnwindNoRule
+	// UnwindStackCopy: a read beyond the stack copy: the stack is deeper
+	// than the bytes copied.
+	UnwindStackCopy
+	// UnwindBadStack: the stack pointer did not grow (garbage, or a
+	// loop).
+	UnwindBadStack
+	// UnwindMaxFrames: out is full.
+	UnwindMaxFrames
+)
+
+// Unwind walks the user stack of a sample from its registers and the copy
+// of its stack, appending the return address of every frame after the
+// innermost to out, up to cap(out), and says why it stopped. Each frame is
+// unwound by the rules of the binary its pc is in: its compiled .eh_frame
+// (Options.UnwindTables), Go's SP-delta table for Go code (Go keeps frame
+// pointers, but a function's frame pointer is only pushed after its
+// prologue), else the frame pointer.
+func (p *Process) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
+	first := true
+	for {
+		if len(out) >= cap(out) {
+			return out, UnwindMaxFrames
+		}
+		pc := regs.IP
+		if !first {
+			pc-- // the call, not the instruction after it
+		}
+		first = false
+		b, vaddr := p.tables(pc)
+		if b == nil {
+			return out, UnwindNoCode
+		}
+		var next Regs
+		ok := false
+		if b.gotab != nil {
+			next, ok = b.gotab.step(vaddr, regs, stack)
+		}
+		if !ok {
+			r := b.unwind.find(vaddr)
+			switch r.cfa {
+			case cfaEnd:
+				return out, UnwindEnd
+			case cfaUnknown:
+				next, ok = framePointerStep(regs, stack)
+				if !ok {
+					return out, UnwindNoRule
+				}
+			default:
+				if next, ok = r.step(regs, stack); !ok {
+					return out, UnwindStackCopy
+				}
+			}
+		}
+		if next.IP == 0 {
+			return out, UnwindEnd
+		}
+		if next.SP <= regs.SP {
+			return out, UnwindBadStack
+		}
+		out = append(out, next.IP)
+		regs = next
+	}
+}
+
+// framePointerStep unwinds one frame by its frame pointer: the caller's
+// rbp at [rbp], the return address after it.
+func framePointerStep(regs Regs, stack *StackCopy) (Regs, bool) {
+	bp, ok1 := stack.read(regs.BP)
+	ra, ok2 := stack.read(regs.BP + 8)
+	if !ok1 || !ok2 || regs.BP < regs.SP {
+		return Regs{}, false
+	}
+	return Regs{IP: ra, SP: regs.BP + 16, BP: bp}, true
+}
+
+// step unwinds one frame of Go code at pc by its SP delta: the return
+// address at SP+delta; with a frame, the caller's rbp below it (amd64 Go
+// pushes rbp first).
+func (g *goTable) step(pc uint64, regs Regs, stack *StackCopy) (Regs, bool) {
+	rec, entry, ok := g.funcAt(pc)
+	if !ok {
+		return Regs{}, false
+	}
+	v := g.pcvalue(g.bo.Uint32(rec[funcPCSPOff:]), entry, pc)
+	if v < 0 {
+		return Regs{}, false
+	}
+	ra, ok := stack.read(regs.SP + uint64(v))
+	if !ok {
+		return Regs{}, false
+	}
+	next := Regs{IP: ra, SP: regs.SP + uint64(v) + 8, BP: regs.BP}
+	if v > 0 {
+		if next.BP, ok = stack.read(regs.SP + uint64(v) - 8); !ok {
+			return Regs{}, false
 		}
 	}
-	return b.unwind.atSP(vaddr)
+	return next, true
 }
 
 // spDeltaZero reports whether the SP delta of the pcsp table is 0 at pc,

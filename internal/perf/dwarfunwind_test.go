@@ -1,0 +1,179 @@
+package perf_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/testchild"
+)
+
+// noFPC is a C program built at -O2 without frame pointers, as gcc builds
+// C by default on x86-64: two threads calling, through three levels of its
+// own functions, into Debian's libz (crc32, compress2) and libc (memset,
+// qsort), whose Debian builds have no frame pointers either. Each level
+// works after its call, so that no call is a tail call and the true path
+// is main or start_thread → worker → level1 → level2 → level3 → library.
+// Its buffers are thread-local, not on the stack: a 36 KiB frame would
+// not fit the 16 KiB stack copy (UnwindStackCopy).
+const noFPC = `#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+static unsigned char src[1 << 14];
+volatile unsigned long sink;
+static int cmp(const void *a, const void *b) { return *(const unsigned char *)a - *(const unsigned char *)b; }
+static __thread unsigned char dst[1 << 15], tmp[1 << 12];
+__attribute__((noinline)) unsigned long level3(int i) {
+	uLongf n = sizeof dst;
+	switch (i % 3) {
+	case 0: compress2(dst, &n, src, sizeof src, 1); return n;
+	case 1: memset(tmp, i, sizeof tmp); qsort(tmp, sizeof tmp, 1, cmp); return tmp[7];
+	default: return crc32(0, src, sizeof src);
+	}
+}
+__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
+__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
+static void *worker(void *arg) { for (int i = 0;; i++) sink += level1(i); return arg; }
+int main(void) {
+	for (unsigned i = 0; i < sizeof src; i++) src[i] = rand();
+	pthread_t t;
+	pthread_create(&t, 0, worker, 0);
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	worker(0);
+}
+`
+
+// TestDWARFUnwindC: samples of the -O2 program without frame pointers,
+// unwound from their 16 KiB stack copies by the binaries' compiled
+// .eh_frame, reach the thread's root (main through _start, start_thread
+// through clone3) in ≥ 99% of cases, along the true path; the kernel's
+// frame-pointer callchains of the same samples mostly do not.
+func TestDWARFUnwindC(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc")
+	}
+	if _, err := os.Stat("/usr/include/zlib.h"); err != nil {
+		t.Skip("no zlib.h (zlib1g-dev)")
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "nofp.c"), filepath.Join(dir, "nofp")
+	if err := os.WriteFile(src, []byte(noFPC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-pthread", "-o", bin, src, "-lz").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	child := testchild.Start(t, bin)
+
+	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: 16 << 10})
+	testchild.RequirePerf(t, err)
+	defer s.Close()
+	cache := symbolize.NewCache(symbolize.Options{UnwindTables: true})
+	defer cache.Close()
+	proc, err := cache.Process(child.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := func(pc uint64) string {
+		loc := proc.Lookup(pc)
+		if len(loc.Frames) == 0 {
+			return "?"
+		}
+		return loc.Frames[len(loc.Frames)-1].Function
+	}
+	if err := s.Attach(child.Pid); err != nil {
+		testchild.RequirePerf(t, err)
+	}
+	type result struct {
+		fns  []string // leaf first
+		stop symbolize.UnwindStop
+		fp   []string // the kernel's frame-pointer chain
+	}
+	var results []result
+	out := make([]uint64, 0, 128)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Read(func(r *perf.Record) {
+			smp := &r.Sample
+			if r.Type != perf.RecordSample || smp.Kind != perf.EventCPUClock || int(smp.Pid) != child.Pid {
+				return
+			}
+			ip, ok1 := smp.UserIP()
+			sp, ok2 := smp.UserSP()
+			bp, _ := smp.UserBP()
+			if !ok1 || !ok2 {
+				return
+			}
+			chain, stop := proc.Unwind(symbolize.Regs{IP: ip, SP: sp, BP: bp}, &symbolize.StackCopy{SP: sp, Data: smp.StackUser}, out[:0])
+			res := result{fns: []string{name(ip)}, stop: stop}
+			for _, ra := range chain {
+				res.fns = append(res.fns, name(ra-1))
+			}
+			perf.Frames(smp.Callchain, func(a uint64, kernel bool) {
+				if !kernel {
+					res.fp = append(res.fp, name(a))
+				}
+			})
+			results = append(results, res)
+		})
+	}()
+	time.Sleep(2 * time.Second)
+	s.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	rooted := func(fns []string) bool {
+		return slices.Contains(fns, "main") && slices.Contains(fns, "_start") ||
+			slices.Contains(fns, "start_thread") && (slices.Contains(fns, "clone3") || slices.Contains(fns, "__clone3"))
+	}
+	var root, fpRoot, inLevels, truePath int
+	stops := map[symbolize.UnwindStop]int{}
+	var bad []result
+	for _, r := range results {
+		stops[r.stop]++
+		if rooted(r.fns) && r.stop == symbolize.UnwindEnd {
+			root++
+		} else if len(bad) < 5 {
+			bad = append(bad, r)
+		}
+		if rooted(r.fp) {
+			fpRoot++
+		}
+		i := slices.Index(r.fns, "level3")
+		if i < 0 {
+			continue
+		}
+		inLevels++
+		rest := r.fns[i:]
+		if len(rest) >= 5 && rest[1] == "level2" && rest[2] == "level1" && rest[3] == "worker" && (rest[4] == "main" || rest[4] == "start_thread") {
+			truePath++
+		}
+	}
+	n := len(results)
+	t.Logf("%d samples: %d (%.2f%%) unwound to the thread's root (frame pointers: %d, %.2f%%); stops %v; %d under level3, %d (%.2f%%) of them on the true path",
+		n, root, pct(root, n), fpRoot, pct(fpRoot, n), stops, inLevels, truePath, pct(truePath, inLevels))
+	for _, r := range bad {
+		t.Logf("not rooted (%v): %v", r.stop, r.fns)
+	}
+	if n < 1000 {
+		t.Fatalf("only %d samples", n)
+	}
+	if root < n*99/100 {
+		t.Errorf("%d of %d samples unwound to the root, want ≥ 99%%", root, n)
+	}
+	if inLevels < n/2 || truePath < inLevels*99/100 {
+		t.Errorf("%d samples under level3, %d on the true path: want most samples there, ≥ 99%% of them on it", inLevels, truePath)
+	}
+}
+
+func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }

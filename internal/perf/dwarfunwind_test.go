@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,28 +53,108 @@ int main(void) {
 }
 `
 
-// TestDWARFUnwindC: samples of the -O2 program without frame pointers,
-// unwound from their 16 KiB stack copies by the binaries' compiled
-// .eh_frame, reach the thread's root (main through _start, start_thread
-// through clone3) in ≥ 99% of cases, along the true path; the kernel's
-// frame-pointer callchains of the same samples mostly do not.
-func TestDWARFUnwindC(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
-	if _, err := os.Stat("/usr/include/zlib.h"); err != nil {
-		t.Skip("no zlib.h (zlib1g-dev)")
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "nofp.c"), filepath.Join(dir, "nofp")
-	if err := os.WriteFile(src, []byte(noFPC), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-pthread", "-o", bin, src, "-lz").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	child := testchild.Start(t, bin)
+// noFPCXX is the C++ target: the same shape, with inlined std::sort of
+// strings and an exception thrown and caught every seventh call, at -O2
+// (g++ omits frame pointers there too), its thread a std::thread.
+const noFPCXX = `#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+#include <unistd.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void thrower(int i) {
+	if (i % 7 == 0) throw std::runtime_error("seventh");
+	sink += i;
+}
+__attribute__((noinline)) unsigned long level3(int i) {
+	std::vector<std::string> v;
+	for (int k = 0; k < 200; k++) v.push_back(std::to_string((k * 7919 + i) % 1000));
+	std::sort(v.begin(), v.end());
+	try { thrower(i); } catch (const std::exception &e) { sink += e.what()[0]; }
+	return v[3].size();
+}
+__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
+__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
+__attribute__((noinline)) static void worker() { for (int i = 0;; i++) sink += level1(i); }
+int main() {
+	std::thread t(worker);
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	worker();
+}
+`
 
+// noFPRust is the Rust target, built as the release profile builds (opt
+// level 3, no frame pointers), its thread a std::thread.
+const noFPRust = `use std::hint::black_box;
+#[inline(never)]
+fn level3(i: u64) -> u64 {
+    let mut v: Vec<u64> = (0..2000u64).map(|k| (k * 7919 + i) % 1000).collect();
+    v.sort_unstable();
+    black_box(v.iter().map(|x| x.wrapping_mul(31)).sum::<u64>())
+}
+#[inline(never)]
+fn level2(i: u64) -> u64 { let s = level3(i); black_box(s ^ 3) }
+#[inline(never)]
+fn level1(i: u64) -> u64 { let s = level2(i); black_box(s + 1) }
+#[inline(never)]
+fn worker() { let mut i = 0u64; loop { black_box(level1(i)); i += 1; } }
+fn main() {
+    std::thread::spawn(worker);
+    println!("ready {}", std::process::id());
+    worker();
+}
+`
+
+// TestDWARFUnwind: samples of programs built without frame pointers (C at
+// -O2 calling into Debian's libz and libc, C++ with inlining and
+// exceptions, Rust's release profile), two threads each, unwound from
+// their 16 KiB stack copies by the binaries' compiled .eh_frame, reach the
+// thread's root (main through _start, start_thread through clone3) in
+// ≥ 99% of cases, along the true path (level3, level2, level1, worker);
+// the kernel's frame-pointer callchains of the same samples mostly do not.
+func TestDWARFUnwind(t *testing.T) {
+	for _, c := range []struct {
+		name, src, tool string
+		args            []string
+	}{
+		{"c", noFPC, "gcc", []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread", "-o", "BIN", "SRC", "-lz"}},
+		{"cxx", noFPCXX, "g++", []string{"-x", "c++", "-O2", "-pthread", "-o", "BIN", "SRC"}},
+		{"rust", noFPRust, "rustc", []string{"-C", "opt-level=3", "-o", "BIN", "SRC"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := exec.LookPath(c.tool); err != nil {
+				t.Skipf("no %s", c.tool)
+			}
+			if c.name == "c" {
+				if _, err := os.Stat("/usr/include/zlib.h"); err != nil {
+					t.Skip("no zlib.h (zlib1g-dev)")
+				}
+			}
+			dir := t.TempDir()
+			src, bin := filepath.Join(dir, "nofp."+c.name), filepath.Join(dir, "nofp")
+			if c.name == "rust" {
+				src = filepath.Join(dir, "nofp.rs")
+			}
+			if err := os.WriteFile(src, []byte(c.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := slices.Clone(c.args)
+			for i, a := range args {
+				args[i] = strings.NewReplacer("BIN", bin, "SRC", src).Replace(a)
+			}
+			if out, err := exec.Command(c.tool, args...).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", c.tool, err, out)
+			}
+			testDWARFUnwind(t, bin)
+		})
+	}
+}
+
+func testDWARFUnwind(t *testing.T, bin string) {
+	child := testchild.Start(t, bin)
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: 16 << 10})
 	testchild.RequirePerf(t, err)
 	defer s.Close()
@@ -83,12 +164,20 @@ func TestDWARFUnwindC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The function's name without its C++ parameters or Rust path.
 	name := func(pc uint64) string {
 		loc := proc.Lookup(pc)
 		if len(loc.Frames) == 0 {
 			return "?"
 		}
-		return loc.Frames[len(loc.Frames)-1].Function
+		fn := loc.Frames[len(loc.Frames)-1].Function
+		if i := strings.IndexByte(fn, '('); i > 0 {
+			fn = fn[:i]
+		}
+		if i := strings.LastIndex(fn, "::"); i >= 0 && strings.HasPrefix(fn, "nofp::") {
+			fn = fn[i+2:]
+		}
+		return fn
 	}
 	if err := s.Attach(child.Pid); err != nil {
 		testchild.RequirePerf(t, err)
@@ -136,6 +225,7 @@ func TestDWARFUnwindC(t *testing.T) {
 		return slices.Contains(fns, "main") && slices.Contains(fns, "_start") ||
 			slices.Contains(fns, "start_thread") && (slices.Contains(fns, "clone3") || slices.Contains(fns, "__clone3"))
 	}
+	path := []string{"level3", "level2", "level1", "worker"}
 	var root, fpRoot, inLevels, truePath int
 	stops := map[symbolize.UnwindStop]int{}
 	var bad []result
@@ -154,8 +244,7 @@ func TestDWARFUnwindC(t *testing.T) {
 			continue
 		}
 		inLevels++
-		rest := r.fns[i:]
-		if len(rest) >= 5 && rest[1] == "level2" && rest[2] == "level1" && rest[3] == "worker" && (rest[4] == "main" || rest[4] == "start_thread") {
+		if len(r.fns) >= i+len(path) && slices.Equal(r.fns[i:i+len(path)], path) {
 			truePath++
 		}
 	}

@@ -182,13 +182,15 @@ func testDWARFUnwind(t *testing.T, bin string) {
 	if err := s.Attach(child.Pid); err != nil {
 		testchild.RequirePerf(t, err)
 	}
-	type result struct {
-		fns  []string // leaf first
-		stop symbolize.UnwindStop
-		fp   []string // the kernel's frame-pointer chain
+	// The samples are kept, and unwound after the reading: the
+	// unwinding and naming here (slow under the race detector) must not
+	// hold up the rings.
+	type sample struct {
+		regs  symbolize.Regs
+		stack []byte
+		fp    []uint64 // the kernel's frame-pointer chain, user frames
 	}
-	var results []result
-	out := make([]uint64, 0, 128)
+	var samples []sample
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Read(func(r *perf.Record) {
@@ -202,23 +204,37 @@ func testDWARFUnwind(t *testing.T, bin string) {
 			if !ok1 || !ok2 {
 				return
 			}
-			chain, stop := proc.Unwind(symbolize.Regs{IP: ip, SP: sp, BP: bp}, &symbolize.StackCopy{SP: sp, Data: smp.StackUser}, out[:0])
-			res := result{fns: []string{name(ip)}, stop: stop}
-			for _, ra := range chain {
-				res.fns = append(res.fns, name(ra-1))
-			}
+			k := sample{regs: symbolize.Regs{IP: ip, SP: sp, BP: bp}, stack: slices.Clone(smp.StackUser)}
 			perf.Frames(smp.Callchain, func(a uint64, kernel bool) {
 				if !kernel {
-					res.fp = append(res.fp, name(a))
+					k.fp = append(k.fp, a)
 				}
 			})
-			results = append(results, res)
+			samples = append(samples, k)
 		})
 	}()
 	time.Sleep(2 * time.Second)
 	s.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	type result struct {
+		fns  []string // leaf first
+		stop symbolize.UnwindStop
+		fp   []string
+	}
+	var results []result
+	out := make([]uint64, 0, 128)
+	for _, k := range samples {
+		chain, stop := proc.Unwind(k.regs, &symbolize.StackCopy{SP: k.regs.SP, Data: k.stack}, out[:0])
+		res := result{fns: []string{name(k.regs.IP)}, stop: stop}
+		for _, ra := range chain {
+			res.fns = append(res.fns, name(ra-1))
+		}
+		for _, a := range k.fp {
+			res.fp = append(res.fp, name(a))
+		}
+		results = append(results, res)
 	}
 
 	rooted := func(fns []string) bool {

@@ -158,19 +158,13 @@ func testDWARFUnwind(t *testing.T, bin string) {
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: 16 << 10})
 	testchild.RequirePerf(t, err)
 	defer s.Close()
-	cache := symbolize.NewCache(symbolize.Options{UnwindTables: true})
-	defer cache.Close()
-	proc, err := cache.Process(child.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proc, outer := symbolizer(t, child.Pid)
 	// The function's name without its C++ parameters or Rust path.
 	name := func(pc uint64) string {
-		loc := proc.Lookup(pc)
-		if len(loc.Frames) == 0 {
+		fn := outer(pc)
+		if fn == "" {
 			return "?"
 		}
-		fn := loc.Frames[len(loc.Frames)-1].Function
 		if i := strings.IndexByte(fn, '('); i > 0 {
 			fn = fn[:i]
 		}

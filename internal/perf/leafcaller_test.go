@@ -82,23 +82,30 @@ func disasmOf(dis, fn string) string {
 // callerShare samples pid at 999 Hz for d and returns, of the cpu-clock
 // samples whose leaf is in leafFn, how many have callerFn as the next frame,
 // with the leaf caller recovered (stackUser > 0) or not.
-func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn string, d time.Duration) (inLeaf, withCaller int) {
-	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: stackUser})
-	testchild.RequirePerf(t, err)
-	defer s.Close()
+// symbolizer returns the process pid with its unwind tables, and a
+// function naming the outermost function at a pc ("" when unknown).
+func symbolizer(t *testing.T, pid int) (*symbolize.Process, func(pc uint64) string) {
+	t.Helper()
 	cache := symbolize.NewCache(symbolize.Options{UnwindTables: true})
-	defer cache.Close()
+	t.Cleanup(func() { cache.Close() })
 	proc, err := cache.Process(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := func(pc uint64) string {
+	return proc, func(pc uint64) string {
 		loc := proc.Lookup(pc)
 		if len(loc.Frames) == 0 {
 			return ""
 		}
 		return loc.Frames[len(loc.Frames)-1].Function
 	}
+}
+
+func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn string, d time.Duration) (inLeaf, withCaller int) {
+	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: stackUser})
+	testchild.RequirePerf(t, err)
+	defer s.Close()
+	proc, fn := symbolizer(t, pid)
 	if err := s.Attach(pid); err != nil {
 		testchild.RequirePerf(t, err)
 	}

@@ -177,15 +177,7 @@ func TestUnwindTableMatchesReadelf(t *testing.T) {
 	}
 	for _, bin := range bins {
 		t.Run(bin[strings.LastIndexByte(bin, '/')+1:], func(t *testing.T) {
-			ef, err := elf.Open(bin)
-			if err != nil {
-				t.Skipf("%v", err)
-			}
-			defer ef.Close()
-			tab, err := newUnwindTable(ef)
-			if err != nil || tab == nil {
-				t.Fatalf("compile .eh_frame: %v", err)
-			}
+			ef, tab := unwindTableOf(t, bin)
 			plt := map[string]bool{}
 			inPLT := func(a uint64) bool {
 				for _, s := range ef.Sections {
@@ -295,21 +287,29 @@ func FuzzCompileEHFrame(f *testing.F) {
 	})
 }
 
+// unwindTableOf opens bin (skipping the test when it cannot) and compiles
+// its .eh_frame; the file is closed with the test.
+func unwindTableOf(tb testing.TB, bin string) (*elf.File, *unwindTable) {
+	tb.Helper()
+	ef, err := elf.Open(bin)
+	if err != nil {
+		tb.Skipf("%v", err)
+	}
+	tb.Cleanup(func() { ef.Close() })
+	tab, err := newUnwindTable(ef)
+	if err != nil || tab == nil {
+		tb.Fatalf("compile the .eh_frame of %s: %v", bin, err)
+	}
+	return ef, tab
+}
+
 // syntheticStack builds, over libc's compiled table, a stack of n frames
 // at real libc addresses with rsp-based CFAs (as code without frame
 // pointers has): the registers at the leaf, the stack copy, and the return
 // addresses an unwinder must find.
 func syntheticStack(tb testing.TB, n int) (*unwindTable, Regs, *StackCopy, []uint64) {
 	tb.Helper()
-	ef, err := elf.Open("/lib/x86_64-linux-gnu/libc.so.6")
-	if err != nil {
-		tb.Skipf("%v", err)
-	}
-	defer ef.Close()
-	tab, err := newUnwindTable(ef)
-	if err != nil || tab == nil {
-		tb.Fatalf("compile libc's .eh_frame: %v", err)
-	}
+	_, tab := unwindTableOf(tb, "/lib/x86_64-linux-gnu/libc.so.6")
 	// Addresses inside rows with a frame of some size, spread over libc.
 	var pcs []uint64
 	for i := 0; i < len(tab.rows)-1 && len(pcs) < n+1; i += len(tab.rows) / (4 * n) {

@@ -27,6 +27,7 @@ const (
 	cfaRBP                  // CFA = rbp + cfaOff
 	cfaPLT                  // a PLT entry: rsp + 8, + 8 once rip&15 >= cfaOff (after its push)
 	cfaEnd                  // the return address is undefined: the outermost frame
+	cfaSignal               // a signal trampoline: the interrupted registers are in the ucontext at rsp
 )
 
 // Kinds of unwindRow.rbp.
@@ -114,6 +115,8 @@ func compileEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*unwindTable
 func compileRow(st *frameState) unwindRow {
 	var r unwindRow
 	switch {
+	case st.signal:
+		return unwindRow{cfa: cfaSignal}
 	case st.ra.kind == regUndefined:
 		return unwindRow{cfa: cfaEnd}
 	case st.ra.kind != regOffset || st.ra.off != -8:
@@ -187,6 +190,8 @@ func (s *StackCopy) read(addr uint64) (uint64, bool) {
 func (r unwindRow) step(regs Regs, stack *StackCopy) (Regs, bool) {
 	var cfa uint64
 	switch r.cfa {
+	case cfaSignal:
+		return signalStep(regs, stack)
 	case cfaRSP:
 		cfa = regs.SP + uint64(int64(r.cfaOff))
 	case cfaRBP:
@@ -218,6 +223,30 @@ func (r unwindRow) step(regs Regs, stack *StackCopy) (Regs, bool) {
 		next.BP = 0
 	}
 	return next, true
+}
+
+// Where the kernel's x86-64 signal frame keeps the interrupted registers:
+// at a signal trampoline (__restore_rt) rsp points at the ucontext (the
+// handler's return popped pretcode), whose uc_mcontext is at 40, and in
+// its gregs rbp is the 10th, rsp the 15th, rip the 16th
+// (<sys/ucontext.h>: REG_RBP, REG_RSP, REG_RIP).
+const (
+	sigMcontext = 40
+	sigRBP      = sigMcontext + 8*10
+	sigRSP      = sigMcontext + 8*15
+	sigRIP      = sigMcontext + 8*16
+)
+
+// signalStep returns the registers a signal interrupted, from the signal
+// frame at regs.SP.
+func signalStep(regs Regs, stack *StackCopy) (Regs, bool) {
+	bp, ok1 := stack.read(regs.SP + sigRBP)
+	sp, ok2 := stack.read(regs.SP + sigRSP)
+	ip, ok3 := stack.read(regs.SP + sigRIP)
+	if !ok1 || !ok2 || !ok3 {
+		return Regs{}, false
+	}
+	return Regs{IP: ip, SP: sp, BP: bp}, true
 }
 
 // walk unwinds the stack of one binary loaded at bias (its runtime

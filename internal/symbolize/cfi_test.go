@@ -20,6 +20,7 @@ type readelfRow struct {
 	lo, hi  uint64
 	cfa     string
 	rbp, ra string
+	signal  bool // of an FDE whose CIE says 'S': a signal trampoline
 }
 
 // readelfFrames runs readelf on bin and returns the rows of .eh_frame's
@@ -38,6 +39,7 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 	var fdeLo, fdeHi uint64
 	inFDE, inEH := false, false
 	cieRows := map[string]readelfRow{} // by the CIE's offset
+	cieSignal := map[string]bool{}
 	cieAt, fdeCIE := "", ""
 	var pending []readelfRow
 	flush := func() {
@@ -58,6 +60,7 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 			pending = []readelfRow{r}
 		}
 		for i := range pending {
+			pending[i].signal = cieSignal[fdeCIE]
 			pending[i].hi = fdeHi
 			if i+1 < len(pending) {
 				pending[i].hi = pending[i+1].lo
@@ -85,6 +88,7 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 			flush()
 			if f[3] == "CIE" {
 				cieAt = f[0]
+				cieSignal[cieAt] = len(f) > 4 && strings.Contains(f[4], "S")
 			}
 			if f[3] == "FDE" {
 				fdeCIE = strings.TrimPrefix(f[4], "cie=")
@@ -128,6 +132,9 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 // compiled table must match exactly (an expression CFA is the PLT's or
 // not followed: either is right).
 func wantRow(r readelfRow) (unwindRow, bool) {
+	if r.signal {
+		return unwindRow{cfa: cfaSignal}, true
+	}
 	if r.ra == "u" {
 		return unwindRow{cfa: cfaEnd}, true
 	}

@@ -92,11 +92,13 @@ type regRule struct {
 }
 
 // frameState is a row of the CFI table, for the registers an unwinder
-// needs on x86-64: the CFA, rbp and the return address.
+// needs on x86-64: the CFA, rbp and the return address; signal says the
+// FDE is a signal trampoline's (its CIE's 'S').
 type frameState struct {
-	cfa cfaRule
-	rbp regRule
-	ra  regRule
+	cfa    cfaRule
+	rbp    regRule
+	ra     regRule
+	signal bool
 }
 
 // setReg sets the rule of register reg, if it is one the state keeps.
@@ -139,6 +141,7 @@ type cie struct {
 	dataAlign int64
 	fdeEnc    byte
 	hasAug    bool // 'z': FDEs carry augmentation data to skip
+	signal    bool // 'S': its FDEs describe signal trampolines
 	initial   []byte
 }
 
@@ -391,8 +394,10 @@ func parseCIE(r *ehReader) (*cie, error) {
 				r.pointer(enc &^ 0x80) // personality routine; indirect does not change the size
 			case 'L':
 				r.u8() // LSDA encoding
-			case 'S', 'B', 'G':
-				// signal frame, AArch64 BTI and MTE: no data
+			case 'S':
+				c.signal = true
+			case 'B', 'G':
+				// AArch64 BTI and MTE: no data
 			default:
 				// Unknown letters: their data is skipped with augEnd.
 			}
@@ -425,7 +430,7 @@ func runFDE(r *ehReader, c *cie, emit func(lo, hi uint64, st *frameState)) (uint
 		return lo, n, nil
 	}
 	hi := lo + n
-	var st frameState
+	st := frameState{signal: c.signal}
 	var stack []frameState
 	loc := lo
 	// The CIE's instructions set the initial row; they must not advance.

@@ -85,16 +85,18 @@ const (
 // pointers, but a function's frame pointer is only pushed after its
 // prologue), else the frame pointer.
 func (p *Process) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
-	first := true
+	// exact: regs.IP is the instruction the thread was at (the sample's,
+	// or one a signal interrupted), not a return address.
+	exact := true
 	for {
 		if len(out) >= cap(out) {
 			return out, UnwindMaxFrames
 		}
 		pc := regs.IP
-		if !first {
+		if !exact {
 			pc-- // the call, not the instruction after it
 		}
-		first = false
+		exact = false
 		b, vaddr := p.tables(pc)
 		if b == nil {
 			return out, UnwindNoCode
@@ -114,6 +116,18 @@ func (p *Process) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, U
 				if !ok {
 					return out, UnwindNoRule
 				}
+			case cfaSignal:
+				// The interrupted thread's stack may be elsewhere (an
+				// alternate signal stack was in use): no growth asked.
+				if next, ok = signalStep(regs, stack); !ok {
+					return out, UnwindStackCopy
+				}
+				if next.IP == 0 {
+					return out, UnwindEnd
+				}
+				out = append(out, next.IP)
+				regs, exact = next, true
+				continue
 			default:
 				if next, ok = r.step(regs, stack); !ok {
 					return out, UnwindStackCopy

@@ -147,6 +147,31 @@ int main(void) {
 }
 `
 
+// noFPVDSOC is the C target that spends its time in the vDSO: clock_gettime
+// in a loop, the vDSO's frames unwound by its own .eh_frame (read from the
+// process's memory).
+const noFPVDSOC = `#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+volatile unsigned long sink;
+__attribute__((noinline)) unsigned long level3(int i) {
+	struct timespec ts;
+	for (int k = 0; k < 1000; k++) { clock_gettime(CLOCK_MONOTONIC, &ts); sink += ts.tv_nsec; }
+	return sink + i;
+}
+__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
+__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
+static void *worker(void *arg) { for (int i = 0;; i++) sink += level1(i); return arg; }
+int main(void) {
+	pthread_t t;
+	pthread_create(&t, 0, worker, 0);
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	worker(0);
+}
+`
+
 // TestDWARFUnwind: samples of programs built without frame pointers (C at
 // -O2 calling into Debian's libz and libc, C++ with inlining and
 // exceptions, Rust's release profile), two threads each, unwound from
@@ -167,6 +192,9 @@ func TestDWARFUnwind(t *testing.T) {
 		// interrupted level3 and its callers.
 		{"c_signal", noFPSignalC, "gcc", []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread", "-o", "BIN", "SRC"},
 			[]string{"inHandler", "handler", "*", "level3", "level2", "level1", "worker"}},
+		// Out of the vDSO: clock_gettime's frames there, then level3.
+		{"c_vdso", noFPVDSOC, "gcc", []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread", "-o", "BIN", "SRC"},
+			[]string{"__vdso_clock_gettime", "*", "level3", "level2", "level1", "worker"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := exec.LookPath(c.tool); err != nil {

@@ -39,7 +39,8 @@ struct thread_acct {
  * every switch-out: captures spend credit, capture_gap ns each, which
  * accrues with time up to CAPTURE_BURST captures' worth, so that a thread
  * is captured at most once per capture_gap on average while the bursts of
- * one that switches seldom are captured whole (capture_every counts too).
+ * one that switches seldom are captured whole (capture_every counts too);
+ * a preemption is captured only while a block's capture is left over.
  * When the latest switch-out was not captured, capture_time says which
  * earlier one the stack and span are from. */
 #define CAPTURE_BURST 16

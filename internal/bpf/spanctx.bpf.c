@@ -609,7 +609,12 @@ int spanctx_sched_switch(__u64 *ctx)
 		if (credit > CAPTURE_BURST * capture_gap)
 			credit = CAPTURE_BURST * capture_gap;
 		st->credit_time = now;
-		if (st->uncaptured >= capture_every && credit >= capture_gap) {
+		/* A preempted thread is runnable: its off period is the wait
+		 * for a CPU, short as a rule. It is captured only out of more
+		 * than one capture's credit, which keeps one for the switch-out
+		 * into a block, however often it was preempted before. */
+		__u64 need = prev_state == 0 ? 2 * capture_gap : capture_gap;
+		if (st->uncaptured >= capture_every && credit >= need) {
 			credit -= capture_gap;
 			capture(ctx, prev, st, now);
 		} else {

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "5498c04d5c92310cca3654a55c2037ae90371097bb61951239e02bd735fb0395"
+const sourceSum = "0cb1f1ee17ffd347c5a054a57f7c153dc19897826efc5ce78f18c22442df93e5"

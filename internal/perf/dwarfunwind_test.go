@@ -1,9 +1,6 @@
 package perf_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,164 +11,6 @@ import (
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
-// noFPC is a C program built at -O2 without frame pointers, as gcc builds
-// C by default on x86-64: two threads calling, through three levels of its
-// own functions, into Debian's libz (crc32, compress2) and libc (memset,
-// qsort), whose Debian builds have no frame pointers either. Each level
-// works after its call, so that no call is a tail call and the true path
-// is main or start_thread → worker → level1 → level2 → level3 → library.
-// Its buffers are thread-local, not on the stack: a 36 KiB frame would
-// not fit the 16 KiB stack copy (UnwindStackCopy).
-const noFPC = `#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <zlib.h>
-static unsigned char src[1 << 14];
-volatile unsigned long sink;
-static int cmp(const void *a, const void *b) { return *(const unsigned char *)a - *(const unsigned char *)b; }
-static __thread unsigned char dst[1 << 15], tmp[1 << 12];
-__attribute__((noinline)) unsigned long level3(int i) {
-	uLongf n = sizeof dst;
-	switch (i % 3) {
-	case 0: compress2(dst, &n, src, sizeof src, 1); return n;
-	case 1: memset(tmp, i, sizeof tmp); qsort(tmp, sizeof tmp, 1, cmp); return tmp[7];
-	default: return crc32(0, src, sizeof src);
-	}
-}
-__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
-__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
-static void *worker(void *arg) { for (int i = 0;; i++) sink += level1(i); return arg; }
-int main(void) {
-	for (unsigned i = 0; i < sizeof src; i++) src[i] = rand();
-	pthread_t t;
-	pthread_create(&t, 0, worker, 0);
-	printf("ready %d\n", getpid());
-	fflush(stdout);
-	worker(0);
-}
-`
-
-// noFPCXX is the C++ target: the same shape, with inlined std::sort of
-// strings and an exception thrown and caught every seventh call, at -O2
-// (g++ omits frame pointers there too), its thread a std::thread.
-const noFPCXX = `#include <algorithm>
-#include <cstdio>
-#include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
-#include <unistd.h>
-volatile unsigned long sink;
-__attribute__((noinline)) void thrower(int i) {
-	if (i % 7 == 0) throw std::runtime_error("seventh");
-	sink += i;
-}
-__attribute__((noinline)) unsigned long level3(int i) {
-	std::vector<std::string> v;
-	for (int k = 0; k < 200; k++) v.push_back(std::to_string((k * 7919 + i) % 1000));
-	std::sort(v.begin(), v.end());
-	try { thrower(i); } catch (const std::exception &e) { sink += e.what()[0]; }
-	return v[3].size();
-}
-__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
-__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
-__attribute__((noinline)) static void worker() { for (int i = 0;; i++) sink += level1(i); }
-int main() {
-	std::thread t(worker);
-	printf("ready %d\n", getpid());
-	fflush(stdout);
-	worker();
-}
-`
-
-// noFPRust is the Rust target, built as the release profile builds (opt
-// level 3, no frame pointers), its thread a std::thread.
-const noFPRust = `use std::hint::black_box;
-#[inline(never)]
-fn level3(i: u64) -> u64 {
-    let mut v: Vec<u64> = (0..2000u64).map(|k| (k * 7919 + i) % 1000).collect();
-    v.sort_unstable();
-    black_box(v.iter().map(|x| x.wrapping_mul(31)).sum::<u64>())
-}
-#[inline(never)]
-fn level2(i: u64) -> u64 { let s = level3(i); black_box(s ^ 3) }
-#[inline(never)]
-fn level1(i: u64) -> u64 { let s = level2(i); black_box(s + 1) }
-#[inline(never)]
-fn worker() { let mut i = 0u64; loop { black_box(level1(i)); i += 1; } }
-fn main() {
-    std::thread::spawn(worker);
-    println!("ready {}", std::process::id());
-    worker();
-}
-`
-
-// noFPSignalC is the C target with a profiling timer: every millisecond of
-// CPU a SIGPROF handler burns in inHandler, on the thread's stack, so that
-// samples there unwind through the kernel's signal frame (libc's
-// __restore_rt) into whatever the signal interrupted.
-const noFPSignalC = `#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/time.h>
-#include <unistd.h>
-volatile unsigned long sink;
-__attribute__((noinline)) void inHandler(void) {
-	for (int i = 0; i < 1000000; i++) sink = sink * 31 + i;
-}
-static void handler(int sig) { inHandler(); sink += sig; }
-__attribute__((noinline)) unsigned long level3(int i) {
-	unsigned long x = i;
-	for (int k = 0; k < 100000; k++) x = x * 6364136223846793005UL + k;
-	return x;
-}
-__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
-__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
-static void *worker(void *arg) { for (int i = 0;; i++) sink += level1(i); return arg; }
-int main(void) {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = handler;
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGPROF, &sa, 0);
-	struct itimerval it = {{0, 1000}, {0, 1000}};
-	setitimer(ITIMER_PROF, &it, 0);
-	pthread_t t;
-	pthread_create(&t, 0, worker, 0);
-	printf("ready %d\n", getpid());
-	fflush(stdout);
-	worker(0);
-}
-`
-
-// noFPVDSOC is the C target that spends its time in the vDSO: clock_gettime
-// in a loop, the vDSO's frames unwound by its own .eh_frame (read from the
-// process's memory).
-const noFPVDSOC = `#include <pthread.h>
-#include <stdio.h>
-#include <time.h>
-#include <unistd.h>
-volatile unsigned long sink;
-__attribute__((noinline)) unsigned long level3(int i) {
-	struct timespec ts;
-	for (int k = 0; k < 1000; k++) { clock_gettime(CLOCK_MONOTONIC, &ts); sink += ts.tv_nsec; }
-	return sink + i;
-}
-__attribute__((noinline)) unsigned long level2(int i) { unsigned long s = level3(i); sink += s; return s ^ 3; }
-__attribute__((noinline)) unsigned long level1(int i) { unsigned long s = level2(i); sink ^= s; return s + 1; }
-static void *worker(void *arg) { for (int i = 0;; i++) sink += level1(i); return arg; }
-int main(void) {
-	pthread_t t;
-	pthread_create(&t, 0, worker, 0);
-	printf("ready %d\n", getpid());
-	fflush(stdout);
-	worker(0);
-}
-`
-
 // TestDWARFUnwind: samples of programs built without frame pointers (C at
 // -O2 calling into Debian's libz and libc, C++ with inlining and
 // exceptions, Rust's release profile), two threads each, unwound from
@@ -181,50 +20,24 @@ int main(void) {
 // the kernel's frame-pointer callchains of the same samples mostly do not.
 func TestDWARFUnwind(t *testing.T) {
 	for _, c := range []struct {
-		name, src, tool string
-		args            []string
-		path            []string // the true path, from the innermost function checked out
+		name string
+		path []string // the true path, from the innermost function checked out
 	}{
-		{"c", noFPC, "gcc", []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread", "-o", "BIN", "SRC", "-lz"}, nil},
-		{"cxx", noFPCXX, "g++", []string{"-x", "c++", "-O2", "-pthread", "-o", "BIN", "SRC"}, nil},
-		{"rust", noFPRust, "rustc", []string{"-C", "opt-level=3", "-o", "BIN", "SRC"}, nil},
+		{"c", nil},
+		{"cxx", nil},
+		{"rust", nil},
 		// Through the signal frame: the handler, libc's trampoline, the
 		// interrupted level3 and its callers.
-		{"c_signal", noFPSignalC, "gcc", []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread", "-o", "BIN", "SRC"},
-			[]string{"inHandler", "handler", "*", "level3", "level2", "level1", "worker"}},
+		{"signal", []string{"inHandler", "handler", "*", "level3", "level2", "level1", "worker"}},
 		// Out of the vDSO: clock_gettime's frames there, then level3.
-		{"c_vdso", noFPVDSOC, "gcc", []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread", "-o", "BIN", "SRC"},
-			[]string{"__vdso_clock_gettime", "*", "level3", "level2", "level1", "worker"}},
+		{"vdso", []string{"__vdso_clock_gettime", "*", "level3", "level2", "level1", "worker"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := exec.LookPath(c.tool); err != nil {
-				t.Skipf("no %s", c.tool)
-			}
-			if c.name == "c" {
-				if _, err := os.Stat("/usr/include/zlib.h"); err != nil {
-					t.Skip("no zlib.h (zlib1g-dev)")
-				}
-			}
-			dir := t.TempDir()
-			src, bin := filepath.Join(dir, "nofp."+c.name), filepath.Join(dir, "nofp")
-			if c.name == "rust" {
-				src = filepath.Join(dir, "nofp.rs")
-			}
-			if err := os.WriteFile(src, []byte(c.src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			args := slices.Clone(c.args)
-			for i, a := range args {
-				args[i] = strings.NewReplacer("BIN", bin, "SRC", src).Replace(a)
-			}
-			if out, err := exec.Command(c.tool, args...).CombinedOutput(); err != nil {
-				t.Fatalf("%s: %v\n%s", c.tool, err, out)
-			}
 			path := c.path
 			if path == nil {
 				path = []string{"level3", "level2", "level1", "worker"}
 			}
-			testDWARFUnwind(t, bin, path)
+			testDWARFUnwind(t, testchild.NoFP(t, c.name), path)
 		})
 	}
 }
@@ -238,6 +51,8 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 	testchild.RequirePerf(t, err)
 	defer s.Close()
 	proc, outer := symbolizer(t, child.Pid)
+	// The read loop's unwinder: the tables of every binary mapped now.
+	unw := proc.Unwinder()
 	// The function's name without its C++ parameters or Rust path.
 	name := func(pc uint64) string {
 		fn := outer(pc)
@@ -247,7 +62,7 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 		if i := strings.IndexByte(fn, '('); i > 0 {
 			fn = fn[:i]
 		}
-		if i := strings.LastIndex(fn, "::"); i >= 0 && strings.HasPrefix(fn, "nofp::") {
+		if i := strings.LastIndex(fn, "::"); i >= 0 && strings.HasPrefix(fn, "nofp") {
 			fn = fn[i+2:]
 		}
 		return fn
@@ -299,7 +114,7 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 	var results []result
 	out := make([]uint64, 0, 128)
 	for _, k := range samples {
-		chain, stop := proc.Unwind(k.regs, &symbolize.StackCopy{SP: k.regs.SP, Data: k.stack}, out[:0])
+		chain, stop := unw.Unwind(k.regs, &symbolize.StackCopy{SP: k.regs.SP, Data: k.stack}, out[:0])
 		res := result{fns: []string{name(k.regs.IP)}, stop: stop}
 		for _, ra := range chain {
 			res.fns = append(res.fns, name(ra-1))

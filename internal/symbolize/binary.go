@@ -47,6 +47,9 @@ type objfile struct {
 	funcs    *funcTable   // DWARF functions and inlined calls, nil if none
 	gotab    *goTable     // Go pcln tables, nil if not Go
 	unwind   *unwindTable // .eh_frame compiled (Options.UnwindTables), nil if none
+	// unwindRead: unwind was read (by loadUnwind or parse), so a
+	// nil unwind means the binary has none.
+	unwindRead bool
 
 	// Where the binary was last seen mapped, to find its separate debug
 	// file when it is parsed: a process (0 if none) and the path it maps.
@@ -143,6 +146,7 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 func (b *objfile) parse(c *Cache) {
 	b.parsed = true
 	c.stats.BinariesParsed++
+	delete(c.tableSize, b) // it held the unwind table's size alone
 	b.frames = make(map[uint64][]Frame)
 	defer func() {
 		if p := recover(); p != nil {
@@ -194,12 +198,37 @@ func (b *objfile) parse(c *Cache) {
 			b.lines, b.funcs, _ = newDWARFTables(d, b.loads)
 		}
 	}
-	if c.unwind {
+	if c.unwind && !b.unwindRead {
 		b.unwind, _ = newUnwindTable(ef) // best effort: without it, leaves stay unknown
+		b.unwindRead = true
 	}
 	if b.syms == nil && b.gotab == nil && b.funcs == nil {
 		b.parseErr = fmt.Errorf("parse %s: no symbols", b.name)
 	}
+}
+
+// loadUnwind reads what unwinding b's code needs, without its symbols
+// where it can: the compiled .eh_frame of native code (a few ms for libc,
+// against ~250 ms for its symbols and lines), the whole parse for Go,
+// whose pcsp tables come with its symbols.
+func (b *objfile) loadUnwind(c *Cache) {
+	if b.unwindRead || b.parsed {
+		return
+	}
+	if b.ef == nil || isGo(b.ef) {
+		b.parse(c)
+		return
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				b.unwind = nil
+			}
+		}()
+		b.unwind, _ = newUnwindTable(b.ef) // best effort: frames fall back to the frame pointer
+	}()
+	b.unwindRead = true
+	delete(c.tableSize, b)
 }
 
 // resolve looks vaddr up in the tables, without the cache.

@@ -291,6 +291,16 @@ func (c *Cache) touch(b *objfile) {
 
 // bytesHeld estimates the memory b holds (see Stats.BytesHeld).
 func (c *Cache) bytesHeld(b *objfile) int64 {
+	if !b.parsed && b.unwindRead {
+		n, ok := c.tableSize[b]
+		if !ok {
+			var sz sizer
+			sz.add(reflect.ValueOf(b.unwind))
+			n = sz.total()
+			c.tableSize[b] = n
+		}
+		return n
+	}
 	if !b.parsed || b.parseErr != nil {
 		return 0
 	}

@@ -1,6 +1,9 @@
 package symbolize
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // funcPCSPOff is the offset of pcsp in runtime._func (Go 1.20+): entryOff,
 // nameOff, args, deferreturn, then pcsp.
@@ -77,14 +80,51 @@ const (
 	UnwindMaxFrames
 )
 
+var unwindStopNames = [...]string{
+	UnwindEnd:       "end",
+	UnwindNoCode:    "no_code",
+	UnwindNoRule:    "no_rule",
+	UnwindStackCopy: "stack_copy",
+	UnwindBadStack:  "bad_stack",
+	UnwindMaxFrames: "max_frames",
+}
+
+// String names the reason in snake case, as metrics label it.
+func (s UnwindStop) String() string {
+	if int(s) < len(unwindStopNames) {
+		return unwindStopNames[s]
+	}
+	return fmt.Sprintf("UnwindStop(%d)", uint8(s))
+}
+
 // Unwind walks the user stack of a sample from its registers and the copy
 // of its stack, appending the return address of every frame after the
 // innermost to out, up to cap(out), and says why it stopped. Each frame is
 // unwound by the rules of the binary its pc is in: its compiled .eh_frame
 // (Options.UnwindTables), Go's SP-delta table for Go code (Go keeps frame
 // pointers, but a function's frame pointer is only pushed after its
-// prologue), else the frame pointer.
+// prologue), else the frame pointer. It parses the binaries it meets; the
+// read loop of a profiler uses an [Unwinder] instead.
 func (p *Process) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
+	return unwind(p, regs, stack, out)
+}
+
+// codeTables finds the unwind tables of the code at pc: the binary's
+// .eh_frame, its Go table, and pc's address in them; ok is false when pc
+// is in no binary (JIT code, anonymous memory).
+type codeTables interface {
+	codeAt(pc uint64) (cfi *unwindTable, gotab *goTable, vaddr uint64, ok bool)
+}
+
+func (p *Process) codeAt(pc uint64) (*unwindTable, *goTable, uint64, bool) {
+	b, vaddr := p.tables(pc)
+	if b == nil {
+		return nil, nil, 0, false
+	}
+	return b.unwind, b.gotab, vaddr, true
+}
+
+func unwind(ct codeTables, regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
 	// exact: regs.IP is the instruction the thread was at (the sample's,
 	// or one a signal interrupted), not a return address.
 	exact := true
@@ -97,17 +137,20 @@ func (p *Process) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, U
 			pc-- // the call, not the instruction after it
 		}
 		exact = false
-		b, vaddr := p.tables(pc)
-		if b == nil {
-			return out, UnwindNoCode
-		}
+		cfi, gotab, vaddr, found := ct.codeAt(pc)
 		var next Regs
 		ok := false
-		if b.gotab != nil {
-			next, ok = b.gotab.step(vaddr, regs, stack)
+		if gotab != nil {
+			next, ok = gotab.step(vaddr, regs, stack)
 		}
-		if !ok {
-			r := b.unwind.find(vaddr)
+		if !found {
+			// JIT code and the like: V8's and HotSpot's interpreter
+			// keep frame pointers, as the kernel's walk assumes.
+			if next, ok = framePointerStep(regs, stack); !ok {
+				return out, UnwindNoCode
+			}
+		} else if !ok {
+			r := cfi.find(vaddr)
 			switch r.cfa {
 			case cfaEnd:
 				return out, UnwindEnd

@@ -1,6 +1,7 @@
 package testchild
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -68,4 +69,50 @@ func OTelCtxPublisherDlopen(tb testing.TB) (bin, lib string) {
 	}
 	built[key], built[libKey] = bin, lib
 	return bin, lib
+}
+
+// NoFP builds, once per test binary, a program of internal/testchild/nofp
+// without frame pointers, as its toolchain builds by default at -O2 (Rust:
+// the release profile): "c" (nofp.c, with libz), "cxx", "rust", "signal"
+// or "vdso". It skips the test (NeedRuntime) when the toolchain or
+// zlib.h is missing.
+func NoFP(tb testing.TB, name string) string {
+	tb.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(self), "nofp")
+	var tool string
+	var args []string
+	c := []string{"-x", "c", "-O2", "-fomit-frame-pointer", "-pthread"}
+	switch name {
+	case "c":
+		if _, err := os.Stat("/usr/include/zlib.h"); err != nil {
+			NeedRuntime(tb, "no zlib.h (zlib1g-dev): %v", err)
+		}
+		tool, args = "gcc", append(c, filepath.Join(dir, "nofp.c"), "-lz")
+	case "signal", "vdso":
+		tool, args = "gcc", append(c, filepath.Join(dir, name+".c"))
+	case "cxx":
+		tool, args = "g++", []string{"-x", "c++", "-O2", "-pthread", filepath.Join(dir, "nofp.cc")}
+	case "rust":
+		tool, args = "rustc", []string{"-C", "opt-level=3", filepath.Join(dir, "nofp.rs")}
+	default:
+		tb.Fatalf("no nofp program %q", name)
+	}
+	if _, err := exec.LookPath(tool); err != nil {
+		NeedRuntime(tb, "%s not installed: %v", tool, err)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := "\x00nofp-" + name
+	if p, ok := built[key]; ok {
+		return p
+	}
+	ensureBuildDir(tb)
+	out := filepath.Join(buildDir, "nofp-"+name)
+	args = append(args, "-o", out)
+	if b, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("%s %s: %v\n%s", tool, strings.Join(args, " "), err, b)
+	}
+	built[key] = out
+	return out
 }

@@ -1,0 +1,78 @@
+package symbolize
+
+import "sort"
+
+// An Unwinder unwinds the user stacks of one process from the tables its
+// binaries had loaded when it was made (see [Process.Unwinder]). It never
+// reads a file or parses a table, and it is immutable: any number of
+// goroutines may use it while the Process that made it goes on, which is
+// what a profiler's ring reader needs. Code mapped after it was made is
+// unwound by the frame pointer, as JIT code is.
+type Unwinder struct {
+	maps []unwindMap // by start
+}
+
+// unwindMap is one executable mapping and its binary's tables.
+type unwindMap struct {
+	start, limit uint64
+	delta        uint64 // runtime address + delta = ELF virtual address
+	cfi          *unwindTable
+	gotab        *goTable
+	binary       bool // a binary was read: its code is not JIT code
+}
+
+// Unwinder loads the unwind tables of every binary p maps executable
+// (their .eh_frame, or pcln tables for Go; not their symbols) and returns
+// an Unwinder over them. The tables count in the cache's memory bound with
+// the binaries; an Unwinder keeps them alive after an eviction until it is
+// dropped. It needs Options.UnwindTables.
+func (p *Process) Unwinder() *Unwinder {
+	u := &Unwinder{maps: make([]unwindMap, 0, len(p.maps))}
+	for _, ms := range p.maps {
+		if ms.bin != nil && ms.bin.evicted {
+			p.bind(ms)
+		}
+		um := unwindMap{start: ms.m.Start, limit: ms.m.Limit}
+		if ms.ok {
+			b := ms.bin
+			b.loadUnwind(p.c)
+			p.c.touch(b)
+			// A binary without symbols (parseErr) may still have
+			// its .eh_frame.
+			um.delta, um.binary = ms.delta, true
+			um.cfi, um.gotab = b.unwind, b.gotab
+		}
+		u.maps = append(u.maps, um)
+	}
+	p.c.Trim()
+	return u
+}
+
+// Unwind walks a user stack as [Process.Unwind] does, from the tables u
+// holds. It does not allocate: out is filled up to its capacity.
+func (u *Unwinder) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
+	return unwind(u, regs, stack, out)
+}
+
+// Binaries returns how many of u's mappings are in a binary whose unwind
+// tables were read, and how many of those have an .eh_frame or Go table.
+func (u *Unwinder) Binaries() (mapped, withTables int) {
+	for _, m := range u.maps {
+		if m.binary {
+			mapped++
+			if m.cfi != nil || m.gotab != nil {
+				withTables++
+			}
+		}
+	}
+	return mapped, withTables
+}
+
+func (u *Unwinder) codeAt(pc uint64) (*unwindTable, *goTable, uint64, bool) {
+	i := sort.Search(len(u.maps), func(i int) bool { return u.maps[i].start > pc }) - 1
+	if i < 0 || pc >= u.maps[i].limit || !u.maps[i].binary {
+		return nil, nil, 0, false
+	}
+	m := &u.maps[i]
+	return m.cfi, m.gotab, pc + m.delta, true
+}

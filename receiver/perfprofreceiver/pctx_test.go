@@ -75,8 +75,9 @@ func TestThreadContextLinks(t *testing.T) {
 	cfg.Targets.Pids = []int{child.Pid}
 	cfg.Frequency = 999
 	cfg.Sched.Enabled = ptr(true)
-	// Off-CPU samples of 1 ms: ~1 000 of them, so that a 99% bar is
-	// not one miss in a hundred (a switch-out taken while the thread
+	// Off-CPU samples of 1 ms: 280 to 450 of them (groups: a long
+	// block is one sample), so that a 99% bar is not one miss in a
+	// hundred (a switch-out taken while the thread
 	// rewrote its record says nothing of the span).
 	cfg.Sched.OffCPUInterval = time.Millisecond
 	cfg.ReportInterval = 300 * time.Millisecond
@@ -113,7 +114,7 @@ func TestThreadContextLinks(t *testing.T) {
 	}
 	t.Logf("on-CPU: %d of %d samples linked to the active span; off-CPU: %d of %d", onRight, on, offRight, off)
 	require.Greater(t, on, 1000)
-	require.Greater(t, off, 300)
+	require.Greater(t, off, 200)
 	require.GreaterOrEqual(t, float64(onRight)/float64(on), 0.99)
 	require.GreaterOrEqual(t, float64(offRight)/float64(off), 0.99)
 }

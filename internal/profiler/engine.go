@@ -41,6 +41,8 @@ type engine struct {
 	counts   readCounts             // cumulative
 	attached int                    // processes attached now
 	chain    []uint64               // scratch for addSchedGroup
+	// unwFrames and unwChain are scratch for unwindSample.
+	unwFrames, unwChain []uint64
 
 	// spansMu guards the span index. It is apart from mu so that span
 	// ingest never waits for the read loop; when both are held, mu is
@@ -91,6 +93,7 @@ type readCounts struct {
 	// samples, those of them whose switch-out was not captured, and those
 	// of processes no longer attached (dropped).
 	offCPU, offCPUUncaptured, offCPUUnattached int64
+	unwind                                     UnwindStats
 }
 
 // procKey names one process image: a pid is reused by later processes
@@ -140,6 +143,10 @@ type procState struct {
 	pctxAt   uint64 // PublishedAt of pctx
 
 	sym *procSymbols
+	// unwinder unwinds the stacks of the process on the read loop; the
+	// symbol worker replaces it when the memory map changes. nil until
+	// its tables are read, and without stack copies.
+	unwinder atomic.Pointer[symbolize.Unwinder]
 }
 
 func newEngine(opts Options) *engine {
@@ -269,11 +276,14 @@ func (e *engine) handle(rec *perf.Record) {
 		if _, ok := st.threads[s.Tid]; !ok {
 			st.threads[s.Tid] = e.procs.ThreadName(int(s.Pid), int(s.Tid))
 		}
-		var leaf uint64
-		if e.opts.RecoverLeafCaller {
+		chain, leaf := s.Callchain, uint64(0)
+		switch {
+		case e.opts.Unwind != UnwindFramePointer:
+			chain, leaf = e.unwindSample(st, s)
+		case e.opts.RecoverLeafCaller:
 			leaf = leafCandidate(s)
 		}
-		idx := st.batch.intern(s.Callchain, leaf, st.genAt(s.Time))
+		idx := st.batch.intern(chain, leaf, st.genAt(s.Time))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		e.buffered++
 		e.counts.samples++

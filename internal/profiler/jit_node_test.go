@@ -84,6 +84,9 @@ func TestNodeJITFramesNamed(t *testing.T) {
 		Perf:              perf.Options{Frequency: nodeHz},
 		Symbolize:         true,
 		RecoverLeafCaller: true,
+		// As the receiver runs by default: node's own frames by
+		// .eh_frame, the JIT's by frame pointer.
+		Unwind: profiler.UnwindAuto,
 	})
 	testchild.RequirePerf(t, err)
 	t.Cleanup(func() { _, _ = p.Close() }) // on a failure before Close below

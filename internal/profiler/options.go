@@ -21,7 +21,7 @@ type Options struct {
 
 	// Perf is the sampling configuration (scope, frequency, kernel
 	// stacks, ring size, sched capture). Perf.StackUser is set by Open
-	// from RecoverLeafCaller.
+	// from Unwind and RecoverLeafCaller.
 	Perf perf.Options
 	// OffCPUInterval is the off-CPU sampling interval of sched capture:
 	// off-CPU time is accumulated across sleeps and emitted in multiples
@@ -47,6 +47,13 @@ type Options struct {
 	// RecoverLeafCaller restores the caller of a function sampled before
 	// it pushed a frame (see perf.InsertLeafCaller).
 	RecoverLeafCaller bool
+	// Unwind says how user stacks are found (see UnwindMode); with
+	// UnwindAuto and UnwindDWARF each on-CPU sample copies
+	// UnwindStackBytes of its user stack (default
+	// DefaultUnwindStackBytes, at most MaxUnwindStackBytes), and the
+	// rings default to unwindRingPages.
+	Unwind           UnwindMode
+	UnwindStackBytes uint32
 
 	// Symbolize resolves frames to functions and lines; without it
 	// locations keep their raw addresses with their mappings and build ids.
@@ -131,9 +138,19 @@ func (o *Options) setDefaults() {
 	if o.Procs == nil {
 		o.Procs = procfs{}
 	}
-	if o.RecoverLeafCaller {
+	switch {
+	case o.Unwind != UnwindFramePointer:
+		if o.UnwindStackBytes == 0 {
+			o.UnwindStackBytes = DefaultUnwindStackBytes
+		}
+		o.UnwindStackBytes = min(o.UnwindStackBytes, MaxUnwindStackBytes)
+		o.Perf.StackUser = o.UnwindStackBytes
+		if o.Perf.RingPages == 0 {
+			o.Perf.RingPages = unwindRingPages
+		}
+	case o.RecoverLeafCaller:
 		o.Perf.StackUser = leafStackBytes
-	} else {
+	default:
 		o.Perf.StackUser = 0
 	}
 }

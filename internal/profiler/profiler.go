@@ -376,6 +376,7 @@ type Stats struct {
 	JIT        JITStats
 	EBPF       EBPFStats
 	OffCPU     OffCPUStats
+	Unwind     UnwindStats
 }
 
 // OffCPUStats say how context switches are captured, and what became of
@@ -412,6 +413,11 @@ func (p *Profiler) Stats() Stats {
 	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs}
 	s.OffCPU = OffCPUStats{Kernel: p.opts.schedKernel, Perf: p.sched != nil, Reason: p.opts.schedErr,
 		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
+	s.Unwind = p.counts.unwind
+	s.Unwind.Mode = p.opts.Unwind
+	if p.opts.Unwind != UnwindFramePointer {
+		s.Unwind.StackBytes = p.opts.Perf.StackUser
+	}
 	p.mu.Unlock()
 	p.spansMu.Lock()
 	s.Spans, s.Joins, s.SpansHeld = p.spanCounts, p.joinCounts, p.spans.Len()

@@ -18,6 +18,7 @@ type symbols struct {
 	log         *zap.Logger
 	symbolize   bool
 	recoverLeaf bool
+	unwind      bool // build each process's Unwinder
 
 	mu       sync.Mutex
 	cache    *symbolize.Cache
@@ -67,8 +68,9 @@ func newSymbols(opts Options) *symbols {
 		log:         opts.Logger,
 		symbolize:   opts.Symbolize,
 		recoverLeaf: opts.RecoverLeafCaller,
+		unwind:      opts.Unwind != UnwindFramePointer,
 		cache: symbolize.NewCache(symbolize.Options{
-			UnwindTables: opts.RecoverLeafCaller,
+			UnwindTables: opts.RecoverLeafCaller || opts.Unwind != UnwindFramePointer,
 			MaxBytes:     opts.MaxSymbolBytes,
 		}),
 		wake: make(chan struct{}, 1),
@@ -115,7 +117,8 @@ func (s *symbols) open(st *procState) *symbolize.Process {
 }
 
 // refresh re-reads the memory maps of processes whose code changed, so
-// that their new code resolves. A process that exits before its samples
+// that their new code resolves, and gives their read loop unwinding the
+// tables of the binaries mapped now. A process that exits before its samples
 // are symbolized keeps the map read here.
 func (s *symbols) refresh(sts []*procState) {
 	if len(sts) == 0 {
@@ -126,9 +129,12 @@ func (s *symbols) refresh(sts []*procState) {
 	for _, st := range sts {
 		if st.sym.proc == nil {
 			s.open(st)
-			continue
+		} else {
+			_ = st.sym.proc.Refresh() // a process that is gone keeps its last map
 		}
-		_ = st.sym.proc.Refresh() // a process that is gone keeps its last map
+		if s.unwind && st.sym.proc != nil {
+			st.unwinder.Store(st.sym.proc.Unwinder())
+		}
 	}
 }
 

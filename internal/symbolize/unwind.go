@@ -132,7 +132,7 @@ func unwind(ct codeTables, regs Regs, stack *StackCopy, out []uint64) ([]uint64,
 		if len(out) >= cap(out) {
 			return out, UnwindMaxFrames
 		}
-		pc := regs.IP
+		pc, exactPC := regs.IP, exact
 		if !exact {
 			pc-- // the call, not the instruction after it
 		}
@@ -141,7 +141,10 @@ func unwind(ct codeTables, regs Regs, stack *StackCopy, out []uint64) ([]uint64,
 		var next Regs
 		ok := false
 		if gotab != nil {
-			next, ok = gotab.step(vaddr, regs, stack)
+			var top bool
+			if next, ok, top = gotab.step(vaddr, regs, !exactPC, stack); top {
+				return out, UnwindEnd
+			}
 		}
 		if !found {
 			// JIT code and the like: V8's and HotSpot's interpreter
@@ -199,29 +202,49 @@ func framePointerStep(regs Regs, stack *StackCopy) (Regs, bool) {
 	return Regs{IP: ra, SP: regs.BP + 16, BP: bp}, true
 }
 
+// Flags of runtime._func (abi.FuncFlag), at funcFlagOff.
+const (
+	funcFlagOff      = 41
+	funcFlagTopFrame = 1 << 0 // goexit, mstart: the outermost frame
+	funcFlagSPWrite  = 1 << 1 // switches stacks: pcsp does not hold
+)
+
 // step unwinds one frame of Go code at pc by its SP delta: the return
 // address at SP+delta; with a frame, the caller's rbp below it (amd64 Go
-// pushes rbp first).
-func (g *goTable) step(pc uint64, regs Regs, stack *StackCopy) (Regs, bool) {
+// pushes rbp first). top reports the outermost frame of a goroutine or
+// thread. Go keeps frame pointers: a frame that is not the innermost
+// (byFP), and a function that switches stacks (systemstack, morestack,
+// mcall), is stepped by its frame pointer, which Go links across its
+// stack switches and signal handlers as the kernel's walk finds them;
+// the pcsp table is for the innermost frame, which may not have pushed
+// its frame pointer yet.
+func (g *goTable) step(pc uint64, regs Regs, byFP bool, stack *StackCopy) (next Regs, ok, top bool) {
 	rec, entry, ok := g.funcAt(pc)
 	if !ok {
-		return Regs{}, false
+		return Regs{}, false, false
+	}
+	switch flag := rec[funcFlagOff]; {
+	case flag&funcFlagTopFrame != 0:
+		return Regs{}, false, true
+	case byFP || flag&funcFlagSPWrite != 0:
+		next, ok := framePointerStep(regs, stack)
+		return next, ok, false
 	}
 	v := g.pcvalue(g.bo.Uint32(rec[funcPCSPOff:]), entry, pc)
 	if v < 0 {
-		return Regs{}, false
+		return Regs{}, false, false
 	}
 	ra, ok := stack.read(regs.SP + uint64(v))
 	if !ok {
-		return Regs{}, false
+		return Regs{}, false, false
 	}
-	next := Regs{IP: ra, SP: regs.SP + uint64(v) + 8, BP: regs.BP}
+	next = Regs{IP: ra, SP: regs.SP + uint64(v) + 8, BP: regs.BP}
 	if v > 0 {
 		if next.BP, ok = stack.read(regs.SP + uint64(v) - 8); !ok {
-			return Regs{}, false
+			return Regs{}, false, false
 		}
 	}
-	return next, true
+	return next, true, false
 }
 
 // spDeltaZero reports whether the SP delta of the pcsp table is 0 at pc,

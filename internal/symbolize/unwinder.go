@@ -76,3 +76,21 @@ func (u *Unwinder) codeAt(pc uint64) (*unwindTable, *goTable, uint64, bool) {
 	m := &u.maps[i]
 	return m.cfi, m.gotab, pc + m.delta, true
 }
+
+// Covered reports whether u has a rule for the code at pc (taken as the
+// instruction a thread was at): an .eh_frame row or a Go function. Where
+// it has none, the frame is stepped by its frame pointer, which skips the
+// caller of a function that has not pushed one; see
+// [Process.LeafCallerAtSP] for the leaves that can be told.
+func (u *Unwinder) Covered(pc uint64) bool {
+	cfi, gotab, vaddr, ok := u.codeAt(pc)
+	if !ok {
+		return false
+	}
+	if gotab != nil {
+		if _, _, ok := gotab.funcAt(vaddr); ok {
+			return true
+		}
+	}
+	return cfi.find(vaddr).cfa != cfaUnknown
+}

@@ -36,7 +36,25 @@ type Config struct {
 	DiscoveryInterval time.Duration `mapstructure:"discovery_interval"`
 	// RingPages is the size of each per-CPU perf ring in 4 KiB pages, a
 	// power of two. Raise it when receiver_perfprof_lost_records grows.
+	// Unset (0): 64, or 256 when samples copy their stacks (unwind).
 	RingPages int `mapstructure:"ring_pages"`
+	// Unwind says how the user part of on-CPU stacks is found:
+	//   - auto (default): each sample copies the top of its thread's
+	//     stack (unwind_stack_bytes), which is unwound here by what each
+	//     frame's code needs: the binary's .eh_frame (C, C++ and Rust
+	//     built without frame pointers, as Debian's libraries are), Go's
+	//     pcsp tables, the frame pointer in JIT code; where the copy ends
+	//     first, the kernel's frame-pointer chain carries on;
+	//   - frame_pointer: the kernel's frame-pointer chains only, the
+	//     cheapest samples, cut short in code without frame pointers;
+	//   - dwarf: as auto, never taking frames from the kernel's chain, as
+	//     perf record --call-graph dwarf does.
+	Unwind string `mapstructure:"unwind"`
+	// UnwindStackBytes is the user stack each sample copies with unwind
+	// auto or dwarf: a multiple of 8 in 512..61440, default 16384. Deeper
+	// stacks are cut there (counted in receiver_perfprof_unwound_samples,
+	// result stack_copy) unless auto finds the rest by frame pointers.
+	UnwindStackBytes uint32 `mapstructure:"unwind_stack_bytes"`
 	// Symbolize resolves frames to functions and file:line here, next to
 	// the binaries. With false, locations keep their raw addresses with
 	// their mappings and build ids, for a backend that symbolizes.
@@ -225,8 +243,9 @@ func createDefaultConfig() *Config {
 		Frequency:         99,
 		ReportInterval:    10 * time.Second,
 		DiscoveryInterval: time.Second,
-		RingPages:         64,
 		Symbolize:         true,
+		Unwind:            profiler.UnwindAuto.String(),
+		UnwindStackBytes:  profiler.DefaultUnwindStackBytes,
 		RecoverLeafCaller: true,
 		Protocols: ProtocolsConfig{
 			GRPC: configoptional.Default(grpc),
@@ -281,8 +300,14 @@ func (c *Config) Validate() error {
 	if c.DiscoveryInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("discovery_interval: %v is below the minimum of 100ms", c.DiscoveryInterval))
 	}
-	if c.RingPages < 1 || c.RingPages&(c.RingPages-1) != 0 || c.RingPages > 1<<16 {
-		errs = append(errs, fmt.Errorf("ring_pages: %d is not a power of two in 1..65536", c.RingPages))
+	if c.RingPages < 0 || c.RingPages&(c.RingPages-1) != 0 || c.RingPages > 1<<16 {
+		errs = append(errs, fmt.Errorf("ring_pages: %d is not a power of two in 1..65536 (or 0 for the default)", c.RingPages))
+	}
+	if _, err := profiler.ParseUnwindMode(c.Unwind); err != nil {
+		errs = append(errs, fmt.Errorf("unwind: %q is not auto, frame_pointer or dwarf", c.Unwind))
+	}
+	if b := c.UnwindStackBytes; b < 512 || b > profiler.MaxUnwindStackBytes || b%8 != 0 {
+		errs = append(errs, fmt.Errorf("unwind_stack_bytes: %d is not a multiple of 8 in 512..%d", b, profiler.MaxUnwindStackBytes))
 	}
 	if c.Sched.OffCPUInterval < 100*time.Microsecond || c.Sched.OffCPUInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("sched.off_cpu_interval: %v is outside 100µs..1m", c.Sched.OffCPUInterval))
@@ -339,7 +364,10 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		scope = perf.ScopeSystem
 	}
 	sched, explicit := c.Sched.enabled()
+	unwind, _ := profiler.ParseUnwindMode(c.Unwind) // Validate checked it
 	return profiler.Options{
+		Unwind:            unwind,
+		UnwindStackBytes:  c.UnwindStackBytes,
 		Pids:              c.Targets.Pids,
 		Executables:       c.Targets.Executables,
 		DiscoveryInterval: c.DiscoveryInterval,

@@ -44,6 +44,8 @@ func TestLoadConfig(t *testing.T) {
 				c.ReportInterval = 5 * time.Second
 				c.DiscoveryInterval = 2 * time.Second
 				c.RingPages = 128
+				c.Unwind = "dwarf"
+				c.UnwindStackBytes = 8192
 				c.Symbolize = false
 				c.RecoverLeafCaller = false
 				c.JVM = JVMConfig{PerfMap: true, RefreshInterval: 30 * time.Second}
@@ -76,6 +78,8 @@ func TestLoadConfig(t *testing.T) {
 				"frequency: 20000 Hz is outside 1..10000",
 				"report_interval: 10ms is below the minimum of 100ms",
 				"ring_pages: 100 is not a power of two",
+				`unwind: "libunwind" is not auto, frame_pointer or dwarf`,
+				"unwind_stack_bytes: 100 is not a multiple of 8 in 512..61440",
 				"correlation.window: 1h0m0s is outside 0..10m",
 				"sched.off_cpu_interval: 10µs is outside 100µs..1m",
 				"sched.min_block_time: -1ms is outside 0..1m",

@@ -19,6 +19,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
+	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
@@ -223,6 +224,16 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofOffCPUHeld, int64(prog.SchedShort-lastProg.SchedShort), "reason", "below_min_block")
 	add(tb.ReceiverPerfprofSchedSwitchOuts, int64(prog.SchedCaptured-lastProg.SchedCaptured), "stack", "read")
 	add(tb.ReceiverPerfprofSchedSwitchOuts, int64(prog.SchedUncaptured-lastProg.SchedUncaptured), "stack", "not_read")
+	unw, lastUnw := st.Unwind, last.Unwind
+	add(tb.ReceiverPerfprofUnwoundSamples, unw.Complete-lastUnw.Complete, "result", "complete")
+	add(tb.ReceiverPerfprofUnwoundSamples, unw.Spliced-lastUnw.Spliced, "result", "spliced")
+	add(tb.ReceiverPerfprofUnwoundSamples, unw.Pending-lastUnw.Pending, "result", "pending")
+	add(tb.ReceiverPerfprofUnwoundSamples, unw.NoUserStack-lastUnw.NoUserStack, "result", "no_user_stack")
+	for stop := range unw.Stopped {
+		if stop != int(symbolize.UnwindEnd) {
+			add(tb.ReceiverPerfprofUnwoundSamples, unw.Stopped[stop]-lastUnw.Stopped[stop], "result", symbolize.UnwindStop(stop).String())
+		}
+	}
 	jit, lastJIT := st.JIT, last.JIT
 	add(tb.ReceiverPerfprofJitFrames, (jit.Frames-jit.Older-jit.Later-jit.Unnamed)-(lastJIT.Frames-lastJIT.Older-lastJIT.Later-lastJIT.Unnamed), "naming", "newest")
 	add(tb.ReceiverPerfprofJitFrames, jit.Older-lastJIT.Older, "naming", "older")

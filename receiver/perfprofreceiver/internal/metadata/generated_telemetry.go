@@ -42,6 +42,7 @@ type TelemetryBuilder struct {
 	ReceiverPerfprofSchedSwitchOuts    metric.Int64Counter
 	ReceiverPerfprofSpans              metric.Int64Counter
 	ReceiverPerfprofSpansUnmatched     metric.Int64Counter
+	ReceiverPerfprofUnwoundSamples     metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -167,6 +168,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_spans_unmatched",
 		metric.WithDescription("Indexed spans forgotten behind the correlation window without any sample in them (idle spans, or threads that are not sampled). [Development]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofUnwoundSamples, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_unwound_samples",
+		metric.WithDescription("On-CPU samples whose user stack was unwound from its copy (unwind auto or dwarf), by result (complete to the thread's outermost frame; spliced when the kernel's frame-pointer chain carried on where the copy ended; pending before the process's unwind tables were read, no_user_stack without user registers, both left to the kernel's chain; else why the stack was cut - stack_copy deeper than unwind_stack_bytes, no_code in code without a binary or frame pointer, no_rule, bad_stack, max_frames). [Development]"),
+		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

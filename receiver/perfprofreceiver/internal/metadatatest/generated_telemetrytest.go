@@ -276,3 +276,19 @@ func AssertEqualReceiverPerfprofSpansUnmatched(t *testing.T, tt *componenttest.T
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
+
+func AssertEqualReceiverPerfprofUnwoundSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_unwound_samples",
+		Description: "On-CPU samples whose user stack was unwound from its copy (unwind auto or dwarf), by result (complete to the thread's outermost frame; spliced when the kernel's frame-pointer chain carried on where the copy ended; pending before the process's unwind tables were read, no_user_stack without user registers, both left to the kernel's chain; else why the stack was cut - stack_copy deeper than unwind_stack_bytes, no_code in code without a binary or frame pointer, no_rule, bad_stack, max_frames). [Development]",
+		Unit:        "{sample}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_unwound_samples")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}

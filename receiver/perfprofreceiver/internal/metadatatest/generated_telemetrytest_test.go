@@ -35,6 +35,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofSchedSwitchOuts.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
+	tb.ReceiverPerfprofUnwoundSamples.Add(context.Background(), 1)
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -81,6 +82,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSpansUnmatched(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofUnwoundSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

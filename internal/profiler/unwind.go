@@ -1,0 +1,190 @@
+package profiler
+
+import (
+	"fmt"
+
+	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/internal/symbolize"
+)
+
+// UnwindMode says how the user part of on-CPU stacks is found.
+type UnwindMode uint8
+
+const (
+	// UnwindFramePointer keeps the kernel's frame-pointer callchains: the
+	// cheapest samples, whole for code built with frame pointers (Go, and
+	// C, C++ and Rust built with -fno-omit-frame-pointer), cut short in
+	// code built without them.
+	UnwindFramePointer UnwindMode = iota
+	// UnwindAuto copies the top of the user stack with each sample
+	// (Options.UnwindStackBytes) and unwinds it on the read loop by what
+	// each frame's code needs: its binary's compiled .eh_frame, Go's pcsp
+	// tables, the frame pointer for JIT code. Where the copy ends before
+	// the stack does, or the stack switches (Go's system stack), the
+	// kernel's frame-pointer chain carries on from the last frame both
+	// found.
+	UnwindAuto
+	// UnwindDWARF unwinds as UnwindAuto does but never takes frames from
+	// the kernel's chain: a stack deeper than the copy ends there,
+	// counted, as in perf's dwarf mode.
+	UnwindDWARF
+)
+
+// String returns the mode as the receiver's configuration spells it.
+func (m UnwindMode) String() string {
+	switch m {
+	case UnwindAuto:
+		return "auto"
+	case UnwindDWARF:
+		return "dwarf"
+	default:
+		return "frame_pointer"
+	}
+}
+
+// ParseUnwindMode reads "auto", "frame_pointer" or "dwarf".
+func ParseUnwindMode(s string) (UnwindMode, error) {
+	for _, m := range []UnwindMode{UnwindAuto, UnwindFramePointer, UnwindDWARF} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unwind mode %q: want auto, frame_pointer or dwarf", s)
+}
+
+// Stack copies: perf's dwarf mode copies 8 KiB by default; 16 KiB reaches
+// the root of the test programs' threads in every sample, and costs the
+// sampled thread ~1 µs more a sample than 8 KiB.
+const (
+	DefaultUnwindStackBytes = 16 << 10
+	// MaxUnwindStackBytes is the kernel's bound (a sample's size is 16
+	// bits, and the stack shares it with the rest of the sample).
+	MaxUnwindStackBytes = 60 << 10
+	// maxUnwindFrames bounds the frames of a user stack, as the kernel's
+	// perf_event_max_stack (127) bounds its chains.
+	maxUnwindFrames = 127
+	// unwindRingPages is the ring size per CPU when stacks are copied:
+	// 1 MiB holds 64 samples of 16 KiB; its watermark wakes the reader
+	// every 16.
+	unwindRingPages = 256
+)
+
+// UnwindStats count what became of the user stacks of on-CPU samples when
+// they are unwound from copies (UnwindAuto, UnwindDWARF).
+type UnwindStats struct {
+	Mode UnwindMode
+	// Unwound: samples whose stack was unwound from its copy; of them,
+	// Complete reached the outermost frame, Spliced went on with the
+	// kernel's frame-pointer chain, and Stopped (by why: see
+	// symbolize.UnwindStop) ended early.
+	Unwound, Complete, Spliced int64
+	Stopped                    [symbolize.UnwindMaxFrames + 1]int64
+	// Pending: samples taken before the process's unwind tables were
+	// read (at attach, or after an exec), which keep the kernel's chain.
+	// NoUserStack: samples without user registers or stack (a thread in
+	// the kernel only).
+	Pending, NoUserStack int64
+	// StackBytes is the size of the stack copy of each sample.
+	StackBytes uint32
+}
+
+// unwindSample returns the callchain of s with its user part unwound from
+// the stack copy (see UnwindMode), built in e.unwChain, and the leaf
+// caller candidate for the samples it leaves to the kernel's chain.
+// Called on the read loop with mu held.
+func (e *engine) unwindSample(st *procState, s *perf.Sample) ([]uint64, uint64) {
+	c := &e.counts.unwind
+	u := st.unwinder.Load()
+	ip, ok1 := s.UserIP()
+	sp, ok2 := s.UserSP()
+	bp, _ := s.UserBP()
+	switch {
+	case !ok1 || !ok2 || len(s.StackUser) == 0:
+		c.NoUserStack++
+		return s.Callchain, 0
+	case u == nil:
+		c.Pending++
+		if e.opts.RecoverLeafCaller {
+			return s.Callchain, leafCandidate(s)
+		}
+		return s.Callchain, 0
+	}
+	c.Unwound++
+	regs := symbolize.Regs{IP: ip, SP: sp, BP: bp}
+	if cap(e.unwFrames) < maxUnwindFrames {
+		e.unwFrames = make([]uint64, 0, maxUnwindFrames)
+	}
+	frames, stop := u.Unwind(regs, &symbolize.StackCopy{SP: sp, Data: s.StackUser}, e.unwFrames[:0])
+
+	// The kernel part, then the user part: the sampled pc and the return
+	// addresses unwound.
+	kernel, user := splitChain(s.Callchain)
+	chain := append(e.unwChain[:0], kernel...)
+	chain = append(chain, perf.ContextUser, ip)
+	chain = append(chain, frames...)
+	switch {
+	case stop == symbolize.UnwindEnd:
+		c.Complete++
+	case e.opts.Unwind == UnwindAuto && spliceable(stop):
+		last := ip
+		if len(frames) > 0 {
+			last = frames[len(frames)-1]
+		}
+		if rest, ok := fpAfter(user, last); ok && len(rest) > 0 {
+			n := min(len(rest), maxUnwindFrames-len(frames))
+			chain = append(chain, rest[:n]...)
+			c.Spliced++
+			break
+		}
+		c.Stopped[stop]++
+	default:
+		c.Stopped[stop]++
+	}
+	e.unwChain = chain
+	// A leaf without a rule was stepped by its frame pointer, which
+	// skips its caller if it has not pushed one (V8's bytecode handlers):
+	// symbolization tells, as for the kernel's chains.
+	var leaf uint64
+	if e.opts.RecoverLeafCaller && len(s.StackUser) >= 8 && !u.Covered(ip) {
+		leaf = ne.Uint64(s.StackUser)
+	}
+	return chain, leaf
+}
+
+// spliceable says whether the kernel's chain may carry on where the
+// unwinding stopped: the copy ended, or the code had no rule and its frame
+// pointer did not step. A stack that did not grow is garbage either way.
+func spliceable(stop symbolize.UnwindStop) bool {
+	switch stop {
+	case symbolize.UnwindStackCopy, symbolize.UnwindNoCode, symbolize.UnwindNoRule:
+		return true
+	}
+	return false
+}
+
+// splitChain splits a raw callchain at its PERF_CONTEXT_USER marker: the
+// kernel part (with its marker) and the user addresses.
+func splitChain(chain []uint64) (kernel, user []uint64) {
+	for i, a := range chain {
+		if a == perf.ContextUser {
+			return chain[:i], chain[i+1:]
+		}
+	}
+	if len(chain) > 0 && chain[0] < perf.ContextMax {
+		return nil, chain // unmarked: user only
+	}
+	return chain, nil
+}
+
+// fpAfter returns the frames of the kernel's user chain after the first
+// that holds ra: the callers of the frame where the unwinding stopped, as
+// the frame pointers found them. Recursion may make it the wrong one of
+// several frames of one function, which changes only the depth shown.
+func fpAfter(user []uint64, ra uint64) ([]uint64, bool) {
+	for i, a := range user {
+		if a == ra {
+			return user[i+1:], true
+		}
+	}
+	return nil, false
+}

@@ -374,17 +374,44 @@ func TestUnwindWalk(t *testing.T) {
 	}
 }
 
+// libcUnwinder is an Unwinder whose one mapping is libc's table at its
+// link-time addresses.
+func libcUnwinder(tab *unwindTable) *Unwinder {
+	return &Unwinder{maps: []unwindMap{{start: 0, limit: 1 << 47, cfi: tab, binary: true}}}
+}
+
 // BenchmarkUnwind16 unwinds a 16-frame stack of libc code without frame
-// pointers from its stack copy: a table lookup and two reads a frame.
+// pointers from its stack copy, as the read loop does (Unwinder.Unwind):
+// a mapping and a row lookup and two reads a frame.
 func BenchmarkUnwind16(b *testing.B) {
 	tab, regs, stack, want := syntheticStack(b, 16)
+	u := libcUnwinder(tab)
 	out := make([]uint64, 0, 16)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, _ = tab.walk(0, regs, stack, out[:0])
+		out, _ = u.Unwind(regs, stack, out[:0])
 	}
-	if len(out) != len(want) {
-		b.Fatalf("%d frames, want %d", len(out), len(want))
+	if len(out) != len(want) || !slices.Equal(out, want) {
+		b.Fatalf("unwound %x, want %x", out, want)
 	}
+}
+
+// FuzzUnwind: registers and a stack copy that hold anything give a stack
+// no longer than the room given, and a reason, without a panic or a loop.
+// The seeds are a true 16-frame stack and pieces of it.
+func FuzzUnwind(f *testing.F) {
+	tab, regs, stack, _ := syntheticStack(f, 16)
+	u := libcUnwinder(tab)
+	f.Add(regs.IP, regs.BP, stack.Data[:4096])
+	f.Add(regs.IP, regs.BP, stack.Data[:64])
+	f.Add(regs.IP+7, uint64(stack.SP+64), stack.Data[8:1024])
+	f.Fuzz(func(t *testing.T, ip, bp uint64, data []byte) {
+		const sp = 0x7ffd0000
+		out := make([]uint64, 0, 127)
+		got, stop := u.Unwind(Regs{IP: ip, SP: sp, BP: bp}, &StackCopy{SP: sp, Data: data}, out)
+		if len(got) > cap(out) || stop > UnwindMaxFrames {
+			t.Fatalf("%d frames, stop %v", len(got), stop)
+		}
+	})
 }

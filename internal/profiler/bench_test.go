@@ -3,11 +3,14 @@ package profiler
 import (
 	"os"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // benchEngine is an engine sampling this test process, with symbolization
@@ -176,4 +179,72 @@ func BenchmarkHandleSwitch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkHandleSampleUnwind is BenchmarkHandleSample with unwinding
+// (UnwindAuto): real samples of the C program without frame pointers
+// (testchild nofp: ~10 frames through libz and libc), each with its 16 KiB
+// stack copy, unwound by the process's Unwinder and interned.
+func BenchmarkHandleSampleUnwind(b *testing.B) {
+	child := testchild.Start(b, testchild.NoFP(b, "c"))
+	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: DefaultUnwindStackBytes})
+	testchild.RequirePerf(b, err)
+	if err := s.Attach(child.Pid); err != nil {
+		testchild.RequirePerf(b, err)
+	}
+	var samples []perf.Sample
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Read(func(r *perf.Record) {
+			smp := r.Sample
+			if r.Type != perf.RecordSample || int(smp.Pid) != child.Pid || len(samples) >= 256 || len(smp.StackUser) == 0 {
+				return
+			}
+			smp.Callchain = slices.Clone(smp.Callchain)
+			smp.StackUser = slices.Clone(smp.StackUser)
+			smp.RegsUser = slices.Clone(smp.RegsUser)
+			samples = append(samples, smp)
+		})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	s.Close()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if len(samples) < 64 {
+		b.Fatalf("%d samples", len(samples))
+	}
+
+	e, st := benchEngine(b, false)
+	e.opts.Unwind = UnwindAuto
+	e.syms.mu.Lock()
+	proc, err := e.syms.cache.Process(child.Pid)
+	if err == nil {
+		st.unwinder.Store(proc.Unwinder())
+	}
+	e.syms.mu.Unlock()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := perf.Record{Type: perf.RecordSample}
+	for i := range samples {
+		samples[i].Pid = uint32(os.Getpid())
+		rec.Sample = samples[i]
+		e.handle(&rec)
+	}
+	if c := e.counts.unwind; c.Complete != c.Unwound || c.Unwound != int64(len(samples)) {
+		b.Fatalf("unwinding: %+v of %d samples", c, len(samples))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%(1<<16) == 0 {
+			b.StopTimer()
+			st.batch.samples = st.batch.samples[:0]
+			b.StartTimer()
+		}
+		rec.Sample = samples[i%len(samples)]
+		rec.Sample.Time = uint64(i)
+		e.handle(&rec)
+	}
 }

@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -52,28 +53,61 @@ func newUnwindTable(ef *elf.File) (*unwindTable, error) {
 	if ef.Machine != elf.EM_X86_64 {
 		return nil, nil
 	}
-	sec := ef.Section(".eh_frame")
-	if sec == nil || sec.Type == elf.SHT_NOBITS {
+	var secs []cfiSection
+	for _, name := range []string{".eh_frame", ".debug_frame"} {
+		sec := ef.Section(name)
+		if sec == nil || sec.Type == elf.SHT_NOBITS {
+			continue
+		}
+		data, err := sec.Data() // .debug_frame may be compressed
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		secs = append(secs, cfiSection{data: data, addr: sec.Addr, debugFrame: name == ".debug_frame"})
+	}
+	if len(secs) == 0 {
 		return nil, nil
 	}
-	data, err := sec.Data()
-	if err != nil {
-		return nil, fmt.Errorf("read .eh_frame: %w", err)
-	}
-	return compileEHFrame(data, sec.Addr, ef.ByteOrder)
+	return compileCFI(secs, ef.ByteOrder)
+}
+
+// cfiSection is an .eh_frame section loaded at addr, or a .debug_frame.
+type cfiSection struct {
+	data       []byte
+	addr       uint64
+	debugFrame bool
 }
 
 // compileEHFrame compiles an .eh_frame section loaded at addr. A malformed
 // section gives the rows read before the damage, with the error.
 func compileEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*unwindTable, error) {
+	return compileCFI([]cfiSection{{data: data, addr: addr}}, bo)
+}
+
+// compileCFI compiles the CFI sections of a binary into one table: code
+// that .eh_frame leaves out (built with -fno-asynchronous-unwind-tables)
+// is covered by .debug_frame where the binary has it. Where both describe
+// an address, the first section's FDE wins.
+func compileCFI(secs []cfiSection, bo binary.ByteOrder) (*unwindTable, error) {
 	type span struct {
 		lo, hi uint64
 		row    unwindRow
 	}
 	var spans []span
-	err := walkEHFrame(data, addr, bo, func(lo, hi uint64, st *frameState) {
-		spans = append(spans, span{lo, hi, compileRow(st)})
-	})
+	var errs []error
+	for _, sec := range secs {
+		err := walkEHFrame(sec.data, sec.addr, bo, sec.debugFrame, func(lo, hi uint64, st *frameState) {
+			spans = append(spans, span{lo, hi, compileRow(st)})
+		})
+		if err != nil {
+			name := ".eh_frame"
+			if sec.debugFrame {
+				name = ".debug_frame"
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	err := errors.Join(errs...)
 	if len(spans) == 0 {
 		return nil, err
 	}

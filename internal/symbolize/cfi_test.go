@@ -76,7 +76,10 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 		line = strings.ReplaceAll(line, " (", "(")
 		if strings.HasPrefix(line, "Contents of the ") {
 			flush()
-			inEH = strings.HasPrefix(line, "Contents of the .eh_frame section")
+			inEH = strings.HasPrefix(line, "Contents of the .eh_frame section") ||
+				strings.HasPrefix(line, "Contents of the .debug_frame section")
+			clear(cieRows) // CIEs are named by their offset in their section
+			clear(cieSignal)
 			continue
 		}
 		if !inEH {
@@ -174,13 +177,19 @@ func wantRow(r readelfRow) (unwindRow, bool) {
 
 // TestUnwindTableMatchesReadelf compiles the .eh_frame of Debian's libc,
 // libstdc++ and libz, and of a C program built at -O2 without frame
-// pointers, and checks every row readelf interprets from them, at its
+// pointers, and the .debug_frame of the same program built without
+// .eh_frame, and checks every row readelf interprets from them, at its
 // first and last address: the CFA rule, where rbp was saved, and the
 // outermost frames.
 func TestUnwindTableMatchesReadelf(t *testing.T) {
 	bins := []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1"}
 	if _, err := exec.LookPath("gcc"); err == nil {
-		bins = append(bins, compileC(t, t.TempDir(), "x.c", ehframeC, "x", "-O2", "-fomit-frame-pointer"))
+		dir := t.TempDir()
+		bins = append(bins, compileC(t, dir, "x.c", ehframeC, "x", "-O2", "-fomit-frame-pointer"),
+			// Its own code in .debug_frame only (the C runtime's
+			// objects keep their .eh_frame).
+			compileC(t, dir, "x.c", ehframeC, "x-debug-frame", "-O2", "-fomit-frame-pointer", "-g",
+				"-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))
 	}
 	for _, bin := range bins {
 		t.Run(bin[strings.LastIndexByte(bin, '/')+1:], func(t *testing.T) {

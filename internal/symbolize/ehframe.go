@@ -298,7 +298,15 @@ func (r *ehReader) pointer(enc byte) uint64 {
 // each address range and its row, FDE by FDE (ranges ascend within one).
 // An FDE that does not decode is skipped (its code stays unknown); a
 // malformed section stops the walk, and the first error is returned.
-func walkEHFrame(data []byte, addr uint64, bo binary.ByteOrder, emit func(lo, hi uint64, st *frameState)) error {
+//
+// With debugFrame it reads a .debug_frame section (DWARF 5 section 6.4.1)
+// instead: a CIE's id is 0xffffffff, and an FDE names its CIE by its offset
+// from the section's start.
+func walkEHFrame(data []byte, addr uint64, bo binary.ByteOrder, debugFrame bool, emit func(lo, hi uint64, st *frameState)) error {
+	cieID := uint64(0)
+	if debugFrame {
+		cieID = 0xffffffff
+	}
 	cies := map[int]*cie{}
 	var firstErr error
 	r := &ehReader{b: data, addr: addr, bo: bo}
@@ -322,7 +330,7 @@ func walkEHFrame(data []byte, addr uint64, bo binary.ByteOrder, emit func(lo, hi
 		er := &ehReader{b: data[:end], off: bodyStart, addr: addr, bo: bo}
 		idPos := er.off
 		id := er.u32()
-		if id == 0 {
+		if id == cieID {
 			c, err := parseCIE(er)
 			if err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("CIE at %#x: %w", start, err)
@@ -332,13 +340,16 @@ func walkEHFrame(data []byte, addr uint64, bo binary.ByteOrder, emit func(lo, hi
 			}
 		} else {
 			cieAt := idPos - int(id)
+			if debugFrame {
+				cieAt = int(id)
+			}
 			c := cies[cieAt]
 			if c == nil && cieAt >= 0 && cieAt < len(data) {
 				// A CIE after its FDE is legal, if unusual.
 				cr := &ehReader{b: data, off: cieAt, addr: addr, bo: bo}
 				if l := cr.u32(); l != 0 && l != 0xffffffff && cr.err == nil && cr.off+int(l) <= len(data) {
 					cr.b = data[:cr.off+int(l)]
-					if cr.u32() == 0 {
+					if cr.u32() == cieID {
 						c, _ = parseCIE(cr)
 						cies[cieAt] = c
 					}

@@ -1,7 +1,11 @@
 package profiler_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,36 +17,60 @@ import (
 
 // TestUnwindNoFramePointers profiles the programs built without frame
 // pointers (C at -O2 through libz and libc, C++ with inlining and
-// exceptions, Rust's release profile) as the receiver does, from their
-// start, and checks the symbolized stacks of its reports: with UnwindAuto
-// ≥ 99% of the on-CPU samples reach the thread's root (main or
-// start_thread) along the true path; with UnwindFramePointer, on the same
-// program, most do not, which is what the copies are for.
+// exceptions, Rust's release profile, and a tokio service built as cargo
+// builds releases) as the receiver does, and checks the symbolized stacks
+// of its reports: with UnwindAuto ≥ 99% of the on-CPU samples reach the
+// thread's root (main or start_thread) along the true path; with
+// UnwindFramePointer, on the same program, most do not, which is what the
+// copies are for. perf record --call-graph dwarf samples the same process
+// during the UnwindAuto run, and its figures are logged beside ours.
 func TestUnwindNoFramePointers(t *testing.T) {
-	for _, name := range []string{"c", "cxx", "rust"} {
-		t.Run(name, func(t *testing.T) {
-			bin := testchild.NoFP(t, name)
+	level := []string{"level3", "level2", "level1", "worker"}
+	for _, c := range []struct {
+		name string
+		bin  func(testing.TB) string
+		args []string
+		path []string // the true path from its first function out, in order
+	}{
+		{"c", func(tb testing.TB) string { return testchild.NoFP(tb, "c") }, nil, level},
+		{"cxx", func(tb testing.TB) string { return testchild.NoFP(tb, "cxx") }, nil, level},
+		{"rust", func(tb testing.TB) string { return testchild.NoFP(tb, "rust") }, nil, level},
+		// Requests burn in burn_alpha and burn_beta, polled by tokio's
+		// worker threads (burn_background runs outside any request).
+		{"tokio", testchild.TokioCtx, []string{"-out", os.DevNull, "-duration", "5", "-tasks", "16", "-workers", "2"},
+			[]string{"tokioctx::burn_alpha|tokioctx::burn_beta", "tokioctx::request*", "tokio::runtime::*"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bin := c.bin(t)
 			for _, mode := range []profiler.UnwindMode{profiler.UnwindAuto, profiler.UnwindFramePointer} {
-				st, rooted, onPath, inLevels, n := profileNoFP(t, bin, mode)
-				t.Logf("%v: %d samples, %d (%.2f%%) rooted, %d in level3, %d (%.2f%%) of them on the true path; unwind %+v",
-					mode, n, rooted, pctOf(rooted, n), inLevels, onPath, pctOf(onPath, inLevels), st)
-				if n < 500 {
-					t.Fatalf("%v: only %d samples", mode, n)
+				r := profileNoFP(t, bin, c.args, mode, c.path)
+				t.Logf("%v: %d samples, %d (%.2f%%) rooted, %d in %s, %d (%.2f%%) of them on the true path; unwind %+v",
+					mode, r.n, r.rooted, pctOf(r.rooted, r.n), r.first, c.path[0], r.onPath, pctOf(r.onPath, r.first), r.stats)
+				if r.perf != nil {
+					p := r.perf
+					t.Logf("perf record --call-graph dwarf, same process, same time: %d samples, %d (%.2f%%) rooted, %d in %s, %d (%.2f%%) of them on the true path",
+						p.n, p.rooted, pctOf(p.rooted, p.n), p.first, c.path[0], p.onPath, pctOf(p.onPath, p.first))
+					for _, ex := range p.bad {
+						t.Logf("  perf, not rooted: %v", ex)
+					}
+				}
+				if r.n < 500 {
+					t.Fatalf("%v: only %d samples", mode, r.n)
 				}
 				switch mode {
 				case profiler.UnwindAuto:
-					if rooted < n*99/100 {
-						t.Errorf("auto: %d of %d samples rooted, want ≥ 99%%", rooted, n)
+					if r.rooted < r.n*99/100 {
+						t.Errorf("auto: %d of %d samples rooted, want ≥ 99%%", r.rooted, r.n)
 					}
-					if inLevels < n/5 || onPath < inLevels*99/100 {
-						t.Errorf("auto: %d samples in level3, %d on the true path", inLevels, onPath)
+					if r.first < r.n/5 || r.onPath < r.first*99/100 {
+						t.Errorf("auto: %d samples in %s, %d on the true path", r.first, c.path[0], r.onPath)
 					}
-					if st.Pending > int64(n/20) {
-						t.Errorf("auto: %d samples before the tables were read", st.Pending)
+					if r.stats.Pending > int64(r.n/20) {
+						t.Errorf("auto: %d samples before the tables were read", r.stats.Pending)
 					}
 				case profiler.UnwindFramePointer:
-					if rooted > n/2 {
-						t.Errorf("frame pointers: %d of %d samples rooted: the target has frame pointers after all?", rooted, n)
+					if r.rooted > r.n/2 {
+						t.Errorf("frame pointers: %d of %d samples rooted: the target has frame pointers after all?", r.rooted, r.n)
 					}
 				}
 			}
@@ -50,11 +78,71 @@ func TestUnwindNoFramePointers(t *testing.T) {
 	}
 }
 
-// profileNoFP profiles bin for 3 s in mode and counts its on-CPU samples,
-// those whose stack reaches the thread's root, and those in level3 and on
-// the true path from there.
-func profileNoFP(t *testing.T, bin string, mode profiler.UnwindMode) (st profiler.UnwindStats, rooted, onPath, inLevels, n int) {
-	child := testchild.Start(t, bin)
+// stackCounts are the figures of one profile of a nofp program.
+type stackCounts struct {
+	n, rooted, first, onPath int
+	bad                      [][]string // a few stacks not rooted
+}
+
+// add counts one stack of function names, leaf first: rooted when it holds
+// main or start_thread; in path[0], and then on the path when the others
+// follow in order ("x*" matches any name starting with x, "x|y" x or y).
+func (c *stackCounts) add(fns []string, path []string) {
+	c.n++
+	if slices.Contains(fns, "main") || slices.Contains(fns, "start_thread") {
+		c.rooted++
+	} else if len(c.bad) < 3 {
+		c.bad = append(c.bad, fns)
+	}
+	match := func(fn, want string) bool {
+		for _, w := range strings.Split(want, "|") {
+			if p, ok := strings.CutSuffix(w, "*"); ok && strings.HasPrefix(fn, p) || fn == w {
+				return true
+			}
+		}
+		return false
+	}
+	i := slices.IndexFunc(fns, func(fn string) bool { return match(fn, path[0]) })
+	if i < 0 {
+		return
+	}
+	c.first++
+	// Inlined frames of std code may sit between the levels in C++ and
+	// Rust: the path must appear in order.
+	k := 0
+	for _, fn := range fns[i:] {
+		if k < len(path) && match(fn, path[k]) {
+			k++
+		}
+	}
+	if k == len(path) {
+		c.onPath++
+	}
+}
+
+// shortName drops C++ parameters and the path of Rust functions of the
+// test programs.
+func shortName(fn string) string {
+	if i := strings.IndexByte(fn, '('); i > 0 {
+		fn = fn[:i]
+	}
+	if i := strings.LastIndex(fn, "::"); i >= 0 && strings.HasPrefix(fn, "nofp::") {
+		fn = fn[i+2:]
+	}
+	return fn
+}
+
+type nofpRun struct {
+	stackCounts
+	stats profiler.UnwindStats
+	perf  *stackCounts // perf record --call-graph dwarf's, nil without perf
+}
+
+// profileNoFP profiles bin for 3 s in mode and counts its on-CPU samples;
+// with UnwindAuto, perf record --call-graph dwarf samples it at the same
+// time, when perf is installed.
+func profileNoFP(t *testing.T, bin string, args []string, mode profiler.UnwindMode, path []string) nofpRun {
+	child := testchild.Start(t, bin, args...)
 	defer child.Cmd.Process.Kill()
 	p, err := profiler.Open(profiler.Options{
 		Pids:      []int{child.Pid},
@@ -63,13 +151,25 @@ func profileNoFP(t *testing.T, bin string, mode profiler.UnwindMode) (st profile
 		Symbolize: true,
 	})
 	testchild.RequirePerf(t, err)
+	if args != nil {
+		child.Send(t, "go")
+	}
+	var rec *exec.Cmd
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if perfTool, err := exec.LookPath("perf"); err == nil && mode == profiler.UnwindAuto {
+		rec = exec.Command(perfTool, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf",
+			"-p", strconv.Itoa(child.Pid), "-o", data, "--", "sleep", "3")
+		if err := rec.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	time.Sleep(3 * time.Second)
 	snaps, err := p.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st = p.Stats().Unwind
-	path := []string{"level3", "level2", "level1", "worker"}
+	var r nofpRun
+	r.stats = p.Stats().Unwind
 	for _, sn := range snaps {
 		if sn.Pid != child.Pid {
 			continue
@@ -78,42 +178,42 @@ func profileNoFP(t *testing.T, bin string, mode profiler.UnwindMode) (st profile
 			if s.OffCPU() || s.Stack < 0 {
 				continue
 			}
-			n++
 			var fns []string // leaf first, inlined frames too
 			for _, l := range sn.Stacks[s.Stack] {
 				for _, f := range l.Frames {
-					fn := f.Function
-					if i := strings.IndexByte(fn, '('); i > 0 {
-						fn = fn[:i] // C++ parameters
-					}
-					if i := strings.LastIndex(fn, "::"); i >= 0 && strings.HasPrefix(fn, "nofp") {
-						fn = fn[i+2:] // Rust path
-					}
-					fns = append(fns, fn)
+					fns = append(fns, shortName(f.Function))
 				}
 			}
-			if slices.Contains(fns, "main") || slices.Contains(fns, "start_thread") {
-				rooted++
-			}
-			i := slices.Index(fns, path[0])
-			if i < 0 {
+			r.add(fns, path)
+		}
+	}
+	if rec != nil {
+		if err := rec.Wait(); err != nil {
+			t.Logf("perf record: %v", err)
+			return r
+		}
+		out, err := exec.Command(rec.Path, "script", "-i", data, "-F", "ip,sym").Output()
+		if err != nil {
+			t.Logf("perf script: %v", err)
+			return r
+		}
+		r.perf = new(stackCounts)
+		var fns []string
+		for _, line := range strings.Split(string(out)+"\n", "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				if len(fns) > 0 {
+					r.perf.add(fns, path)
+				}
+				fns = nil
 				continue
 			}
-			inLevels++
-			// Inlined frames of std code may sit between the levels
-			// in C++: the path must appear in order.
-			k := 0
-			for _, fn := range fns[i:] {
-				if k < len(path) && fn == path[k] {
-					k++
-				}
-			}
-			if k == len(path) {
-				onPath++
+			if len(f) >= 2 {
+				fns = append(fns, shortName(strings.Join(f[1:], " ")))
 			}
 		}
 	}
-	return st, rooted, onPath, inLevels, n
+	return r
 }
 
 func pctOf(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }

@@ -53,8 +53,14 @@ func newUnwindTable(ef *elf.File) (*unwindTable, error) {
 	if ef.Machine != elf.EM_X86_64 {
 		return nil, nil
 	}
+	// Go code unwinds by its pcln tables: the .debug_frame of a Go
+	// binary is only kept out of the way. Its .eh_frame is cgo's.
+	names := []string{".eh_frame", ".debug_frame"}
+	if isGo(ef) {
+		names = names[:1]
+	}
 	var secs []cfiSection
-	for _, name := range []string{".eh_frame", ".debug_frame"} {
+	for _, name := range names {
 		sec := ef.Section(name)
 		if sec == nil || sec.Type == elf.SHT_NOBITS {
 			continue

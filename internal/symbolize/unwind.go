@@ -141,9 +141,12 @@ func unwind(ct codeTables, regs Regs, stack *StackCopy, out []uint64) ([]uint64,
 		var next Regs
 		ok := false
 		if gotab != nil {
-			var top bool
-			if next, ok, top = gotab.step(vaddr, regs, !exactPC, stack); top {
+			var top, goFunc bool
+			if next, ok, top, goFunc = gotab.step(vaddr, regs, !exactPC, stack); top {
 				return out, UnwindEnd
+			}
+			if goFunc && !ok {
+				cfi = nil // Go code: its frame pointer, or nothing
 			}
 		}
 		if !found {
@@ -217,34 +220,34 @@ const (
 // mcall), is stepped by its frame pointer, which Go links across its
 // stack switches and signal handlers as the kernel's walk finds them;
 // the pcsp table is for the innermost frame, which may not have pushed
-// its frame pointer yet.
-func (g *goTable) step(pc uint64, regs Regs, byFP bool, stack *StackCopy) (next Regs, ok, top bool) {
+// its frame pointer yet. goFunc says pc is in a Go function.
+func (g *goTable) step(pc uint64, regs Regs, byFP bool, stack *StackCopy) (next Regs, ok, top, goFunc bool) {
 	rec, entry, ok := g.funcAt(pc)
 	if !ok {
-		return Regs{}, false, false
+		return Regs{}, false, false, false
 	}
 	switch flag := rec[funcFlagOff]; {
 	case flag&funcFlagTopFrame != 0:
-		return Regs{}, false, true
+		return Regs{}, false, true, true
 	case byFP || flag&funcFlagSPWrite != 0:
 		next, ok := framePointerStep(regs, stack)
-		return next, ok, false
+		return next, ok, false, true
 	}
 	v := g.pcvalue(g.bo.Uint32(rec[funcPCSPOff:]), entry, pc)
 	if v < 0 {
-		return Regs{}, false, false
+		return Regs{}, false, false, true
 	}
 	ra, ok := stack.read(regs.SP + uint64(v))
 	if !ok {
-		return Regs{}, false, false
+		return Regs{}, false, false, true
 	}
 	next = Regs{IP: ra, SP: regs.SP + uint64(v) + 8, BP: regs.BP}
 	if v > 0 {
 		if next.BP, ok = stack.read(regs.SP + uint64(v) - 8); !ok {
-			return Regs{}, false, false
+			return Regs{}, false, false, true
 		}
 	}
-	return next, true, false
+	return next, true, false, true
 }
 
 // spDeltaZero reports whether the SP delta of the pcsp table is 0 at pc,

@@ -24,6 +24,9 @@ type child struct {
 
 // childArgs are the spin child's arguments for h.child and h.work.
 func (h *harness) childArgs() []string {
+	if h.child == childNoFP {
+		return []string{strconv.Itoa(h.work)}
+	}
 	if h.child == childPingpong {
 		args := []string{"-pingpong", strconv.Itoa(h.work)}
 		if h.hop >= 0 {

@@ -67,6 +67,12 @@ func collectorYAML(pid, hz, port any, m mode) string {
 	if m.noBPF {
 		extra += "\n    ebpf: off"
 	}
+	switch m.unwind {
+	case "fp":
+		extra += "\n    unwind: frame_pointer"
+	case "dwarf":
+		extra += "\n    unwind: dwarf"
+	}
 	if m.runStats {
 		extra += "\n    ebpf_run_stats: true"
 	}

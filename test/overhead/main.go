@@ -1,7 +1,7 @@
 // Command overhead measures how much sampling slows down a CPU-bound
 // process, and what the sampler itself costs.
 //
-//	go run ./test/overhead [-rounds 5] [-child spin|pingpong] [-work N] [-modes none,perfprof-99,perfprof-999,perf-record-999]
+//	go run ./test/overhead [-rounds 5] [-child spin|pingpong|nofp] [-work N] [-modes none,perfprof-99,perfprof-999,perf-record-999]
 //
 // The workload is internal/testchild/spin, which does a fixed amount of work
 // at a stack depth of about ten frames, after waiting on stdin until the
@@ -17,7 +17,13 @@
 //	           switches per second on a 2-CPU VM, half of them voluntary (in
 //	           pipe_read), half the woken thread preempting the writer. It
 //	           is the load on which sched capture (a sample with a stack at
-//	           every switch) costs the most.
+//	           every switch) costs the most;
+//	nofp       C built as gcc builds it by default (-O2, no frame
+//	           pointers; internal/testchild/nofp/nofp.c): two threads
+//	           compressing, sorting and checksumming through three levels
+//	           of their own functions into Debian's libz and libc, -work
+//	           rounds each (default 10000, about 2 s of CPU each). It is
+//	           the load that needs unwinding from stack copies.
 //
 // Each run starts a fresh child under one mode:
 //
@@ -38,6 +44,11 @@
 //	perfprof-system-HZ (scope: system: per-CPU events), perfprof-system-nosched-HZ
 //	                 the same with ebpf: off (no program reads goroutine
 //	                 labels at each sample)
+//	perfprof-fp-HZ, perfprof-dwarf-HZ (after nobpf)
+//	                 the same with unwind: frame_pointer (the kernel's
+//	                 frame-pointer chains, 512 bytes of stack copied for
+//	                 recover_leaf_caller) or unwind: dwarf; without them
+//	                 the default, auto (16 KiB of stack per sample);
 //	perfprof-ringN-HZ, perfprof-nosched-ringN-HZ
 //	                 the same with ring_pages: N (a power of two; without
 //	                 it the receiver's default, 64 pages, 256 KiB per CPU),
@@ -52,6 +63,9 @@
 //	                 samples to a temporary file, for comparison (it also
 //	                 takes kernel callchains; the collector, by default,
 //	                 user ones only);
+//	perf-record-dwarf-HZ
+//	                 the same with --call-graph dwarf for -g: 8 KiB of user
+//	                 stack per sample, unwound when perf report reads it;
 //	perf-record-system-HZ
 //	                 the same with -a for -p PID: every CPU, as
 //	                 system-wide profilers sample (its samples column
@@ -175,6 +189,7 @@ type mode struct {
 	noSched   bool   // sched: {enabled: false}
 	noRecover bool   // recover_leaf_caller: false
 	noBPF     bool   // ebpf: off
+	unwind    string // unwind: "fp" (frame_pointer) or "dwarf", "" for the default (auto); perf-record: "dwarf" for --call-graph dwarf
 	ringPages int    // ring_pages, 0 for the receiver's default
 	gap       string // sched.stack_min_gap, "" for the receiver's default
 	every     int    // sched.stack_every, 0 for the receiver's default
@@ -184,10 +199,10 @@ type mode struct {
 // twin is the name of the perfprof mode that differs from m only in sched
 // capture.
 func (m mode) twin() string {
-	return perfprofName(m.system, !m.noSched, m.noRecover, m.noBPF, m.ringPages, m.gap, m.every, m.hz)
+	return perfprofName(m.system, !m.noSched, m.noRecover, m.noBPF, m.unwind, m.ringPages, m.gap, m.every, m.hz)
 }
 
-func perfprofName(system, noSched, noRecover, noBPF bool, ringPages int, gap string, every, hz int) string {
+func perfprofName(system, noSched, noRecover, noBPF bool, unwind string, ringPages int, gap string, every, hz int) string {
 	name := "perfprof-"
 	if system {
 		name += "system-"
@@ -200,6 +215,9 @@ func perfprofName(system, noSched, noRecover, noBPF bool, ringPages int, gap str
 	}
 	if noBPF {
 		name += "nobpf-"
+	}
+	if unwind != "" {
+		name += unwind + "-"
 	}
 	if ringPages > 0 {
 		name += fmt.Sprintf("ring%d-", ringPages)
@@ -228,6 +246,9 @@ func parseMode(s string) (mode, error) {
 			if r, ok := strings.CutPrefix(rest, "system-"); ok {
 				m.system, rest = true, r
 			}
+			if r, ok := strings.CutPrefix(rest, "dwarf-"); ok {
+				m.unwind, rest = "dwarf", r
+			}
 		}
 		if kind == kindPerfprof {
 			// Options before the frequency, in this order.
@@ -242,6 +263,11 @@ func parseMode(s string) (mode, error) {
 			}
 			if r, ok := strings.CutPrefix(rest, "nobpf-"); ok {
 				m.noBPF, rest = true, r
+			}
+			for _, u := range []string{"fp", "dwarf"} {
+				if r, ok := strings.CutPrefix(rest, u+"-"); ok {
+					m.unwind, rest = u, r
+				}
 			}
 			if r, ok := strings.CutPrefix(rest, "ring"); ok {
 				n, r, _ := strings.Cut(r, "-")
@@ -272,8 +298,8 @@ func parseMode(s string) (mode, error) {
 			return mode{}, fmt.Errorf("mode %q: frequency %q is not a number of Hz in 1..10000 (perfprof options go before it: perfprof[-nosched][-ringN]-HZ)", s, rest)
 		}
 		m.hz = hz
-		if kind == kindPerfprof && perfprofName(m.system, m.noSched, m.noRecover, m.noBPF, m.ringPages, m.gap, m.every, hz) != s {
-			return mode{}, fmt.Errorf("mode %q: want perfprof[-system][-nosched][-norecover][-nobpf][-ringN][-gapDURATION][-everyN]-HZ", s)
+		if kind == kindPerfprof && perfprofName(m.system, m.noSched, m.noRecover, m.noBPF, m.unwind, m.ringPages, m.gap, m.every, hz) != s {
+			return mode{}, fmt.Errorf("mode %q: want perfprof[-system][-nosched][-norecover][-nobpf][-fp|-dwarf][-ringN][-gapDURATION][-everyN]-HZ", s)
 		}
 		return m, nil
 	}
@@ -284,10 +310,11 @@ func parseMode(s string) (mode, error) {
 const (
 	childSpin     = "spin"
 	childPingpong = "pingpong"
+	childNoFP     = "nofp"
 )
 
 // defaultWork is the default -work of each child: about 2 s here.
-var defaultWork = map[string]int{childSpin: 1000000, childPingpong: 50000}
+var defaultWork = map[string]int{childSpin: 1000000, childPingpong: 50000, childNoFP: 10000}
 
 // result is one run of the child under one mode.
 type result struct {
@@ -329,8 +356,8 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 5, "rounds; each runs every mode once")
-	child := flag.String("child", childSpin, "workload: spin (CPU-bound) or pingpong (about 50 000 context switches/s)")
-	work := flag.Int("work", 0, "work of the child: hash rounds of spin (default 1000000 ≈ 2 s of CPU here), round trips of pingpong (default 50000 ≈ 2 s)")
+	child := flag.String("child", childSpin, "workload: spin (CPU-bound), pingpong (about 50 000 context switches/s) or nofp (C without frame pointers, through libz and libc, two threads)")
+	work := flag.Int("work", 0, "work of the child: hash rounds of spin (default 1000000 ≈ 2 s of CPU here), round trips of pingpong (default 50000 ≈ 2 s), rounds per thread of nofp (default 10000 ≈ 2 s per thread)")
 	hop := flag.Int("hop", -1, "pingpong only: the child's -hop, hash passes between hand-offs (default the child's, 360; 0 for the highest switch rate)")
 	collector := flag.String("collector", "", "collector binary (default <module root>/_build/otelcol-perfprof)")
 	runStats := flag.Bool("ebpf-run-stats", false, "perfprof modes: ebpf_run_stats: true, for the eBPF columns (the kernel's BPF run-time statistics cost two clock reads per program run, which the slowdowns then include)")
@@ -340,7 +367,7 @@ func run() error {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 	if _, ok := defaultWork[*child]; !ok {
-		return fmt.Errorf("-child %q: want spin or pingpong", *child)
+		return fmt.Errorf("-child %q: want spin, pingpong or nofp", *child)
 	}
 	if *work == 0 {
 		*work = defaultWork[*child]
@@ -407,11 +434,16 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(h.tmp)
-	h.spin = filepath.Join(h.tmp, "spin")
+	h.spin = filepath.Join(h.tmp, h.child)
 	build := exec.CommandContext(ctx, "go", "build", "-o", h.spin, "./internal/testchild/spin")
+	if h.child == childNoFP {
+		// As gcc builds C by default: -O2, no frame pointers.
+		build = exec.CommandContext(ctx, "gcc", "-x", "c", "-O2", "-fomit-frame-pointer", "-pthread",
+			"-o", h.spin, "internal/testchild/nofp/nofp.c", "-lz")
+	}
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the spin child: %v\n%s", err, out)
+		return fmt.Errorf("build the %s child: %v\n%s", h.child, err, out)
 	}
 
 	h.printHeader()
@@ -478,7 +510,7 @@ func (h *harness) runOnce(ctx context.Context, m mode) (result, error) {
 	case kindPerfprof:
 		p, err = h.startCollector(ctx, c.pid, m)
 	case kindPerfRecord:
-		p, err = h.startPerfRecord(ctx, c.pid, m.hz, m.system)
+		p, err = h.startPerfRecord(ctx, c.pid, m.hz, m.system, m.unwind == "dwarf")
 	}
 	if err != nil {
 		return result{}, err

@@ -19,12 +19,17 @@ import (
 // control FIFO, answering "ack" on the other: that tells when perf is
 // attached. --no-buildid skips reading every hit binary at exit.
 // With pid "" it is perf-record-system-HZ: every CPU (-a).
-func perfRecordArgs(pid, hz, data, ctl, ack string) []string {
+func perfRecordArgs(pid, hz, data, ctl, ack string, dwarf bool) []string {
 	target := []string{"-p", pid}
 	if pid == "" {
 		target = []string{"-a"}
 	}
-	args := append([]string{"record", "-e", "cpu-clock", "-F", hz, "-g"}, target...)
+	callGraph := []string{"-g"}
+	if dwarf {
+		// perf's default copy: 8 KiB of stack per sample.
+		callGraph = []string{"--call-graph", "dwarf"}
+	}
+	args := append(append([]string{"record", "-e", "cpu-clock", "-F", hz}, callGraph...), target...)
 	return append(args, "-o", data, "--no-buildid", "-D", "-1", "--control", "fifo:"+ctl+","+ack)
 }
 
@@ -40,7 +45,7 @@ type perfRun struct {
 
 // startPerfRecord starts perf record on pid and returns once its events are
 // enabled.
-func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system bool) (_ *perfRun, err error) {
+func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system, dwarf bool) (_ *perfRun, err error) {
 	p := &perfRun{perf: h.perfPath, data: filepath.Join(h.tmp, "perf.data"), system: system}
 	ctl, ack := filepath.Join(h.tmp, "perf-ctl"), filepath.Join(h.tmp, "perf-ack")
 	defer func() {
@@ -61,7 +66,7 @@ func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system bool)
 	if p.ack, err = os.OpenFile(ack, os.O_RDWR, 0); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, h.perfPath, perfRecordArgs(map[bool]string{false: strconv.Itoa(pid), true: ""}[system], strconv.Itoa(hz), p.data, ctl, ack)...)
+	cmd := exec.CommandContext(ctx, h.perfPath, perfRecordArgs(map[bool]string{false: strconv.Itoa(pid), true: ""}[system], strconv.Itoa(hz), p.data, ctl, ack, dwarf)...)
 	if p.watched, err = startWatched("perf record", cmd); err != nil {
 		return nil, err
 	}

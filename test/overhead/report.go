@@ -52,7 +52,7 @@ func (h *harness) printHeader() {
 				fmt.Printf("\t(%s)\n", n)
 			}
 		case kindPerfRecord:
-			args := perfRecordArgs("PID", "HZ", "TMP/perf.data", "TMP/perf-ctl", "TMP/perf-ack")
+			args := perfRecordArgs("PID", "HZ", "TMP/perf.data", "TMP/perf-ctl", "TMP/perf-ack", m.unwind == "dwarf")
 			fmt.Printf("perf:    %s %s   (%s)\n", h.perfPath, strings.Join(args, " "), perfVersion(h.perfPath))
 		}
 	}
@@ -74,6 +74,12 @@ func (h *harness) configPlaceholders() (sched any, ring, scope, schedOpts string
 		system = system || m.system
 		process = process || !m.system
 		stacks = stacks || m.gap != "" || m.every > 0
+	}
+	for _, m := range h.modes {
+		if m.kind == kindPerfprof && m.unwind != "" {
+			notes = append(notes, "the *-fp-* modes add unwind: frame_pointer, the *-dwarf-* modes unwind: dwarf; the others unwind as by default (auto)")
+			break
+		}
 	}
 	if stacks {
 		schedOpts = ", STACK_OPTIONS"

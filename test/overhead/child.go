@@ -25,7 +25,8 @@ type child struct {
 // childArgs are the spin child's arguments for h.child and h.work.
 func (h *harness) childArgs() []string {
 	if h.child == childNoFP {
-		return []string{strconv.Itoa(h.work)}
+		// One thread, as spin: the other CPU is the profiler's.
+		return []string{strconv.Itoa(h.work), "1"}
 	}
 	if h.child == childPingpong {
 		args := []string{"-pingpong", strconv.Itoa(h.work)}

@@ -19,11 +19,12 @@
 //	           is the load on which sched capture (a sample with a stack at
 //	           every switch) costs the most;
 //	nofp       C built as gcc builds it by default (-O2, no frame
-//	           pointers; internal/testchild/nofp/nofp.c): two threads
-//	           compressing, sorting and checksumming through three levels
-//	           of their own functions into Debian's libz and libc, -work
-//	           rounds each (default 10000, about 2 s of CPU each). It is
-//	           the load that needs unwinding from stack copies.
+//	           pointers; internal/testchild/nofp/nofp.c): one thread (the
+//	           other CPU is the profiler's, as with spin) compressing,
+//	           sorting and checksumming through three levels of its own
+//	           functions into Debian's libz and libc, -work rounds (default
+//	           15000, about 2 s of CPU). It is the load that needs
+//	           unwinding from stack copies.
 //
 // Each run starts a fresh child under one mode:
 //
@@ -314,7 +315,7 @@ const (
 )
 
 // defaultWork is the default -work of each child: about 2 s here.
-var defaultWork = map[string]int{childSpin: 1000000, childPingpong: 50000, childNoFP: 10000}
+var defaultWork = map[string]int{childSpin: 1000000, childPingpong: 50000, childNoFP: 15000}
 
 // result is one run of the child under one mode.
 type result struct {
@@ -357,7 +358,7 @@ func main() {
 func run() error {
 	rounds := flag.Int("rounds", 5, "rounds; each runs every mode once")
 	child := flag.String("child", childSpin, "workload: spin (CPU-bound), pingpong (about 50 000 context switches/s) or nofp (C without frame pointers, through libz and libc, two threads)")
-	work := flag.Int("work", 0, "work of the child: hash rounds of spin (default 1000000 ≈ 2 s of CPU here), round trips of pingpong (default 50000 ≈ 2 s), rounds per thread of nofp (default 10000 ≈ 2 s per thread)")
+	work := flag.Int("work", 0, "work of the child: hash rounds of spin (default 1000000 ≈ 2 s of CPU here), round trips of pingpong (default 50000 ≈ 2 s), rounds of nofp (default 15000 ≈ 2 s)")
 	hop := flag.Int("hop", -1, "pingpong only: the child's -hop, hash passes between hand-offs (default the child's, 360; 0 for the highest switch rate)")
 	collector := flag.String("collector", "", "collector binary (default <module root>/_build/otelcol-perfprof)")
 	runStats := flag.Bool("ebpf-run-stats", false, "perfprof modes: ebpf_run_stats: true, for the eBPF columns (the kernel's BPF run-time statistics cost two clock reads per program run, which the slowdowns then include)")

@@ -8,9 +8,10 @@
 // fit a 16 KiB stack copy.
 //
 // Without arguments it prints "ready PID" and works until killed. With
-// ROUNDS it is the no-frame-pointer workload of test/overhead: it prints
-// "ready PID", waits for a line on stdin, runs ROUNDS rounds on each of its
-// two threads, prints "done ROUNDS" and exits.
+// ROUNDS [THREADS] it is the no-frame-pointer workload of test/overhead: it
+// prints "ready PID", waits for a line on stdin, runs ROUNDS rounds on each
+// of its THREADS threads (1 or 2, default 2), prints "done ROUNDS" and
+// exits.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,9 @@ static void *worker(void *arg) {
 }
 int main(int argc, char **argv) {
 	for (unsigned i = 0; i < sizeof src; i++) src[i] = rand();
+	int threads = 2;
 	if (argc > 1) rounds = atol(argv[1]);
+	if (argc > 2) threads = atoi(argv[2]);
 	printf("ready %d\n", getpid());
 	fflush(stdout);
 	if (rounds >= 0) {
@@ -46,9 +49,9 @@ int main(int argc, char **argv) {
 		if (!fgets(line, sizeof line, stdin)) return 1;
 	}
 	pthread_t t;
-	pthread_create(&t, 0, worker, 0);
+	if (threads > 1) pthread_create(&t, 0, worker, 0);
 	worker(0);
-	pthread_join(t, 0);
+	if (threads > 1) pthread_join(t, 0);
 	printf("done %ld\n", rounds);
 	return 0;
 }

@@ -25,7 +25,7 @@ func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
 		b.Fatal(err)
 	}
 	st, _ := e.addProcess(p)
-	e.syms.refresh([]*procState{st})
+	e.syms.refresh([]*procState{st}, true)
 	return e, st
 }
 

@@ -134,7 +134,15 @@ func (p *Profiler) attach(proc perf.Process) error {
 		p.dropProcess(st)
 		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, err)
 	}
-	p.syms.refresh([]*procState{st})
+	p.syms.refresh([]*procState{st}, false)
+	if p.opts.Unwind != UnwindFramePointer {
+		// The symbol worker reads its unwind tables; until then its
+		// samples keep the kernel's chains (Stats.Unwind.Pending).
+		p.mu.Lock()
+		st.mapsDirty = true
+		p.mu.Unlock()
+		p.syms.kick()
+	}
 	if cerr != nil {
 		p.log.Info("The span a thread runs cannot be read in this process; its samples are joined by thread and time",
 			zap.Int("pid", proc.Pid), zap.Error(cerr))
@@ -284,7 +292,7 @@ func (p *Profiler) symbolWorker() {
 		case <-p.stop:
 			return
 		case <-p.syms.wake:
-			p.syms.refresh(p.dirtyProcesses())
+			p.syms.refresh(p.dirtyProcesses(), true)
 		}
 	}
 }

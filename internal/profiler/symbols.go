@@ -117,10 +117,11 @@ func (s *symbols) open(st *procState) *symbolize.Process {
 }
 
 // refresh re-reads the memory maps of processes whose code changed, so
-// that their new code resolves, and gives their read loop unwinding the
-// tables of the binaries mapped now. A process that exits before its samples
-// are symbolized keeps the map read here.
-func (s *symbols) refresh(sts []*procState) {
+// that their new code resolves, and with unwind gives their read loop
+// unwinding the tables of the binaries mapped now (which may parse a Go
+// binary: not for the attaching goroutine to wait on). A process that
+// exits before its samples are symbolized keeps the map read here.
+func (s *symbols) refresh(sts []*procState, unwind bool) {
 	if len(sts) == 0 {
 		return
 	}
@@ -132,7 +133,7 @@ func (s *symbols) refresh(sts []*procState) {
 		} else {
 			_ = st.sym.proc.Refresh() // a process that is gone keeps its last map
 		}
-		if s.unwind && st.sym.proc != nil {
+		if unwind && s.unwind && st.sym.proc != nil {
 			st.unwinder.Store(st.sym.proc.Unwinder())
 		}
 	}

@@ -102,7 +102,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 			refresh = append(refresh, t.st)
 		}
 	}
-	e.syms.refresh(refresh)
+	e.syms.refresh(refresh, true)
 	snaps := make([]Snapshot, 0, len(out))
 	var jit JITStats
 	for _, t := range out {

@@ -36,7 +36,8 @@ type Config struct {
 	DiscoveryInterval time.Duration `mapstructure:"discovery_interval"`
 	// RingPages is the size of each per-CPU perf ring in 4 KiB pages, a
 	// power of two. Raise it when receiver_perfprof_lost_records grows.
-	// Unset (0): 64, or 256 when samples copy their stacks (unwind).
+	// Unset (0): 64, or 512 (2 MiB) when samples copy their stacks
+	// (unwind auto or dwarf).
 	RingPages int `mapstructure:"ring_pages"`
 	// Unwind says how the user part of on-CPU stacks is found:
 	//   - auto (default): each sample copies the top of its thread's

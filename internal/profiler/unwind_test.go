@@ -59,13 +59,18 @@ func TestUnwindNoFramePointers(t *testing.T) {
 				}
 				switch mode {
 				case profiler.UnwindAuto:
-					if r.rooted < r.n*99/100 {
-						t.Errorf("auto: %d of %d samples rooted, want ≥ 99%%", r.rooted, r.n)
+					// Samples taken before the symbol worker read the
+					// tables keep the kernel's chains, counted as
+					// pending: none without the race detector, up to
+					// 4.5% (the first ~0.2 s) under it.
+					pending := int(r.stats.Pending)
+					if r.rooted < (r.n-pending)*99/100 {
+						t.Errorf("auto: %d of %d samples (%d pending) rooted, want ≥ 99%%", r.rooted, r.n, pending)
 					}
-					if r.first < r.n/5 || r.onPath < r.first*99/100 {
+					if r.first < r.n/5 || r.onPath < (r.first-pending)*99/100 {
 						t.Errorf("auto: %d samples in %s, %d on the true path", r.first, c.path[0], r.onPath)
 					}
-					if r.stats.Pending > int64(r.n/20) {
+					if r.stats.Pending > int64(r.n/10) {
 						t.Errorf("auto: %d samples before the tables were read", r.stats.Pending)
 					}
 				case profiler.UnwindFramePointer:

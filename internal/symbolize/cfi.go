@@ -288,27 +288,3 @@ func signalStep(regs Regs, stack *StackCopy) (Regs, bool) {
 	}
 	return Regs{IP: ip, SP: sp, BP: bp}, true
 }
-
-// walk unwinds the stack of one binary loaded at bias (its runtime
-// addresses minus its link-time ones) from regs, appending the return
-// addresses to out, up to len(out)'s capacity. It stops at the outermost
-// frame, at code the table does not cover (another binary's, JIT code), at
-// a read outside the stack copy, or when the stack pointer does not grow
-// (a loop in garbage). The frames after the first are looked up at their
-// return address minus one: the call, not the instruction after it, which
-// may be in the next function.
-func (t *unwindTable) walk(bias uint64, regs Regs, stack *StackCopy, out []uint64) ([]uint64, Regs) {
-	for len(out) < cap(out) {
-		pc := regs.IP - bias
-		if len(out) > 0 {
-			pc--
-		}
-		next, ok := t.find(pc).step(regs, stack)
-		if !ok || next.SP <= regs.SP || next.IP == 0 {
-			break
-		}
-		out = append(out, next.IP)
-		regs = next
-	}
-	return out, regs
-}

@@ -372,14 +372,15 @@ func syntheticStack(tb testing.TB, n int) (*unwindTable, Regs, *StackCopy, []uin
 // a stack copy, and stops cleanly on a copy too short for them.
 func TestUnwindWalk(t *testing.T) {
 	tab, regs, stack, want := syntheticStack(t, 16)
-	got, _ := tab.walk(0, regs, stack, make([]uint64, 0, 64))
+	u := libcUnwinder(tab)
+	got, _ := u.Unwind(regs, stack, make([]uint64, 0, 64))
 	if !slices.Equal(got[:min(len(got), len(want))], want) || len(got) < len(want) {
 		t.Fatalf("unwound %x, want %x first", got, want)
 	}
 	short := &StackCopy{SP: stack.SP, Data: stack.Data[:64]}
-	got, _ = tab.walk(0, regs, short, make([]uint64, 0, 64))
-	if len(got) >= len(want) || !slices.Equal(got, want[:len(got)]) {
-		t.Fatalf("on a 64-byte copy: %x", got)
+	got, stop := u.Unwind(regs, short, make([]uint64, 0, 64))
+	if len(got) >= len(want) || !slices.Equal(got, want[:len(got)]) || stop != UnwindStackCopy {
+		t.Fatalf("on a 64-byte copy: %x, %v", got, stop)
 	}
 }
 

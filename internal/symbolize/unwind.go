@@ -100,31 +100,10 @@ func (s UnwindStop) String() string {
 // Unwind walks the user stack of a sample from its registers and the copy
 // of its stack, appending the return address of every frame after the
 // innermost to out, up to cap(out), and says why it stopped. Each frame is
-// unwound by the rules of the binary its pc is in: its compiled .eh_frame
-// (Options.UnwindTables), Go's SP-delta table for Go code (Go keeps frame
-// pointers, but a function's frame pointer is only pushed after its
-// prologue), else the frame pointer. It parses the binaries it meets; the
-// read loop of a profiler uses an [Unwinder] instead.
-func (p *Process) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
-	return unwind(p, regs, stack, out)
-}
-
-// codeTables finds the unwind tables of the code at pc: the binary's
-// .eh_frame, its Go table, and pc's address in them; ok is false when pc
-// is in no binary (JIT code, anonymous memory).
-type codeTables interface {
-	codeAt(pc uint64) (cfi *unwindTable, gotab *goTable, vaddr uint64, ok bool)
-}
-
-func (p *Process) codeAt(pc uint64) (*unwindTable, *goTable, uint64, bool) {
-	b, vaddr := p.tables(pc)
-	if b == nil {
-		return nil, nil, 0, false
-	}
-	return b.unwind, b.gotab, vaddr, true
-}
-
-func unwind(ct codeTables, regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
+// unwound by the rules of the binary its pc is in: its compiled CFI, Go's
+// tables for Go code (see goTable.step), else the frame pointer, as for
+// JIT code. It does not allocate.
+func (u *Unwinder) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
 	// exact: regs.IP is the instruction the thread was at (the sample's,
 	// or one a signal interrupted), not a return address.
 	exact := true
@@ -137,7 +116,7 @@ func unwind(ct codeTables, regs Regs, stack *StackCopy, out []uint64) ([]uint64,
 			pc-- // the call, not the instruction after it
 		}
 		exact = false
-		cfi, gotab, vaddr, found := ct.codeAt(pc)
+		cfi, gotab, vaddr, found := u.codeAt(pc)
 		var next Regs
 		ok := false
 		if gotab != nil {

@@ -48,12 +48,6 @@ func (p *Process) Unwinder() *Unwinder {
 	return u
 }
 
-// Unwind walks a user stack as [Process.Unwind] does, from the tables u
-// holds. It does not allocate: out is filled up to its capacity.
-func (u *Unwinder) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
-	return unwind(u, regs, stack, out)
-}
-
 // Binaries returns how many of u's mappings are in a binary whose unwind
 // tables were read, and how many of those have an .eh_frame or Go table.
 func (u *Unwinder) Binaries() (mapped, withTables int) {

@@ -30,6 +30,14 @@ const (
 // profiles; spans of further resources are still joined, without resource.
 const maxResources = 4096
 
+// Bounds on what a span may make the receiver hold: max_spans names and
+// maxResources resources stay in memory, and one request may carry values
+// of megabytes (up to max_request_body_size).
+const (
+	maxSpanName     = 1 << 10  // bytes of a span name held for the join
+	maxResourceSize = 64 << 10 // bytes of a remembered resource's attributes
+)
+
 // consumeSpans indexes the spans of one export request for the join, then
 // passes them on to the traces pipeline, if the component is in one.
 func (r *perfprofReceiver) consumeSpans(ctx context.Context, td ptrace.Traces, transport string) error {
@@ -48,11 +56,14 @@ func (r *perfprofReceiver) consumeSpans(ctx context.Context, td ptrace.Traces, t
 // join, and counts the outcomes.
 func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	threadKey, workerKey := r.cfg.Correlation.ThreadIDAttribute, r.cfg.Correlation.WorkerIDAttribute
-	var noThread int64
+	var noThread, longNames, bigResources int64
 	spans := make([]profiler.Span, 0, td.SpanCount())
 	for i := 0; i < td.ResourceSpans().Len(); i++ {
 		rs := td.ResourceSpans().At(i)
-		res := r.internResource(rs.Resource())
+		res, ok := r.internResource(rs.Resource())
+		if !ok {
+			bigResources++
+		}
 		// SDKs name their process (resource detector process.pid): its
 		// profiles get this resource from now on.
 		if pid, ok := intAttr(rs.Resource().Attributes(), convention.ProcessPid); ok && pid > 0 && pid <= math.MaxInt32 {
@@ -77,6 +88,12 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 				parent := sp.ParentSpanID()
 				remote := flags&(flagHasIsRemote|flagIsRemote) == flagHasIsRemote|flagIsRemote ||
 					(flags&flagHasIsRemote == 0 && !parent.IsEmpty() && (kind == ptrace.SpanKindServer || kind == ptrace.SpanKindConsumer))
+				name := sp.Name()
+				if len(name) > maxSpanName {
+					// Cloned: the cut must not keep the whole name alive.
+					name = strings.Clone(strings.ToValidUTF8(name[:maxSpanName], ""))
+					longNames++
+				}
 				spans = append(spans, profiler.Span{
 					Tid:          uint32(tid),
 					TraceID:      sp.TraceID(),
@@ -85,7 +102,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 					ParentRemote: remote,
 					Start:        uint64(sp.StartTimestamp()),
 					End:          uint64(sp.EndTimestamp()),
-					Name:         sp.Name(),
+					Name:         name,
 					WorkerID:     worker,
 					Resource:     res,
 				})
@@ -102,6 +119,14 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 			r.telemetry.ReceiverPerfprofSpans.Add(ctx, o.n, metric.WithAttributes(attribute.String("outcome", o.outcome)))
 		}
 	}
+	for _, b := range []struct {
+		n    int64
+		kind string
+	}{{longNames, "span_name"}, {bigResources, "resource"}} {
+		if b.n > 0 {
+			r.telemetry.ReceiverPerfprofSpanValuesBounded.Add(ctx, b.n, metric.WithAttributes(attribute.String("kind", b.kind)))
+		}
+	}
 	if c.OverLimit > 0 {
 		r.log.Warn("Spans not joined: correlation.max_spans reached", zap.Int64("spans", c.OverLimit), zap.Int("max_spans", r.cfg.Correlation.MaxSpans))
 	}
@@ -116,30 +141,37 @@ func intAttr(m pcommon.Map, key string) (int64, bool) {
 }
 
 // internResource returns the handle of a span resource, remembering it for
-// the profiles of its process; -1 past maxResources.
-func (r *perfprofReceiver) internResource(res pcommon.Resource) int32 {
+// the profiles of its process; -1 past maxResources, and -1 and false for
+// a resource over maxResourceSize.
+func (r *perfprofReceiver) internResource(res pcommon.Resource) (int32, bool) {
 	attrs := res.Attributes()
 	keys := make([]string, 0, attrs.Len())
+	size := 0
 	attrs.Range(func(k string, v pcommon.Value) bool {
-		keys = append(keys, k+"="+v.AsString())
-		return true
+		kv := k + "=" + v.AsString()
+		keys = append(keys, kv)
+		size += len(kv)
+		return size <= maxResourceSize
 	})
+	if size > maxResourceSize {
+		return -1, false
+	}
 	sort.Strings(keys)
 	key := strings.Join(keys, "\x00")
 	r.resMu.Lock()
 	defer r.resMu.Unlock()
 	if h, ok := r.resourceIdx[key]; ok {
-		return h
+		return h, true
 	}
 	if len(r.resources) >= maxResources {
-		return -1
+		return -1, true
 	}
 	cp := pcommon.NewResource()
 	res.CopyTo(cp)
 	h := int32(len(r.resources))
 	r.resources = append(r.resources, cp)
 	r.resourceIdx[key] = h
-	return h
+	return h, true
 }
 
 // resource returns the span resource of handle h, and false for none.
@@ -157,7 +189,7 @@ func (r *perfprofReceiver) startServers(ctx context.Context, host component.Host
 	if err := r.initObs(); err != nil {
 		return err
 	}
-	cfg := otlpserver.Config{Host: host, Telemetry: r.set.TelemetrySettings, Logger: r.log}
+	cfg := otlpserver.Config{Host: host, Telemetry: r.set.TelemetrySettings, Logger: r.log, Rejected: r.rejected}
 	if g := r.cfg.Protocols.GRPC.Get(); g != nil {
 		cfg.GRPC = g
 	}
@@ -187,6 +219,12 @@ func (r *perfprofReceiver) initObs() error {
 		r.obs[transport] = obs
 	}
 	return nil
+}
+
+// rejected counts a request refused before its spans could be read.
+func (r *perfprofReceiver) rejected(transport, reason string) {
+	r.telemetry.ReceiverPerfprofRejectedRequests.Add(context.Background(), 1,
+		metric.WithAttributes(attribute.String("transport", transport), attribute.String("reason", reason)))
 }
 
 func (r *perfprofReceiver) stopServers(ctx context.Context) { r.server.Stop(ctx) }

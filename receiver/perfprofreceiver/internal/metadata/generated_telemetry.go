@@ -38,8 +38,10 @@ type TelemetryBuilder struct {
 	ReceiverPerfprofOffCPUHeld         metric.Int64Counter
 	ReceiverPerfprofOffCPUSamples      metric.Int64Counter
 	ReceiverPerfprofProcesses          metric.Int64UpDownCounter
+	ReceiverPerfprofRejectedRequests   metric.Int64Counter
 	ReceiverPerfprofSamples            metric.Int64Counter
 	ReceiverPerfprofSchedSwitchOuts    metric.Int64Counter
+	ReceiverPerfprofSpanValuesBounded  metric.Int64Counter
 	ReceiverPerfprofSpans              metric.Int64Counter
 	ReceiverPerfprofSpansUnmatched     metric.Int64Counter
 	ReceiverPerfprofUnwoundSamples     metric.Int64Counter
@@ -146,6 +148,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{process}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofRejectedRequests, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_rejected_requests",
+		metric.WithDescription("OTLP export requests refused before their spans could be read, so that otelcol_receiver_refused_spans cannot count them, by transport (grpc, http) and reason (method, not POST or an unknown gRPC method; content_type, neither protobuf nor JSON; encoding, an unsupported Content-Encoding or a broken compression header; auth; read, a body cut short or broken compression; too_large, over max_request_body_size or max_recv_msg_size_mib; decode, not an OTLP traces request). Bytes on the gRPC port that are not HTTP/2 never make a request and are not counted. [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_samples",
 		metric.WithDescription("CPU samples read from the kernel for target processes. [Development]"),
@@ -156,6 +164,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_sched_switch_outs",
 		metric.WithDescription("Switch-outs of target threads seen by the eBPF scheduler program, by stack (read when their user stack and span were read, not_read when sched.stack_min_gap or stack_every skipped them). [Development]"),
 		metric.WithUnit("{switch}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofSpanValuesBounded, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_span_values_bounded",
+		metric.WithDescription("Span values too large to hold for the join, by kind (span_name, a name held cut to 1 KiB; resource, a resource over 64 KiB of attributes not remembered for the profiles, its spans joined without it). The spans are passed on whole. [Development]"),
+		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofSpans, err = builder.meter.Int64Counter(

@@ -213,6 +213,22 @@ func AssertEqualReceiverPerfprofProcesses(t *testing.T, tt *componenttest.Teleme
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverPerfprofRejectedRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_rejected_requests",
+		Description: "OTLP export requests refused before their spans could be read, so that otelcol_receiver_refused_spans cannot count them, by transport (grpc, http) and reason (method, not POST or an unknown gRPC method; content_type, neither protobuf nor JSON; encoding, an unsupported Content-Encoding or a broken compression header; auth; read, a body cut short or broken compression; too_large, over max_request_body_size or max_recv_msg_size_mib; decode, not an OTLP traces request). Bytes on the gRPC port that are not HTTP/2 never make a request and are not counted. [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_rejected_requests")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverPerfprofSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_samples",
@@ -241,6 +257,22 @@ func AssertEqualReceiverPerfprofSchedSwitchOuts(t *testing.T, tt *componenttest.
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_perfprof_sched_switch_outs")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofSpanValuesBounded(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_span_values_bounded",
+		Description: "Span values too large to hold for the join, by kind (span_name, a name held cut to 1 KiB; resource, a resource over 64 KiB of attributes not remembered for the profiles, its spans joined without it). The spans are passed on whole. [Development]",
+		Unit:        "{value}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_span_values_bounded")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

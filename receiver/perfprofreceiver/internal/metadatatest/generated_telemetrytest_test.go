@@ -31,8 +31,10 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofOffCPUHeld.Add(context.Background(), 1)
 	tb.ReceiverPerfprofOffCPUSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofProcesses.Add(context.Background(), 1)
+	tb.ReceiverPerfprofRejectedRequests.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSchedSwitchOuts.Add(context.Background(), 1)
+	tb.ReceiverPerfprofSpanValuesBounded.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
 	tb.ReceiverPerfprofUnwoundSamples.Add(context.Background(), 1)
@@ -72,10 +74,16 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualReceiverPerfprofProcesses(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofRejectedRequests(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSchedSwitchOuts(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofSpanValuesBounded(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSpans(t, testTel,

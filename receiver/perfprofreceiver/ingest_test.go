@@ -40,7 +40,13 @@ import (
 // session), on free loopback ports.
 func ingestReceiver(t *testing.T, next consumer.Traces, tt *componenttest.Telemetry) *perfprofReceiver {
 	t.Helper()
-	cfg := createDefaultConfig()
+	return ingestReceiverConfig(t, createDefaultConfig(), next, tt)
+}
+
+// ingestReceiverConfig is ingestReceiver with a configuration of its own
+// (its endpoints are replaced; correlation.max_spans is the engine's).
+func ingestReceiverConfig(t *testing.T, cfg *Config, next consumer.Traces, tt *componenttest.Telemetry) *perfprofReceiver {
+	t.Helper()
 	cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.Protocols.HTTP.GetOrInsertDefault().ServerConfig.NetAddr.Endpoint = "127.0.0.1:0"
 	set := receivertest.NewNopSettings(metadata.Type)
@@ -50,7 +56,7 @@ func ingestReceiver(t *testing.T, next consumer.Traces, tt *componenttest.Teleme
 	r, err := newReceiver(cfg, set)
 	require.NoError(t, err)
 	r.traces = next
-	r.prof = openScripted(t, profiler.Options{})
+	r.prof = openScripted(t, profiler.Options{MaxSpans: cfg.Correlation.MaxSpans})
 	require.NoError(t, r.startServers(context.Background(), nil))
 	t.Cleanup(func() { r.stopServers(context.Background()); r.telemetry.Shutdown() })
 	return r

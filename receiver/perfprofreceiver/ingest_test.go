@@ -188,6 +188,12 @@ func TestIngestPipelineErrors(t *testing.T) {
 			require.NoError(t, err)
 			resp, _ := post(t, "http://"+r.server.HTTPAddr+"/v1/traces", "application/x-protobuf", pb)
 			require.Equal(t, tc.httpCode, resp.StatusCode)
+			// The otlp receiver answers the same error alike.
+			refGRPC, refHTTP := otlpReference(t, consumertest.NewErr(tc.err), 0, 0)
+			ref, _ := post(t, "http://"+refHTTP+"/v1/traces", "application/x-protobuf", pb)
+			require.Equal(t, ref.StatusCode, resp.StatusCode)
+			require.Equal(t, ref.Header.Get("Retry-After"), resp.Header.Get("Retry-After"))
+			require.Equal(t, status.Code(invokeRaw(t, refGRPC, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", pb)), tc.grpcCode)
 
 			conn, err := grpc.NewClient(r.server.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			require.NoError(t, err)

@@ -8,8 +8,12 @@
 // SegmentMetadata record), and the legacy definitions handed to a batch
 // start empty in every segment, so that each defines the callframes and
 // threads it uses. Sealing is a rename, so after a crash the directory holds
-// sealed segments and at most one .active file, both made of whole batches;
-// a failed write (a full disk) is cut back to the last whole batch and the
+// sealed segments and at most one .active file, which may end in a partial
+// batch: every TRC batch ends with an empty string-pool frame, so that the
+// next Rotator on the directory (see [New]) finds the end of the last whole
+// batch, cuts the rest off and seals the file. The writer holds an flock on
+// its .active file, so that recovery never touches a live writer's file. A
+// failed write (a full disk) is cut back to the last whole batch and the
 // next batch may succeed. Retention deletes the oldest sealed segments to
 // keep the bytes of all segments under a bound, and sealed segments are
 // gzipped in the background so that a batch that seals a large segment does

@@ -34,14 +34,17 @@ func (r *Rotator) parseName(name string) (int, string, bool) {
 }
 
 // scan finds the existing segments: sealed ones join the retention list,
-// and numbering continues after all of them. Active leftovers of an earlier
-// process are left alone.
+// active leftovers of an earlier process are recovered and join it too, and
+// numbering continues after all of them. With Compress, sealed segments
+// left uncompressed (the process died before or while gzipping them) are
+// queued for compression.
 func (r *Rotator) scan() error {
 	ents, err := os.ReadDir(r.opts.Dir)
 	if err != nil {
 		return fmt.Errorf("segment: scan %s: %w", r.opts.Dir, err)
 	}
 	byN := map[int]file{}
+	var active []int
 	for _, e := range ents {
 		n, suffix, ok := r.parseName(e.Name())
 		if !ok || !e.Type().IsRegular() {
@@ -49,6 +52,7 @@ func (r *Rotator) scan() error {
 		}
 		r.next = max(r.next, n+1)
 		if suffix == ".bin.active" {
+			active = append(active, n)
 			continue
 		}
 		info, err := e.Info()
@@ -63,7 +67,20 @@ func (r *Rotator) scan() error {
 	}
 	for _, s := range byN {
 		r.sealed = append(r.sealed, s)
+		if r.opts.Compress && strings.HasSuffix(s.path, ".bin") {
+			r.pending = append(r.pending, s.n)
+		}
 	}
+	slices.Sort(active)
+	for _, n := range active {
+		if _, ok := byN[n]; ok {
+			continue // sealed and still active: never written so, left alone
+		}
+		if err := r.recoverActive(r.name(n, ".bin.active"), n); err != nil {
+			return err
+		}
+	}
+	slices.Sort(r.pending)
 	slices.SortFunc(r.sealed, func(a, b file) int { return a.n - b.n })
 	return nil
 }

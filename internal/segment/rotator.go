@@ -58,7 +58,15 @@ type Stats struct {
 	Batches      int64 // batches written
 	BytesWritten int64 // bytes written (segment starts and batches; uncompressed)
 	WriteErrors  int64 // failed writes (the batch was not written)
-	RotateErrors int64 // failed seals, compressions and retention deletions
+	RotateErrors int64 // failed seals, compressions, retention deletions and recoveries
+
+	// Active segments of an earlier process (one that crashed) found by
+	// New: sealed, cut back to their last whole batch, or deleted when
+	// no batch in them was whole.
+	Recovered              int
+	RecoveredEmpty         int
+	RecoveredCutBytes      int64 // bytes cut off: partial batches, garbage, deleted leftovers
+	RecoveredDroppedEvents int64 // whole events in those bytes (those of a partial batch)
 }
 
 // Rotator writes batches, each a complete TRC stream, into rotating segment
@@ -114,9 +122,11 @@ type file struct {
 func defaultMonotonic() uint64 { return clock.Monotonic() }
 
 // New returns a Rotator writing into opts.Dir, which it creates if
-// missing. It fails if Dir cannot be written to. Numbering continues after
-// the segments (sealed or active) already in Dir; nothing is written until
-// the first batch.
+// missing. It fails if Dir cannot be written to, or if another live process
+// writes an active segment with the same prefix there. Active segments left
+// by an earlier process are recovered: cut back to their last whole batch
+// and sealed (deleted if none is whole). Numbering continues after the
+// segments already in Dir; nothing is written until the first batch.
 func New(opts Options) (*Rotator, error) {
 	if opts.Dir == "" {
 		opts.Dir = "."
@@ -150,6 +160,12 @@ func New(opts Options) (*Rotator, error) {
 	os.Remove(probe.Name())
 	if err := r.scan(); err != nil {
 		return nil, err
+	}
+	r.retain()
+	if len(r.pending) > 0 {
+		r.compressing = true
+		r.wg.Add(1)
+		go r.compressLoop()
 	}
 	return r, nil
 }

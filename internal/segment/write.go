@@ -44,6 +44,9 @@ func (r *Rotator) WriteSegmentBatch(fn func(w *wire.Writer, fresh bool) error) e
 		if ferr := r.w.Flush(); err == nil {
 			err = ferr
 		}
+		if err == nil && r.buf.Len() > wire.HeaderSize {
+			r.buf.Write(batchEnd)
+		}
 		return err
 	}, wire.HeaderSize)
 }
@@ -218,7 +221,13 @@ func (r *Rotator) open(now time.Time) error {
 		r.stats.WriteErrors++
 		return fmt.Errorf("segment: create segment: %s exists", r.name(r.next, ".bin.active"))
 	}
-	fi, err := f.Stat()
+	// The lock tells a later process's recovery that this file has a
+	// live writer.
+	err := lockFile(f)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
 	if err == nil {
 		data := r.segmentStart(true)
 		if _, err = f.Write(data); err == nil {

@@ -94,13 +94,15 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 		return fmt.Errorf("tracefile: %w", err)
 	}
 	e.rot = rot
+	e.last = segment.Stats{}
+	// What recovery did at start is telemetry now, not at the first batch.
+	e.recordStats()
 	e.clk = clock.NewMapper()
 	e.legacyBase = clock.Monotonic()
 	e.addrs = addrTable{}
 	e.emitted = map[uint64]bool{}
 	e.spawnLocs = map[string]uint16{}
 	e.busy = map[uint64]*intervals{}
-	e.last = segment.Stats{}
 	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	go e.tick(e.stop, e.done)
 	return nil
@@ -164,6 +166,14 @@ func (e *traceFile) recordStats() {
 	seg("sealed", int64(s.Segments-e.last.Segments))
 	seg("deleted", int64(s.Deleted-e.last.Deleted))
 	seg("rotate_error", s.RotateErrors-e.last.RotateErrors)
+	seg("recovered", int64(s.Recovered-e.last.Recovered))
+	seg("recovered_empty", int64(s.RecoveredEmpty-e.last.RecoveredEmpty))
+	if d := s.RecoveredCutBytes - e.last.RecoveredCutBytes; d > 0 {
+		e.tb.ExporterTracefileRecoveredCutBytes.Add(ctx, d)
+	}
+	if d := s.RecoveredDroppedEvents - e.last.RecoveredDroppedEvents; d > 0 {
+		e.tb.ExporterTracefileRecoveredDroppedEvents.Add(ctx, d)
+	}
 	if d := s.BytesWritten - e.last.BytesWritten; d > 0 {
 		e.tb.ExporterTracefileWrittenBytes.Add(ctx, d)
 	}

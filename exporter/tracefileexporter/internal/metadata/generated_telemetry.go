@@ -23,15 +23,17 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                            metric.Meter
-	mu                               sync.Mutex
-	registrations                    []metric.Registration
-	ExporterTracefileEvents          metric.Int64Counter
-	ExporterTracefileFailedBatches   metric.Int64Counter
-	ExporterTracefileSegments        metric.Int64Counter
-	ExporterTracefileSkipped         metric.Int64Counter
-	ExporterTracefileTruncatedStacks metric.Int64Counter
-	ExporterTracefileWrittenBytes    metric.Int64Counter
+	meter                                   metric.Meter
+	mu                                      sync.Mutex
+	registrations                           []metric.Registration
+	ExporterTracefileEvents                 metric.Int64Counter
+	ExporterTracefileFailedBatches          metric.Int64Counter
+	ExporterTracefileRecoveredCutBytes      metric.Int64Counter
+	ExporterTracefileRecoveredDroppedEvents metric.Int64Counter
+	ExporterTracefileSegments               metric.Int64Counter
+	ExporterTracefileSkipped                metric.Int64Counter
+	ExporterTracefileTruncatedStacks        metric.Int64Counter
+	ExporterTracefileWrittenBytes           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -75,9 +77,21 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{batch}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterTracefileRecoveredCutBytes, err = builder.meter.Int64Counter(
+		"otelcol_exporter_tracefile_recovered_cut_bytes",
+		metric.WithDescription("Bytes cut off at start from the .active segments of a process that died (a batch it was writing when it died, garbage, segments with no whole batch). [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileRecoveredDroppedEvents, err = builder.meter.Int64Counter(
+		"otelcol_exporter_tracefile_recovered_dropped_events",
+		metric.WithDescription("Whole events in the bytes cut off at start from the .active segments of a process that died (those of the batch it was writing, which never reached exporter_tracefile_events). [Development]"),
+		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterTracefileSegments, err = builder.meter.Int64Counter(
 		"otelcol_exporter_tracefile_segments",
-		metric.WithDescription("Segments by outcome (sealed; deleted by max_total_size retention; rotate_error, a seal, compression or deletion that failed). [Development]"),
+		metric.WithDescription("Segments by outcome (sealed; deleted by max_total_size retention; rotate_error, a seal, compression, deletion or recovery that failed; at start, the .active segments of a process that died: recovered, cut back to their last whole batch and sealed, or recovered_empty, deleted because no batch in them was whole). [Development]"),
 		metric.WithUnit("{segment}"),
 	)
 	errs = errors.Join(errs, err)

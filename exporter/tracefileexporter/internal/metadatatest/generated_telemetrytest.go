@@ -53,10 +53,42 @@ func AssertEqualExporterTracefileFailedBatches(t *testing.T, tt *componenttest.T
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterTracefileRecoveredCutBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_tracefile_recovered_cut_bytes",
+		Description: "Bytes cut off at start from the .active segments of a process that died (a batch it was writing when it died, garbage, segments with no whole batch). [Development]",
+		Unit:        "By",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_tracefile_recovered_cut_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterTracefileRecoveredDroppedEvents(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_tracefile_recovered_dropped_events",
+		Description: "Whole events in the bytes cut off at start from the .active segments of a process that died (those of the batch it was writing, which never reached exporter_tracefile_events). [Development]",
+		Unit:        "{event}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_tracefile_recovered_dropped_events")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterTracefileSegments(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_tracefile_segments",
-		Description: "Segments by outcome (sealed; deleted by max_total_size retention; rotate_error, a seal, compression or deletion that failed). [Development]",
+		Description: "Segments by outcome (sealed; deleted by max_total_size retention; rotate_error, a seal, compression, deletion or recovery that failed; at start, the .active segments of a process that died: recovered, cut back to their last whole batch and sealed, or recovered_empty, deleted because no batch in them was whole). [Development]",
 		Unit:        "{segment}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -21,6 +21,8 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ExporterTracefileEvents.Add(context.Background(), 1)
 	tb.ExporterTracefileFailedBatches.Add(context.Background(), 1)
+	tb.ExporterTracefileRecoveredCutBytes.Add(context.Background(), 1)
+	tb.ExporterTracefileRecoveredDroppedEvents.Add(context.Background(), 1)
 	tb.ExporterTracefileSegments.Add(context.Background(), 1)
 	tb.ExporterTracefileSkipped.Add(context.Background(), 1)
 	tb.ExporterTracefileTruncatedStacks.Add(context.Background(), 1)
@@ -29,6 +31,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileFailedBatches(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileRecoveredCutBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileRecoveredDroppedEvents(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileSegments(t, testTel,

@@ -133,7 +133,7 @@ func TestRecoverEveryOffset(t *testing.T) {
 // TestRecoverGarbageTail: bytes that are no batch after the whole ones,
 // even ones that look like a batch end and a stream header, are cut.
 func TestRecoverGarbageTail(t *testing.T) {
-	data, ends := crashedSegment(t, 3, 4)
+	data, _ := crashedSegment(t, 3, 4)
 	tails := map[string][]byte{
 		"zeros":        make([]byte, 100),
 		"header":       slices.Concat(streamStart, []byte{0xff, 1, 2}),
@@ -159,7 +159,6 @@ func TestRecoverGarbageTail(t *testing.T) {
 			}
 		})
 	}
-	_ = ends
 }
 
 // TestRecoverEmpty: an active file with nothing, or with only the segment

@@ -207,7 +207,11 @@ func (r *perfprofReceiver) startServers(ctx context.Context, host component.Host
 // initObs creates the collector's receiver telemetry of each transport.
 func (r *perfprofReceiver) initObs() error {
 	r.obs = map[string]*receiverhelper.ObsReport{}
-	for _, transport := range []string{"grpc", "http"} {
+	// "perf_event" is the profiles' own transport: their samples count in
+	// otelcol_receiver_accepted_profile_samples (or refused/failed), as
+	// the spans of the other two do, so that every sample the receiver
+	// hands on can be reconciled with what each exporter sent.
+	for _, transport := range []string{"grpc", "http", "perf_event"} {
 		obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
 			ReceiverID:             r.set.ID,
 			Transport:              transport,

@@ -161,7 +161,13 @@ func (r *perfprofReceiver) emit(ctx context.Context, snaps []profiler.Snapshot) 
 		resource:       r.resource,
 	})
 	r.log.Debug("Emitting profiles", zap.Int("processes", len(snaps)), zap.Int("samples", n))
-	if err := r.profiles.ConsumeProfiles(ctx, pd); err != nil {
+	obs := r.obs["perf_event"]
+	ctx = obs.StartProfilesOp(ctx)
+	err := r.profiles.ConsumeProfiles(ctx, pd)
+	// The collector counts profile samples as pprofile Sample records, one
+	// per stack and span with all of its timestamps, as the exporters do.
+	obs.EndProfilesOp(ctx, "pprofile", pd.SampleCount(), err)
+	if err != nil {
 		r.telemetry.ReceiverPerfprofDroppedSamples.Add(context.Background(), int64(n), metric.WithAttributes(attribute.String("reason", "consumer_error")))
 		r.log.Error("Profiles pipeline refused a report; its samples are dropped", zap.Int("samples", n), zap.Error(err))
 	}

@@ -15,7 +15,7 @@ BENCHCOUNT ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build demo test bench e2e generate generate-bpf tools fmt vet clean overhead browser-deps
+.PHONY: all run build demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead browser-deps
 
 all: build
 
@@ -62,6 +62,13 @@ browser-deps:
 ## e2e: only the end-to-end test
 e2e: $(OCB)
 	$(GO) test -count=1 -v -timeout 20m ./test/e2e/
+
+## soak: the collector under load for SOAK_DURATION (8 threads at 999 Hz with off-CPU
+## capture, 5 000 spans/s, rotating trace files, a sink that stalls for 60 s), watched
+## and reconciled; `make test` runs the same test for 3 minutes
+SOAK_DURATION ?= 30m
+soak: $(OCB)
+	PERFPROF_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 0 ./test/e2e/
 
 ## bench: every benchmark, with allocations, BENCHCOUNT times (compare medians)
 bench:

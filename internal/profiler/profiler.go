@@ -3,7 +3,9 @@ package profiler
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -142,6 +144,17 @@ func (p *Profiler) attach(proc perf.Process) error {
 		st.mapsDirty = true
 		p.mu.Unlock()
 		p.syms.kick()
+	}
+	if proc.Exe == "" {
+		// A process of another user hides its executable, root and
+		// memory from a collector without CAP_SYS_PTRACE (ptrace access
+		// mode read).
+		if _, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", proc.Pid)); errors.Is(err, fs.ErrPermission) {
+			p.log.Warn("Cannot read the process's executable, root or memory in /proc: reading a process of another user needs CAP_SYS_PTRACE. "+
+				"Its binaries outside this collector's mount namespace stay unsymbolized, and the span its threads run is not read at sample time. "+
+				"Grant it (setcap cap_perfmon,cap_bpf,cap_sys_ptrace+ep otelcol-perfprof; in Kubernetes securityContext.capabilities.add: [PERFMON, BPF, SYS_PTRACE]), "+
+				"or run the collector as the target's user.", zap.Int("pid", proc.Pid), zap.Error(err))
+		}
 	}
 	if cerr != nil {
 		p.log.Info("The span a thread runs cannot be read in this process; its samples are joined by thread and time",

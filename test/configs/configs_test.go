@@ -5,7 +5,9 @@
 // unknown keys) and passes its validation, every component supports the
 // signals of the pipelines it is in, and every pipeline names components
 // that are defined. A broken example then fails here, in seconds, instead
-// of in the e2e test or in a user's first run.
+// of in the e2e test or in a user's first run. The collector configuration
+// of the Kubernetes example (examples/kubernetes) is checked the same way,
+// with its manifest (kubernetes_test.go).
 package configs
 
 import (
@@ -89,14 +91,22 @@ func TestConfigs(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			conf := resolve(t, testdata(c.file))
-			defined := map[string]map[component.ID]component.Config{
-				"receivers": components(t, conf, "receivers", receivers),
-				"exporters": components(t, conf, "exporters", exporters),
-			}
-			checkPipelines(t, conf, defined)
+			checkConfig(t, testdata(c.file))
 		})
 	}
+}
+
+// checkConfig resolves the configuration in path, checks every component
+// and pipeline of it, and returns its receivers and exporters.
+func checkConfig(t *testing.T, path string) map[string]map[component.ID]component.Config {
+	t.Helper()
+	conf := resolve(t, path)
+	defined := map[string]map[component.ID]component.Config{
+		"receivers": components(t, conf, "receivers", receivers),
+		"exporters": components(t, conf, "exporters", exporters),
+	}
+	checkPipelines(t, conf, defined)
+	return defined
 }
 
 // resolve reads path as the collector does with --config path.

@@ -82,9 +82,9 @@ func (s *symbols) loadKernel() {
 	k, err := symbolize.LoadKernel()
 	switch {
 	case errors.Is(err, symbolize.ErrKernelAddressesHidden):
-		// /proc/kallsyms shows them at kptr_restrict 0 to all if
-		// perf_event_paranoid is at most 1, else (and at 1) to
-		// CAP_SYSLOG only; at 2 to none.
+		// At kptr_restrict 0, /proc/kallsyms shows the addresses to
+		// everyone when perf_event_paranoid is at most 1, else only to
+		// CAP_SYSLOG; at 1 only to CAP_SYSLOG; at 2 to no one.
 		s.log.Warn("Kernel symbol addresses are hidden from this process (kernel.kptr_restrict); kernel frames stay unnamed. " +
 			"Grant the collector CAP_SYSLOG (in Kubernetes securityContext.capabilities.add: [SYSLOG]), or set kernel.kptr_restrict=0 and kernel.perf_event_paranoid=1.")
 	case err != nil:

@@ -39,8 +39,10 @@ type engine struct {
 	sched    *schedState            // nil without sched capture
 	flush    chan struct{}          // asks for an early report at the buffer bound
 	counts   readCounts             // cumulative
-	attached int                    // processes attached now
-	chain    []uint64               // scratch for addSchedGroup
+	// rediscover asks for discovery now: a target's pid was reused.
+	rediscover chan struct{}
+	attached   int      // processes attached now
+	chain      []uint64 // scratch for addSchedGroup
 	// unwFrames and unwChain are scratch for unwindSample.
 	unwFrames, unwChain []uint64
 
@@ -89,6 +91,9 @@ type readCounts struct {
 	samples    int64 // on-CPU samples accepted
 	bufferFull int64 // dropped at twice MaxBufferedSamples
 	execs      int64 // programs replaced by exec
+	// pidReused: samples of a process forked with a target's pid after
+	// the target exited, before discovery attached it (dropped).
+	pidReused int64
 	// Of the eBPF scheduler program's groups: those made off-CPU
 	// samples, those of them whose switch-out was not captured, and those
 	// of processes no longer attached (dropped).
@@ -113,6 +118,13 @@ type procState struct {
 	threads map[uint32]string
 	batch   *batch
 	gone    bool // exited, detached or exec'ed; dropped once its last batch is taken
+	// attachedAt is when the engine took the process on (CLOCK_MONOTONIC),
+	// after it was found: a process forked later with its pid is another.
+	attachedAt uint64
+	// endedAt is when another process was forked with its pid, 0 until
+	// then: records of the pid from then on are the other's, until
+	// discovery releases this one and attaches that.
+	endedAt uint64
 	removed bool // dropped: late sched events must not add to it
 	// mapsDirty says code was mapped since the memory map was read.
 	mapsDirty bool
@@ -158,6 +170,7 @@ func newEngine(opts Options) *engine {
 		live:        map[int]*procState{},
 		all:         map[procKey]*procState{},
 		flush:       make(chan struct{}, 1),
+		rediscover:  make(chan struct{}, 1),
 		spans:       tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
 		pidResource: map[int]int32{},
 	}
@@ -187,14 +200,15 @@ func (e *engine) addProcess(p perf.Process) (*procState, bool) {
 		e.attached--
 	}
 	st := &procState{
-		key:      procKey{pid: p.Pid, start: p.StartTime},
-		info:     p,
-		threads:  map[uint32]string{},
-		batch:    newBatch(),
-		resource: -1,
-		jit:      symbolize.NewPerfMap(p.Pid),
-		jvm:      &jvmState{},
-		sym:      &procSymbols{},
+		key:        procKey{pid: p.Pid, start: p.StartTime},
+		info:       p,
+		attachedAt: clock.Monotonic(),
+		threads:    map[uint32]string{},
+		batch:      newBatch(),
+		resource:   -1,
+		jit:        symbolize.NewPerfMap(p.Pid),
+		jvm:        &jvmState{},
+		sym:        &procSymbols{},
 	}
 	e.live[p.Pid] = st
 	e.all[st.key] = st
@@ -215,6 +229,16 @@ func (e *engine) dropProcess(st *procState) {
 		st.removed = true
 	}
 	st.gone = true
+}
+
+// endProcess undoes addProcess when st had exited before it was attached:
+// the records read since are of the process that took its pid. Its
+// samples are dropped at the next report.
+func (e *engine) endProcess(st *procState) {
+	e.mu.Lock()
+	st.endedAt = st.attachedAt
+	e.mu.Unlock()
+	e.dropProcess(st)
 }
 
 // releaseProcess marks the live process of pid gone; its samples are
@@ -243,6 +267,34 @@ func (e *engine) liveProcesses() []perf.Process {
 	return out
 }
 
+// owner returns the live process that a record of pid at time t belongs
+// to, nil when none: when the target exited and another process was
+// forked with its pid, the records of that one are not the target's.
+// Called with mu held.
+func (e *engine) owner(pid uint32, t uint64) *procState {
+	st := e.live[int(pid)]
+	if st == nil || (st.endedAt != 0 && t >= st.endedAt) {
+		return nil
+	}
+	return st
+}
+
+// forked notes a process forked with pid at t: if a live target has that
+// pid and was attached before, it has exited, and the records of pid from
+// t on are of the new process, which discovery attaches now if it is a
+// target. Called with mu held.
+func (e *engine) forked(pid uint32, t uint64) {
+	st := e.live[int(pid)]
+	if st == nil || st.endedAt != 0 || t <= st.attachedAt {
+		return
+	}
+	st.endedAt = t
+	select {
+	case e.rediscover <- struct{}{}:
+	default:
+	}
+}
+
 // handle takes one record of a target. It runs on the read loop.
 func (e *engine) handle(rec *perf.Record) {
 	e.mu.Lock()
@@ -250,8 +302,14 @@ func (e *engine) handle(rec *perf.Record) {
 	switch rec.Type {
 	case perf.RecordSample:
 		s := &rec.Sample
-		st := e.live[int(s.Pid)]
-		if st == nil || len(s.Callchain) == 0 {
+		st := e.owner(s.Pid, s.Time)
+		if st == nil {
+			if e.live[int(s.Pid)] != nil {
+				e.counts.pidReused++
+			}
+			return
+		}
+		if len(s.Callchain) == 0 {
 			return
 		}
 		if s.Kind == perf.EventSwitch {
@@ -291,15 +349,19 @@ func (e *engine) handle(rec *perf.Record) {
 			e.handleSched(rec, st)
 		}
 	case perf.RecordSwitch, perf.RecordSwitchCPU:
-		if st := e.live[int(rec.ID.Pid)]; st != nil && e.sched != nil {
+		if st := e.owner(rec.ID.Pid, rec.ID.Time); st != nil && e.sched != nil {
 			e.handleSched(rec, st)
 		}
+	case perf.RecordFork:
+		if rec.Task.Pid == rec.Task.Tid {
+			e.forked(rec.Task.Pid, rec.Task.Time)
+		}
 	case perf.RecordExit:
-		if st := e.live[int(rec.Task.Pid)]; st != nil && e.sched != nil {
+		if st := e.owner(rec.Task.Pid, rec.Task.Time); st != nil && e.sched != nil {
 			e.handleSched(rec, st)
 		}
 	case perf.RecordComm:
-		st := e.live[int(rec.Comm.Pid)]
+		st := e.owner(rec.Comm.Pid, rec.ID.Time)
 		if st == nil {
 			return
 		}
@@ -311,7 +373,7 @@ func (e *engine) handle(rec *perf.Record) {
 		// New code mapped (dlopen, JIT): the map must be read again before
 		// the next stacks are symbolized. The symbol worker does it soon,
 		// off this loop.
-		if st := e.live[int(rec.Mmap2.Pid)]; st != nil && rec.Mmap2.Prot&unix.PROT_EXEC != 0 {
+		if st := e.owner(rec.Mmap2.Pid, rec.ID.Time); st != nil && rec.Mmap2.Prot&unix.PROT_EXEC != 0 {
 			st.mapsDirty = true
 			e.syms.kick()
 		}
@@ -332,15 +394,16 @@ func (e *engine) exec(old *procState, comm string) {
 	resource := old.resource
 	e.spansMu.Unlock()
 	st := &procState{
-		key:       procKey{pid: info.Pid, start: info.StartTime, gen: old.key.gen + 1},
-		info:      info,
-		threads:   old.threads,
-		batch:     newBatch(),
-		resource:  resource,
-		mapsDirty: true,
-		jit:       symbolize.NewPerfMap(info.Pid),
-		jvm:       &jvmState{},
-		sym:       &procSymbols{},
+		key:        procKey{pid: info.Pid, start: info.StartTime, gen: old.key.gen + 1},
+		info:       info,
+		attachedAt: old.attachedAt,
+		threads:    old.threads,
+		batch:      newBatch(),
+		resource:   resource,
+		mapsDirty:  true,
+		jit:        symbolize.NewPerfMap(info.Pid),
+		jvm:        &jvmState{},
+		sym:        &procSymbols{},
 	}
 	old.gone = true
 	e.live[info.Pid] = st

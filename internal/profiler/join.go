@@ -8,7 +8,12 @@ import (
 
 // Span is a span that ran on an OS thread, as the join needs it.
 type Span struct {
-	Tid          uint32 // OS thread id (gettid) the span ran on
+	Tid uint32 // OS thread id (gettid) the span ran on
+	// Pid is the process the span ran in (its resource's process.pid), 0
+	// when unknown. A sample of another process on the same thread id is
+	// not linked to it: thread ids are reused, and a process in a pid
+	// namespace names its threads by ids that other processes have.
+	Pid          uint32
 	TraceID      [16]byte
 	SpanID       [8]byte
 	ParentSpanID [8]byte // zero: no parent
@@ -47,6 +52,9 @@ type JoinCounts struct {
 	// once, and the thread ran one of them at the sample.
 	Ambiguous int64
 	Early     int64 // taken before the window passed (buffer bound), not joined
+	// OtherProcess samples were left unlinked: the span on their thread
+	// at their time named another process (Span.Pid).
+	OtherProcess int64
 }
 
 // AddSpans indexes spans for the join. It may be called from any
@@ -69,6 +77,7 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 			SpanID:       sp.SpanID,
 			ParentSpanID: sp.ParentSpanID,
 			ParentRemote: sp.ParentRemote,
+			Pid:          sp.Pid,
 			Start:        e.clock.Mono(sp.Start),
 			End:          end,
 			Name:         sp.Name,
@@ -202,6 +211,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 				continue
 			}
 			sp = e.spans.Lookup(s.tid, s.time)
+			if otherProcess(sp, st) {
+				c.OtherProcess++
+				continue
+			}
 			c.Span++
 			c.Read[SourceThreadLatest]++
 			e.link(l, sp)
@@ -210,6 +223,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		}
 		if sp == nil {
 			c.NoSpan++
+			continue
+		}
+		if otherProcess(sp, st) {
+			c.OtherProcess++
 			continue
 		}
 		c.Span++
@@ -230,4 +247,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		st.resource = h
 	}
 	return links
+}
+
+// otherProcess reports whether span sp names a process other than st's:
+// the thread id is another process's.
+func otherProcess(sp *tidmap.Span, st *procState) bool {
+	return sp.Pid != 0 && int64(sp.Pid) != int64(st.info.Pid)
 }

@@ -106,7 +106,7 @@ func Open(opts Options) (_ *Profiler, err error) {
 	}
 	p.wg.Add(5)
 	go p.readLoop()
-	go p.every(opts.DiscoveryInterval, p.discover)
+	go p.discoverLoop()
 	go p.symbolWorker()
 	go p.jitPoller()
 	go p.jvmWorker()
@@ -135,6 +135,18 @@ func (p *Profiler) attach(proc perf.Process) error {
 		}
 		p.dropProcess(st)
 		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, err)
+	}
+	// The process may have exited, and another have taken its pid,
+	// between the scan that found it and its state (attachedAt): that
+	// one's records are not its. A fork of the pid after attachedAt ends
+	// it by its record (engine.forked); one before is seen only here.
+	if now, err := p.procs.Read(proc.Pid); err != nil || now.StartTime != proc.StartTime {
+		p.src.Detach(proc.Pid)
+		if c := p.opts.Contexts; c != nil {
+			c.Detach(proc.Pid)
+		}
+		p.endProcess(st)
+		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, perf.ErrNoProcess)
 	}
 	p.syms.refresh([]*procState{st}, false)
 	if p.opts.Unwind != UnwindFramePointer {
@@ -243,18 +255,20 @@ func (p *Profiler) readLoop() {
 	}
 }
 
-// every runs fn every d until Close.
-func (p *Profiler) every(d time.Duration, fn func()) {
+// discoverLoop runs discovery every DiscoveryInterval, and at once when a
+// target's pid was reused: the new process is not sampled until then.
+func (p *Profiler) discoverLoop() {
 	defer p.wg.Done()
-	t := time.NewTicker(d)
+	t := time.NewTicker(p.opts.DiscoveryInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
-			fn()
+		case <-p.rediscover:
 		}
+		p.discover()
 	}
 }
 
@@ -385,19 +399,28 @@ func (p *Profiler) Take(final bool) []Snapshot {
 // Stats are cumulative counters of a Profiler, for telemetry.
 type Stats struct {
 	Processes int // attached now
-	Samples   int64
+	// ProcessesHeld counts the process images the engine holds state
+	// for: those attached, and those gone whose samples are not yet
+	// taken. The state of an exited process (its threads, batch, perf
+	// map, symbols, unwinder) is freed with it.
+	ProcessesHeld int
+	Samples       int64
 	// BufferFull counts samples dropped at twice MaxBufferedSamples.
 	BufferFull int64
-	Execs      int64
-	Source     perf.Stats // records read, lost and corrupt
-	SpansHeld  int        // spans in the join index now
-	Spans      SpanCounts
-	Joins      JoinCounts
-	Symbols    symbolize.Stats
-	JIT        JITStats
-	EBPF       EBPFStats
-	OffCPU     OffCPUStats
-	Unwind     UnwindStats
+	// PidReused counts samples dropped because a process was forked with
+	// the pid of a target that exited, and was not attached yet: they
+	// are not the target's.
+	PidReused int64
+	Execs     int64
+	Source    perf.Stats // records read, lost and corrupt
+	SpansHeld int        // spans in the join index now
+	Spans     SpanCounts
+	Joins     JoinCounts
+	Symbols   symbolize.Stats
+	JIT       JITStats
+	EBPF      EBPFStats
+	OffCPU    OffCPUStats
+	Unwind    UnwindStats
 }
 
 // OffCPUStats say how context switches are captured, and what became of
@@ -431,7 +454,7 @@ type EBPFStats struct {
 // Stats returns the counters.
 func (p *Profiler) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs}
+	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all)}
 	s.OffCPU = OffCPUStats{Kernel: p.opts.schedKernel, Perf: p.sched != nil, Reason: p.opts.schedErr,
 		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
 	s.Unwind = p.counts.unwind

@@ -11,6 +11,10 @@ type Snapshot struct {
 	Pid  int
 	Exe  string // path of the executable; "" when unknown
 	Comm string
+	// StartTime is the process's start time in clock ticks since boot
+	// (field 22 of /proc/PID/stat): with Pid it names the process, as
+	// pids are reused.
+	StartTime uint64
 	// Resource is the caller's handle of the process's span resource
 	// (see [Span.Resource]): the one most of its linked samples share,
 	// else the one its spans named it by ([Profiler.NameProcess]), else

@@ -18,6 +18,9 @@ type taken struct {
 	threads    map[uint32]string
 	resource   int32
 	refreshMap bool
+	// gone is st.gone when taken: the read loop and discovery set it
+	// under mu, which the symbolization runs without.
+	gone bool
 }
 
 // take splits off, joins and symbolizes the samples older than watermark
@@ -50,8 +53,11 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 			e.sched.rebase(old, keep, moved)
 		}
 		remaining += len(keep.samples)
+		if b != nil && st.endedAt != 0 {
+			b = e.dropReused(st, b)
+		}
 		if b != nil {
-			t := taken{st: st, b: b, threads: map[uint32]string{}, refreshMap: st.mapsDirty}
+			t := taken{st: st, b: b, threads: map[uint32]string{}, refreshMap: st.mapsDirty, gone: st.gone}
 			st.mapsDirty = false
 			for _, s := range b.samples {
 				if _, ok := t.threads[s.tid]; !ok {
@@ -93,6 +99,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	e.joinCounts.NoSpan += jc.NoSpan
 	e.joinCounts.Ambiguous += jc.Ambiguous
 	e.joinCounts.Early += jc.Early
+	e.joinCounts.OtherProcess += jc.OtherProcess
 	e.spansMu.Unlock()
 
 	// Symbolize without either lock: the read loop and span ingest go on.
@@ -134,7 +141,7 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		}
 	}
 	e.nameThreads(t, stacks)
-	pctx, announce := t.st.processContext(t.st.gone)
+	pctx, announce := t.st.processContext(t.gone)
 	if announce && e.opts.Contexts != nil {
 		if err := e.opts.Contexts.Attach(t.st.info.Pid); err != nil {
 			e.log.Info("The process announces OpenTelemetry thread contexts, but they cannot be read; its samples are joined by thread and time", zap.Int("pid", t.st.info.Pid), zap.Error(err))
@@ -144,15 +151,16 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		e.hintPerfMap(t.st, jit)
 	}
 	s := Snapshot{
-		Pid:      t.st.info.Pid,
-		Exe:      t.st.info.Exe,
-		Comm:     t.st.info.Comm,
-		Resource: t.resource,
-		Start:    e.clock.Unix(windowA),
-		End:      e.clock.Unix(windowB),
-		Samples:  make([]Sample, len(t.b.samples)),
-		Stacks:   stacks,
-		Threads:  t.threads,
+		Pid:       t.st.info.Pid,
+		Exe:       t.st.info.Exe,
+		Comm:      t.st.info.Comm,
+		StartTime: t.st.info.StartTime,
+		Resource:  t.resource,
+		Start:     e.clock.Unix(windowA),
+		End:       e.clock.Unix(windowB),
+		Samples:   make([]Sample, len(t.b.samples)),
+		Stacks:    stacks,
+		Threads:   t.threads,
 
 		ProcessContext: pctx,
 	}
@@ -215,4 +223,32 @@ func (e *engine) nameThreads(t taken, stacks [][]*Location) {
 			t.threads[tid] = role
 		}
 	}
+}
+
+// dropReused returns the samples of b taken before another process was
+// forked with the pid of st, nil when none: the read loop reads the rings
+// of the CPUs one after the other, so samples of the new process can come
+// before the fork record that says whose they are. b is left as it is (the
+// sched state may refer to it). Called with mu held.
+func (e *engine) dropReused(st *procState, b *batch) *batch {
+	n := 0
+	for _, s := range b.samples {
+		if s.time < st.endedAt {
+			n++
+		}
+	}
+	if n == len(b.samples) {
+		return b
+	}
+	e.counts.pidReused += int64(len(b.samples) - n)
+	if n == 0 {
+		return nil
+	}
+	out := &batch{samples: make([]rawSample, 0, n), stacks: b.stacks}
+	for _, s := range b.samples {
+		if s.time < st.endedAt {
+			out.samples = append(out.samples, s)
+		}
+	}
+	return out
 }

@@ -116,3 +116,33 @@ func NoFP(tb testing.TB, name string) string {
 	built[key] = out
 	return out
 }
+
+// ChurnName is the executable name of the Churn program, by which a test
+// selects its processes as targets.
+const ChurnName = "perfprof-churn"
+
+// Churn builds, once per test binary, the C program of
+// internal/testchild/churn that starts and ends processes of itself many
+// times a second, reusing their pids, and returns its path. See churn.c
+// for its modes and output.
+func Churn(tb testing.TB) string {
+	tb.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "churn", "churn.c")
+	if _, err := exec.LookPath("gcc"); err != nil {
+		NeedRuntime(tb, "gcc not installed: %v", err)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	const key = "\x00churn"
+	if p, ok := built[key]; ok {
+		return p
+	}
+	ensureBuildDir(tb)
+	out := filepath.Join(buildDir, ChurnName)
+	if b, err := exec.Command("gcc", "-O1", "-fno-omit-frame-pointer", "-pthread", "-o", out, src).CombinedOutput(); err != nil {
+		tb.Fatalf("gcc %s: %v\n%s", src, err, b)
+	}
+	built[key] = out
+	return out
+}

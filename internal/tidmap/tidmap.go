@@ -16,6 +16,7 @@ type Span struct {
 	SpanID       [8]byte
 	ParentSpanID [8]byte // zero: no parent
 	ParentRemote bool    // the parent ran in another process (so this span is a local root)
+	Pid          uint32  // the caller's process of the span, 0 when unknown; opaque here
 	Start, End   uint64  // [Start, End)
 	Name         string
 	WorkerID     int64 // -1 (any negative value) when the span has no worker id

@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
@@ -19,6 +20,7 @@ type symbols struct {
 	symbolize   bool
 	recoverLeaf bool
 	unwind      bool // build each process's Unwinder
+	procs       Procs
 
 	mu       sync.Mutex
 	cache    *symbolize.Cache
@@ -69,6 +71,7 @@ func newSymbols(opts Options) *symbols {
 		symbolize:   opts.Symbolize,
 		recoverLeaf: opts.RecoverLeafCaller,
 		unwind:      opts.Unwind != UnwindFramePointer,
+		procs:       opts.Procs,
 		cache: symbolize.NewCache(symbolize.Options{
 			UnwindTables: opts.RecoverLeafCaller || opts.Unwind != UnwindFramePointer,
 			MaxBytes:     opts.MaxSymbolBytes,
@@ -108,7 +111,16 @@ func (s *symbols) kick() {
 func (s *symbols) open(st *procState) *symbolize.Process {
 	ps := st.sym
 	if ps.proc == nil && !ps.failed {
-		p, err := s.cache.Process(st.info.Pid)
+		// Once it exited, its pid may be another's, whose map is not
+		// its: it must be there before and after the read.
+		var p *symbolize.Process
+		err := fmt.Errorf("read memory map of pid %d: %w", st.info.Pid, perf.ErrNoProcess)
+		if s.same(st) {
+			p, err = s.cache.Process(st.info.Pid)
+			if err == nil && !s.same(st) {
+				p, err = nil, fmt.Errorf("read memory map of pid %d: %w", st.info.Pid, perf.ErrNoProcess)
+			}
+		}
 		if err != nil {
 			ps.failed = true
 			s.log.Debug("Cannot read memory map; stacks stay unsymbolized", zap.Int("pid", st.info.Pid), zap.Error(err))
@@ -132,15 +144,26 @@ func (s *symbols) refresh(sts []*procState, unwind bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range sts {
+		// A process that is gone keeps its last map; its pid may be
+		// another's now, whose binaries are not to be opened for it.
+		if !s.same(st) {
+			continue
+		}
 		if st.sym.proc == nil {
 			s.open(st)
 		} else {
-			_ = st.sym.proc.Refresh() // a process that is gone keeps its last map
+			_ = st.sym.proc.Refresh()
 		}
 		if unwind && s.unwind && st.sym.proc != nil {
 			st.unwinder.Store(st.sym.proc.Unwinder())
 		}
 	}
+}
+
+// same reports whether the process of st still has its pid.
+func (s *symbols) same(st *procState) bool {
+	p, err := s.procs.Read(st.info.Pid)
+	return err == nil && p.StartTime == st.info.StartTime
 }
 
 // resolve returns the locations of the stacks of b that its samples use

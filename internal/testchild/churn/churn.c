@@ -1,10 +1,11 @@
 // churn starts and ends processes of its own executable many times a second,
 // reusing their pids, for the churn test. Every process says what it ran on
-// stdout, one line per write (atomic on a pipe):
+// stdout, one line per write (atomic on a pipe), and the launcher says when it reaped
+// each child:
 //
 //	P pid start             a process began (start: field 22 of /proc/PID/stat)
 //	S pid start tid t0 t1   a span ran on thread tid from t0 to t1 (CLOCK_REALTIME ns)
-//	E pid start t           the process ends now, after its last span
+//	R pid t                 the launcher reaped its child pid (dead by then)
 //
 // Modes:
 //
@@ -108,7 +109,6 @@ static int work(long ms)
 		return 5;
 	spans(ms, 1);
 	pthread_join(th, NULL);
-	say("E %d %llu %lld\n", pid, start_ticks, now());
 	return 0;
 }
 
@@ -119,9 +119,11 @@ static int nreaped;
 static void reap(void)
 {
 	int st, c;
-	while ((c = waitpid(-1, &st, WNOHANG)) > 0)
+	while ((c = waitpid(-1, &st, WNOHANG)) > 0) {
+		say("R %d %lld\n", c, now());
 		if (nreaped < 64)
 			reaped[nreaped++] = c;
+	}
 }
 
 // reuse makes the next fork get the pid of a reaped child, if no other
@@ -181,8 +183,9 @@ static int launch(int secs, int rate, long ms)
 		}
 		usleep(5000);
 	}
-	while (wait(NULL) > 0)
-		;
+	int c;
+	while ((c = wait(NULL)) > 0)
+		say("R %d %lld\n", c, now());
 	return 0;
 }
 

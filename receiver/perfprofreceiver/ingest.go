@@ -65,9 +65,12 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 			bigResources++
 		}
 		// SDKs name their process (resource detector process.pid): its
-		// profiles get this resource from now on.
+		// profiles get this resource from now on, and its spans link
+		// only its own samples.
+		var spanPid uint32
 		if pid, ok := intAttr(rs.Resource().Attributes(), convention.ProcessPid); ok && pid > 0 && pid <= math.MaxInt32 {
 			r.prof.NameProcess(int(pid), res)
+			spanPid = uint32(pid)
 		}
 		for j := 0; j < rs.ScopeSpans().Len(); j++ {
 			ss := rs.ScopeSpans().At(j).Spans()
@@ -96,6 +99,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 				}
 				spans = append(spans, profiler.Span{
 					Tid:          uint32(tid),
+					Pid:          spanPid,
 					TraceID:      sp.TraceID(),
 					SpanID:       sp.SpanID(),
 					ParentSpanID: parent,

@@ -215,6 +215,8 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.NoSpan-last.Joins.NoSpan, "join", "no_span")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Ambiguous-last.Joins.Ambiguous, "join", "ambiguous")
 	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Early-last.Joins.Early, "join", "early")
+	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.OtherProcess-last.Joins.OtherProcess, "join", "other_process")
+	add(tb.ReceiverPerfprofDroppedSamples, st.PidReused-last.PidReused, "reason", "pid_reused")
 	add(tb.ReceiverPerfprofSpansUnmatched, st.Spans.Unmatched-last.Spans.Unmatched)
 	prog, lastProg := st.EBPF.Program, last.EBPF.Program
 	add(tb.ReceiverPerfprofEbpfRecordsDropped, int64(prog.Dropped-lastProg.Dropped))

@@ -78,7 +78,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ReceiverPerfprofDroppedSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_dropped_samples",
-		metric.WithDescription("Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt). [Development]"),
+		metric.WithDescription("Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt, pid_reused of a process that took the pid of a target that exited, before discovery attached it). [Development]"),
 		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)
@@ -108,7 +108,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEmittedSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_emitted_samples",
-		metric.WithDescription("Samples emitted in profiles, by join outcome (span joined to a span, with the source of the link - thread for the (thread, time) join, goroutine_labels or thread_context when read in the process at the sample, thread_latest for an ambiguous sample linked to the latest span to start with correlation.ambiguous latest; no_span no span covered its thread and time; ambiguous left unlinked because spans that are not one line of ancestors, such as spans of other traces, were open on its thread at its time; early emitted before the correlation window passed because the buffer was full). [Development]"),
+		metric.WithDescription("Samples emitted in profiles, by join outcome (span joined to a span, with the source of the link - thread for the (thread, time) join, goroutine_labels or thread_context when read in the process at the sample, thread_latest for an ambiguous sample linked to the latest span to start with correlation.ambiguous latest; no_span no span covered its thread and time; ambiguous left unlinked because spans that are not one line of ancestors, such as spans of other traces, were open on its thread at its time; other_process left unlinked because the span on its thread at its time came from another process (its resource's process.pid), as thread ids are reused and a process in a pid namespace reports its own; early emitted before the correlation window passed because the buffer was full). [Development]"),
 		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)

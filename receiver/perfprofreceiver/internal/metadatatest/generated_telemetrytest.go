@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) receiver.Settings {
 func AssertEqualReceiverPerfprofDroppedSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_dropped_samples",
-		Description: "Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt). [Development]",
+		Description: "Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt, pid_reused of a process that took the pid of a target that exited, before discovery attached it). [Development]",
 		Unit:        "{sample}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -104,7 +104,7 @@ func AssertEqualReceiverPerfprofEbpfRuns(t *testing.T, tt *componenttest.Telemet
 func AssertEqualReceiverPerfprofEmittedSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_emitted_samples",
-		Description: "Samples emitted in profiles, by join outcome (span joined to a span, with the source of the link - thread for the (thread, time) join, goroutine_labels or thread_context when read in the process at the sample, thread_latest for an ambiguous sample linked to the latest span to start with correlation.ambiguous latest; no_span no span covered its thread and time; ambiguous left unlinked because spans that are not one line of ancestors, such as spans of other traces, were open on its thread at its time; early emitted before the correlation window passed because the buffer was full). [Development]",
+		Description: "Samples emitted in profiles, by join outcome (span joined to a span, with the source of the link - thread for the (thread, time) join, goroutine_labels or thread_context when read in the process at the sample, thread_latest for an ambiguous sample linked to the latest span to start with correlation.ambiguous latest; no_span no span covered its thread and time; ambiguous left unlinked because spans that are not one line of ancestors, such as spans of other traces, were open on its thread at its time; other_process left unlinked because the span on its thread at its time came from another process (its resource's process.pid), as thread ids are reused and a process in a pid namespace reports its own; early emitted before the correlation window passed because the buffer was full). [Development]",
 		Unit:        "{sample}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

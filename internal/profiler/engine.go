@@ -279,20 +279,67 @@ func (e *engine) owner(pid uint32, t uint64) *procState {
 	return st
 }
 
-// forked notes a process forked with pid at t: if a live target has that
-// pid and was attached before, it has exited, and the records of pid from
-// t on are of the new process, which discovery attaches now if it is a
-// target. Called with mu held.
+// forked notes a process forked with pid at t: every process that had
+// the pid and was attached before t had exited by then, and the records of
+// pid from t on are of the new process, which discovery attaches now if it
+// is a target. That includes the images a process had before an exec, and
+// processes released since: the read loop reads the rings of the CPUs one
+// after the other, so the fork record can come after samples of the new
+// process, and after discovery released the old; the samples are dropped
+// when taken (dropReused). Called with mu held.
 func (e *engine) forked(pid uint32, t uint64) {
-	st := e.live[int(pid)]
-	if st == nil || st.endedAt != 0 || t <= st.attachedAt {
-		return
+	for key, st := range e.all {
+		if key.pid != int(pid) || st.attachedAt >= t || (st.endedAt != 0 && st.endedAt <= t) {
+			continue
+		}
+		st.endedAt = t
+		if e.live[key.pid] == st {
+			select {
+			case e.rediscover <- struct{}{}:
+			default:
+			}
+		}
 	}
-	st.endedAt = t
-	select {
-	case e.rediscover <- struct{}{}:
-	default:
+}
+
+// reusedBy notes that discovery found the pid of a released target held
+// by another process, which started at start (clock ticks since boot): the
+// target had exited by then, and the records of the pid since are the
+// other's. It bounds what a missed fork record would have (forked): the
+// session drops the records of a pid once it is released. Start times
+// are in ticks of 10 ms, floored: a target's samples in its last 10 ms
+// may go too.
+func (e *engine) reusedBy(pid int, start uint64) {
+	t := bootTicksToMono(start)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for key, st := range e.all {
+		// Attached after t: it had started by then, so the start
+		// time's floor is all that puts t first.
+		if key.pid != pid || key.start == start || st.attachedAt >= t {
+			continue
+		}
+		if st.endedAt == 0 || t < st.endedAt {
+			st.endedAt = t
+		}
 	}
+}
+
+// userHZ is the unit of process start times in /proc (USER_HZ, 100 on
+// every architecture Linux runs perf on).
+const userHZ = 100
+
+// bootTicksToMono converts a time in clock ticks since boot to
+// CLOCK_MONOTONIC: the two differ by the time the machine was suspended.
+func bootTicksToMono(ticks uint64) uint64 {
+	var boot, mono unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	// Read one after the other, they differ by a little either way
+	// when the machine never slept.
+	suspended := uint64(max(boot.Nano()-mono.Nano(), 0))
+	ns := ticks * (1e9 / userHZ)
+	return ns - min(ns, suspended)
 }
 
 // handle takes one record of a target. It runs on the read loop.

@@ -291,6 +291,9 @@ func (p *Profiler) discover() {
 			if p.releaseProcess(proc.Pid) {
 				p.log.Info("Released process", zap.Int("pid", proc.Pid), zap.String("reason", "exited"))
 			}
+			if now, err := p.procs.Read(proc.Pid); err == nil && now.StartTime != proc.StartTime {
+				p.reusedBy(proc.Pid, now.StartTime)
+			}
 		}
 	}
 	if len(p.opts.Executables) > 0 {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	xunix "golang.org/x/sys/unix"
+
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
@@ -87,5 +89,50 @@ func TestForkOfTargetPid(t *testing.T) {
 	}
 	if st := p.Stats(); st.PidReused != 2 || st.ProcessesHeld != 1 {
 		t.Errorf("%d samples dropped as of a reused pid, %d processes held; want 2 and 1", st.PidReused, st.ProcessesHeld)
+	}
+}
+
+// TestReleaseSeesNewProcess: when discovery releases a target whose pid
+// another process has taken, the samples read since that process started
+// are taken from the target, also when its fork record was missed and the
+// target's image was replaced by the new process's exec.
+func TestReleaseSeesNewProcess(t *testing.T) {
+	p, src, pr := open(t, func(o *profiler.Options) {
+		o.Pids = nil
+		o.Executables = []string{"app"}
+		o.DiscoveryInterval = 10 * time.Millisecond
+		o.Window = 10 * time.Millisecond
+	})
+	// The new process starts at the next clock tick (10 ms) after t0.
+	t0 := clock.Monotonic()
+	var boot, mono xunix.Timespec
+	_ = xunix.ClockGettime(xunix.CLOCK_BOOTTIME, &boot)
+	_ = xunix.ClockGettime(xunix.CLOCK_MONOTONIC, &mono)
+	tick := uint64(boot.Nano())/uint64(10*time.Millisecond) + 1
+	started := tick*uint64(10*time.Millisecond) - uint64(boot.Nano()-mono.Nano())
+	src.Push(profilertest.Sample(app.Pid, app.Pid, t0, 0x401000))
+	src.Sync()
+	// The target exits and the new process takes its pid, between two
+	// discoveries.
+	pr.Start(perf.Process{Pid: app.Pid, StartTime: tick, Exe: "/usr/bin/other", Comm: "other"})
+	src.Push(
+		profilertest.Sample(app.Pid, app.Pid, started+1*ms, 0x501000),
+		profilertest.Exec(app.Pid, "other"),
+		profilertest.Sample(app.Pid, app.Pid, started+2*ms, 0x501000),
+	)
+	src.Sync()
+	waitFor(t, func() bool { return p.Stats().Processes == 0 })
+	time.Sleep(time.Duration(started + 30*ms - clock.Monotonic()))
+	var addrs []uint64
+	for _, sn := range p.Take(false) {
+		for _, smp := range sn.Samples {
+			addrs = append(addrs, sn.Stacks[smp.Stack][0].Addr)
+		}
+	}
+	if len(addrs) != 1 || addrs[0] != 0x401000 {
+		t.Errorf("addresses %x, want the target's own sample only", addrs)
+	}
+	if st := p.Stats(); st.PidReused != 2 {
+		t.Errorf("%d samples dropped as of a reused pid, want 2", st.PidReused)
 	}
 }

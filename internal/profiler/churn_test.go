@@ -228,8 +228,9 @@ func heapInUse() uint64 {
 
 // TestChurn profiles, by executable name, processes that start and end
 // many times a second, fork/exec storms and fork-without-exec children,
-// with pids and thread ids reused on purpose: no sample may be linked to a
-// span of another process, or counted to a process after it ended, and
+// with pids and thread ids reused on purpose, and an app in a pid namespace
+// that reports a target's thread id as its own: no sample may be linked to
+// a span of another process, or counted to a process after it ended, and
 // exited processes must be released without fd or memory growth.
 func TestChurn(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -325,9 +326,22 @@ func TestChurn(t *testing.T) {
 		warmProcs += n
 	}
 	c.mu.Unlock()
+	// Meanwhile an app in a pid namespace of its own reports, as its
+	// second thread's id, the idle process's: its spans cover the idle
+	// process's unspanned work on that thread id, and name their
+	// process by its namespace-local pid, which is not the idle one's.
+	ns := exec.Command(bin, "nsspan", strconv.Itoa(idle.Process.Pid), "3000")
+	ns.Stdout = w
+	ns.Stderr = os.Stderr
 	const secs = 20
 	began := time.Now()
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
 	launch(secs)
+	if err := ns.Wait(); err != nil {
+		t.Errorf("nsspan: %v", err)
+	}
 	ran := time.Since(began)
 	st := settle()
 	fdAfter, heapAfter := openFDs(t), heapInUse()
@@ -373,6 +387,9 @@ func TestChurn(t *testing.T) {
 	}
 	if c.wrongLink != 0 {
 		t.Errorf("%d samples linked to a span of another process, thread or time", c.wrongLink)
+	}
+	if final.Joins.OtherProcess == 0 {
+		t.Errorf("no sample was refused a span of another process: the namespaced app's spans did not meet the idle process's samples")
 	}
 	if c.afterEnd != 0 {
 		t.Errorf("%d samples counted to a process after it ended", c.afterEnd)

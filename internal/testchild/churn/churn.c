@@ -16,7 +16,11 @@
 //	                        storm of 6 exec'ed and 2 exec-less 20 ms workers;
 //	                        half the forks first set ns_last_pid so that the
 //	                        child gets the pid of a process reaped before
-//	churn idle              spans on the main thread until stdin closes
+//	churn idle              until stdin closes: a 10 ms span on the main thread,
+//	                        10 ms of work in none, 30 ms asleep
+//	churn nsspan TID MS     in a pid namespace of its own, a work process whose
+//	                        second thread has the namespace-local id TID (as an
+//	                        app in a container reports it), spanning all MS ms
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdarg.h>
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -94,9 +99,11 @@ static void spans(long ms, int duty)
 	}
 }
 
+static int helper_duty = 3;
+
 static void *helper(void *arg)
 {
-	spans((long)arg, 3);
+	spans((long)arg, helper_duty);
 	return NULL;
 }
 
@@ -110,6 +117,44 @@ static int work(long ms)
 	spans(ms, 1);
 	pthread_join(th, NULL);
 	return 0;
+}
+
+// set_last_pid makes the next fork or thread of this pid namespace get
+// id next, if it is free.
+static int set_last_pid(int next)
+{
+	int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+	if (fd < 0)
+		return -1;
+	char buf[16];
+	int n = snprintf(buf, sizeof buf, "%d", next - 1);
+	int ok = write(fd, buf, n) == n;
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static int nsspan(int tid, long ms)
+{
+	if (unshare(CLONE_NEWPID) != 0)
+		return 7;
+	pid_t init = fork(); // pid 1 of the namespace
+	if (init < 0)
+		return 8;
+	if (init == 0) {
+		// The work process gets tid-1, its second thread tid.
+		if (set_last_pid(tid - 1) != 0)
+			_exit(9);
+		helper_duty = 1;
+		pid_t w = fork();
+		if (w == 0)
+			_exit(work(ms));
+		while (wait(NULL) > 0)
+			;
+		_exit(0);
+	}
+	int st;
+	waitpid(init, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 10;
 }
 
 // reaped holds pids of children reaped, to hand out again.
@@ -134,16 +179,7 @@ static void reuse(void)
 		return;
 	int want = reaped[0];
 	memmove(reaped, reaped + 1, --nreaped * sizeof reaped[0]);
-	int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
-	if (fd < 0)
-		return;
-	char buf[16];
-	int n = snprintf(buf, sizeof buf, "%d", want - 1);
-	if (write(fd, buf, n) != n) {
-		close(fd);
-		return;
-	}
-	close(fd);
+	set_last_pid(want);
 }
 
 static void spawn(long ms, int exec, int forcepid)
@@ -205,15 +241,20 @@ int main(int argc, char **argv)
 		return work(atol(argv[2]));
 	if (argc == 5 && strcmp(argv[1], "launch") == 0)
 		return launch(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
+	if (argc == 4 && strcmp(argv[1], "nsspan") == 0)
+		return nsspan(atoi(argv[2]), atol(argv[3]));
 	if (argc == 2 && strcmp(argv[1], "idle") == 0) {
 		identify();
 		say("ready %d\n", pid);
 		say("P %d %llu\n", pid, start_ticks);
 		pthread_t th;
 		pthread_create(&th, NULL, watch_stdin, NULL);
-		for (;;)
-			spans(100, 5);
+		for (;;) {
+			spans(10, 1);
+			spin(now() + 10000000LL);
+			usleep(30000);
+		}
 	}
-	fprintf(stderr, "usage: churn work MS | launch SECONDS RATE MS | idle\n");
+	fprintf(stderr, "usage: churn work MS | launch SECONDS RATE MS | idle | nsspan TID MS\n");
 	return 2;
 }

@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,14 +150,14 @@ service:
 		next := start()
 		runs = append(runs, next)
 		// Recovery is done when the collector is ready.
-		m := scrape(t, promPortS)
-		recovered := m[`otelcol_exporter_tracefile_segments{outcome="recovered"}`]
-		empty := m[`otelcol_exporter_tracefile_segments{outcome="recovered_empty"}`]
+		m := mustScrape(t, "http://127.0.0.1:"+promPortS+"/metrics")
+		recovered := m.sum("otelcol_exporter_tracefile_segments", "outcome", "recovered")
+		empty := m.sum("otelcol_exporter_tracefile_segments", "outcome", "recovered_empty")
 		if empty > 0 {
 			emptyN = append(emptyN, active...)
 		}
-		next.cutBytes = m["otelcol_exporter_tracefile_recovered_cut_bytes"]
-		next.dropped = m["otelcol_exporter_tracefile_recovered_dropped_events"]
+		next.cutBytes = m.sum("otelcol_exporter_tracefile_recovered_cut_bytes")
+		next.dropped = m.sum("otelcol_exporter_tracefile_recovered_dropped_events")
 		t.Logf("kill %d after %d spans acknowledged: active %v; restart: recovered %d, recovered empty %d, %d bytes and %d whole events cut",
 			kill+1, r.ackedAtEnd, active, recovered, empty, next.cutBytes, next.dropped)
 		if int(recovered+empty) != len(active) {
@@ -493,43 +491,6 @@ func activeSegment(t *testing.T, dir string) (int, bool) {
 	return 0, false
 }
 
-// scrape reads the collector's Prometheus metrics: series (name and
-// labels, as exposed, minus the service labels) → value.
-func scrape(t *testing.T, port string) map[string]int64 {
-	t.Helper()
-	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	m := map[string]int64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' || !strings.HasPrefix(line, "otelcol_exporter_tracefile") {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if sp < 0 || err != nil {
-			continue
-		}
-		name, labels, _ := strings.Cut(line[:sp], "{")
-		name = strings.TrimSuffix(name, "_total")
-		for _, l := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
-			if strings.HasPrefix(l, "outcome=") || strings.HasPrefix(l, "kind=") {
-				name += "{" + l + "}"
-			}
-		}
-		m[name] += int64(v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	return m
-}
-
 func scrapeSpans(t *testing.T, port string) int64 {
-	return scrape(t, port)[`otelcol_exporter_tracefile_events{kind="span"}`]
+	return mustScrape(t, "http://127.0.0.1:"+port+"/metrics").sum("otelcol_exporter_tracefile_events", "kind", "span")
 }

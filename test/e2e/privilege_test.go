@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,7 +277,7 @@ func TestLeastPrivilege(t *testing.T) {
 			checkCredentials(t, cmd.Process.Pid, caps)
 
 			time.Sleep(4 * time.Second)
-			metrics := scrapeMetrics(t, metricsAddr)
+			metrics := mustScrape(t, "http://"+metricsAddr+"/metrics")
 			// The target flushes its last spans as it stops; then the
 			// collector's last report joins what it holds.
 			if err := target.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -306,7 +305,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 // checkPrivRun checks what arrived at the sink and what the collector's
 // metrics say against want.
-func checkPrivRun(t *testing.T, srv *privSink, metrics map[string]float64, pid int, want privOutcome) {
+func checkPrivRun(t *testing.T, srv *privSink, metrics metrics, pid int, want privOutcome) {
 	t.Helper()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -321,8 +320,8 @@ func checkPrivRun(t *testing.T, srv *privSink, metrics map[string]float64, pid i
 		}
 	}
 	kernel := srv.kernel.Load()
-	spanReader := metrics[`otelcol_receiver_perfprof_ebpf_programs{program="span_reader"}`]
-	scheduler := metrics[`otelcol_receiver_perfprof_ebpf_programs{program="scheduler"}`]
+	spanReader := metrics.sum("otelcol_receiver_perfprof_ebpf_programs", "program", "span_reader")
+	scheduler := metrics.sum("otelcol_receiver_perfprof_ebpf_programs", "program", "scheduler")
 	t.Logf("%d on-CPU samples of the target (pids %v): %d linked to spans, %d in its functions by name; %d off-CPU samples; %d samples with named kernel frames; eBPF programs: span reader %v, scheduler %v",
 		samples, srv.pids, linked, named, srv.offCPU, kernel, spanReader, scheduler)
 
@@ -550,37 +549,6 @@ service:
   pipelines:
     profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
 `, privTarget, spans, kernelStacks, sink, host, port)
-}
-
-// scrapeMetrics reads the collector's Prometheus endpoint: every series'
-// value by its name and labels as the endpoint prints them.
-func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape the collector's metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape the collector's metrics: %s", resp.Status)
-	}
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if v, err := strconv.ParseFloat(line[sp+1:], 64); sp > 0 && err == nil {
-			m[line[:sp]] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // kernelFunctions returns the names of the kernel's functions, from

@@ -231,6 +231,16 @@ func (m metrics) by(name, label string) map[string]int64 {
 	return out
 }
 
+// mustScrape is scrapeProm for a test that cannot go on without it.
+func mustScrape(t *testing.T, url string) metrics {
+	t.Helper()
+	m, err := scrapeProm(url)
+	if err != nil {
+		t.Fatalf("scrape the collector's metrics: %v", err)
+	}
+	return m
+}
+
 func scrapeProm(url string) (metrics, error) {
 	resp, err := http.Get(url)
 	if err != nil {

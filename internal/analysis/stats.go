@@ -21,6 +21,9 @@ type derived struct {
 
 	pollOnce  sync.Once
 	workPolls map[uint32][]int32 // worker -> its polls, by start
+
+	spanOnce sync.Once
+	spans    *spanTree
 }
 
 func (t *Trace) derive() *derived {

@@ -359,6 +359,34 @@ func readProc(pid int, pprofURL string) (procSample, error) {
 	return p, nil
 }
 
+// saveHeap writes the collector's heap profile (and, beside it, the
+// runtime's memory statistics) to PERFPROF_SOAK_PROFILES, when set, so a
+// change in RSS can be read as live heap, heap the runtime keeps, or
+// neither: `go tool pprof -diff_base 1-before-stall.pb.gz 3-end.pb.gz`.
+func saveHeap(t *testing.T, pprofURL, name string) {
+	dir := os.Getenv("PERFPROF_SOAK_PROFILES")
+	if dir == "" {
+		return
+	}
+	for _, f := range []struct{ query, ext string }{{"", ".pb.gz"}, {"?debug=1", ".txt"}} {
+		resp, err := http.Get(pprofURL + "/debug/pprof/heap" + f.query)
+		if err != nil {
+			t.Errorf("heap profile %s: %v", name, err)
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+f.ext), b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("heap profile %s: %v", name, err)
+			return
+		}
+	}
+	t.Logf("soak: heap profile %s written to %s", name, dir)
+}
+
 func soakDuration(t *testing.T) time.Duration {
 	d := 3 * time.Minute
 	if s := os.Getenv("PERFPROF_SOAK_DURATION"); s != "" {
@@ -441,11 +469,13 @@ func TestSoak(t *testing.T) {
 	for time.Since(start) < dur {
 		select {
 		case <-stallOn:
+			saveHeap(t, pprofURL, "1-before-stall")
 			sink.setStall(true)
 			t.Logf("soak: %v: the sink stalls", time.Since(start).Round(time.Second))
 			continue
 		case <-stallOff:
 			stallSeen, _ = scrapeProm(promURL)
+			saveHeap(t, pprofURL, "2-end-of-stall")
 			sink.setStall(false)
 			t.Logf("soak: %v: the sink is back", time.Since(start).Round(time.Second))
 			continue
@@ -468,6 +498,8 @@ func TestSoak(t *testing.T) {
 			p.at.Round(time.Second), float64(p.rss)/(1<<20), float64(p.heap)/(1<<20), p.goroutines, p.fds, p.cpu.Seconds(), p.samples, p.spans,
 			m.sum("otelcol_exporter_queue_size", "exporter", "otlp_grpc/sink"))
 	}
+
+	saveHeap(t, pprofURL, "3-end")
 
 	// The generator flushes and exits; then the collector's books settle:
 	// the correlation window passes, the queues drain.

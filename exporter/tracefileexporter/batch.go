@@ -485,41 +485,59 @@ func (b *batch) addWorkerEvents(busy map[uint64]*intervals) int {
 	return overlapping
 }
 
-// intervalHorizon is how long a worker's written polls are remembered: a
-// span that arrives later than that after a poll it overlaps is not noticed.
-const intervalHorizon = 5 * 60 * 1e9
+// A worker's written polls are remembered for intervalHorizon after the
+// latest one, and at most maxIntervals of them: a span that arrives later
+// than that after a poll it overlaps is not noticed. The count bound keeps
+// the memory of a worker that ends spans at a high rate at 1 MiB (at the
+// soak's 625 spans/s a worker, it is 105 s of polls).
+const (
+	intervalHorizon = 5 * 60 * 1e9
+	maxIntervals    = 1 << 16
+)
 
-// intervals is a set of disjoint half-open intervals [start, end), sorted.
+// intervals is a set of disjoint half-open intervals [start, end), sorted:
+// iv[head:]. Forgotten intervals are skipped by moving head and dropped
+// from the slice only once they are half of it, so that forgetting costs
+// O(1) amortized rather than a copy of the set per poll.
 type intervals struct {
-	iv [][2]uint64
+	iv   [][2]uint64
+	head int
 }
 
 // add inserts [a, b) unless it overlaps an interval of the set, and
 // reports whether it did. Intervals ending more than intervalHorizon
-// before the latest end are forgotten.
+// before the latest end, and all but the latest maxIntervals, are
+// forgotten.
 func (s *intervals) add(a, b uint64) bool {
+	live := s.iv[s.head:]
 	// The first interval ending after a is the only one that can overlap.
-	i, _ := slices.BinarySearchFunc(s.iv, a, func(x [2]uint64, t uint64) int {
+	i, _ := slices.BinarySearchFunc(live, a, func(x [2]uint64, t uint64) int {
 		if x[1] <= t {
 			return -1
 		}
 		return 1
 	})
-	if i < len(s.iv) && s.iv[i][0] < b {
+	if i < len(live) && live[i][0] < b {
 		return false
 	}
-	s.iv = slices.Insert(s.iv, i, [2]uint64{a, b})
+	s.iv = slices.Insert(s.iv, s.head+i, [2]uint64{a, b})
 	if last := s.iv[len(s.iv)-1][1]; last > intervalHorizon {
-		n := 0
-		for n < len(s.iv) && s.iv[n][1] < last-intervalHorizon {
-			n++
+		for s.head < len(s.iv) && s.iv[s.head][1] < last-intervalHorizon {
+			s.head++
 		}
-		if n > 0 {
-			s.iv = slices.Delete(s.iv, 0, n)
-		}
+	}
+	if n := len(s.iv) - s.head; n > maxIntervals {
+		s.head += n - maxIntervals
+	}
+	if s.head > 0 && s.head >= len(s.iv)/2 {
+		s.iv = s.iv[:copy(s.iv, s.iv[s.head:])]
+		s.head = 0
 	}
 	return true
 }
+
+// len is the number of intervals remembered.
+func (s *intervals) len() int { return len(s.iv) - s.head }
 
 // taskID is the span id read as a big-endian u64 (0 if it is not hex).
 func taskID(span string) uint64 {

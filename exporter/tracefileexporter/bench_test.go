@@ -101,3 +101,22 @@ func BenchmarkExportProfiles(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIntervalsSteady adds one worker's polls at 625 a second (the
+// soak's 5 000 spans/s over 8 workers) to a set that already holds the
+// maxIntervals' worth, so that every add also forgets the oldest.
+func BenchmarkIntervalsSteady(b *testing.B) {
+	const gap = uint64(1e9 / 625)
+	var s intervals
+	t := uint64(1e12)
+	for range maxIntervals {
+		s.add(t, t+gap/2)
+		t += gap
+	}
+	b.ResetTimer()
+	for range b.N {
+		s.add(t, t+gap/2)
+		t += gap
+	}
+	b.ReportMetric(float64(s.len()), "intervals")
+}

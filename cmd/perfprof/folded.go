@@ -15,21 +15,34 @@ func init() {
 		name: "folded",
 		summary: "print folded stacks \"root;…;leaf COUNT\" (identical stacks merged, inlined frames expanded) " +
 			"for flamegraph.pl, inferno or speedscope",
-		usage: "[--source cpu|offcpu] [--by span|worker|thread] [-o FILE] FILE|DIR…",
+		help:  selectHelp + "\n\nWith a selector only the selection's samples are folded.",
+		usage: "[--source cpu|offcpu] [--by span|worker|thread] [--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [-o FILE] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags
+			var sf selectFlags
 			in.declare(fs)
+			sf.declare(fs)
 			source := fs.String("source", "cpu", "cpu: on-CPU samples, counted; offcpu: off-CPU samples, weighted by value_ns (ns) when present, else counted")
 			by := fs.String("by", "", "prefix each stack with a frame naming its span (span name), worker or thread")
 			out := fs.String("o", "-", "output file")
 			return func(e *env, args []string) error {
+				if err := sf.check(); err != nil {
+					return err
+				}
 				t, err := in.load(e, args)
 				if err != nil {
 					return err
 				}
-				lines, err := folded(t, *source, *by)
+				sel, err := sf.selection(t)
 				if err != nil {
 					return err
+				}
+				lines, err := folded(t, sel, *source, *by)
+				if err != nil {
+					return err
+				}
+				if sel != nil && len(lines) == 0 {
+					fmt.Fprintf(e.stderr, "perfprof folded: warning: the %d selected span(s) have no %s samples\n", len(sel.Spans), *source)
 				}
 				w, closeOut, err := createOutput(e, *out)
 				if err != nil {
@@ -67,12 +80,14 @@ func sourceFilter(source string) (func(*analysis.Sample) bool, analysis.WeightFu
 	return nil, nil, usageError{fmt.Sprintf("--source %q: want cpu or offcpu", source)}
 }
 
-// folded returns the folded stacks, sorted.
-func folded(t *analysis.Trace, source, by string) ([]foldedLine, error) {
+// folded returns the folded stacks of the samples of sel (nil: all),
+// sorted.
+func folded(t *analysis.Trace, sel *analysis.Selection, source, by string) ([]foldedLine, error) {
 	filter, weight, err := sourceFilter(source)
 	if err != nil {
 		return nil, err
 	}
+	filter = sel.Filter(filter)
 	merged := map[string]uint64{}
 	add := func(m map[string]uint64) {
 		for k, v := range m {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ type command struct {
 	name    string
 	summary string
 	usage   string // argument synopsis
+	help    string // more for the command's --help, after the summary
 	// setup declares the command's flags on fs and returns the function
 	// that runs the command once fs has parsed them.
 	setup func(fs *flag.FlagSet) func(e *env, args []string) error
@@ -84,7 +86,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("perfprof "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	printUsage := func() {
-		fmt.Fprintf(fs.Output(), "Usage: perfprof %s %s\n\n%s\n\nFlags:\n", cmd.name, cmd.usage, cmd.summary)
+		fmt.Fprintf(fs.Output(), "Usage: perfprof %s %s\n\n%s\n\n", cmd.name, cmd.usage, cmd.summary)
+		if cmd.help != "" {
+			fmt.Fprintf(fs.Output(), "%s\n\n", cmd.help)
+		}
+		fmt.Fprintf(fs.Output(), "Flags:\n")
 		fs.PrintDefaults()
 	}
 	// The flag package would print the usage itself on every parse error;
@@ -166,6 +172,86 @@ func (f *inputFlags) declare(fs *flag.FlagSet) {
 }
 
 const progressMin = 50 << 20
+
+// selectFlags are the span selectors of the commands that can restrict
+// themselves to what some spans did (report, folded, pprof), declared in one
+// place so that the three read the same flags the same way.
+type selectFlags struct {
+	q analysis.SpanSelector
+}
+
+// selectHelp is the selectors' part of a command's help.
+const selectHelp = `Selecting spans: --span NAME, --trace-id ID, --span-id ID and --slowest N
+choose spans. Every one given must match; --slowest keeps the N longest of
+the matching spans (alone: the N longest spans of the trace). A span stands
+for its own samples and those of the spans below it, on any thread. A
+malformed id is a usage error (exit 2); a selector that matches no span is an
+error (exit 1), never an empty output.`
+
+func (f *selectFlags) declare(fs *flag.FlagSet) {
+	fs.StringVar(&f.q.Name, "span", "", "select the spans with this name")
+	fs.StringVar(&f.q.TraceID, "trace-id", "", "select the spans of this trace (32 hex digits)")
+	fs.StringVar(&f.q.SpanID, "span-id", "", "select the span with this id (16 hex digits)")
+	fs.IntVar(&f.q.Slowest, "slowest", 0, "keep the N longest of the selected spans (alone: of all spans)")
+}
+
+// check rejects malformed selectors before any file is read: a typo in an
+// id should not cost the minutes a large trace takes to load.
+func (f *selectFlags) check() error {
+	if f.q.TraceID != "" && !isHex(f.q.TraceID, 32) {
+		return usageError{fmt.Sprintf("--trace-id %q: want 32 hex digits", f.q.TraceID)}
+	}
+	if f.q.SpanID != "" && !isHex(f.q.SpanID, 16) {
+		return usageError{fmt.Sprintf("--span-id %q: want 16 hex digits", f.q.SpanID)}
+	}
+	if f.q.Slowest < 0 {
+		return usageError{fmt.Sprintf("--slowest %d: want a positive number", f.q.Slowest)}
+	}
+	return nil
+}
+
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// selection returns the spans the flags choose, or nil when no selector was
+// given (the whole trace: a nil *analysis.Selection has every sample).
+func (f *selectFlags) selection(t *analysis.Trace) (*analysis.Selection, error) {
+	if f.q.IsZero() {
+		return nil, nil
+	}
+	sel, err := t.Select(f.q)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, spanHint(t))
+	}
+	return sel, nil
+}
+
+// spanHint says which spans the trace has, for a selector that found none.
+func spanHint(t *analysis.Trace) string {
+	if len(t.Spans) == 0 {
+		return "the trace has no SpanEvent; only files of the perfprof tracefile exporter in TRC format carry spans"
+	}
+	names := t.SpanNames()
+	const show = 5
+	var l []string
+	for i, n := range names {
+		if i == show {
+			l = append(l, fmt.Sprintf("… %d more", len(names)-show))
+			break
+		}
+		l = append(l, strconv.Quote(n.Name))
+	}
+	return fmt.Sprintf("the trace has %d spans named %s", len(t.Spans), strings.Join(l, ", "))
+}
 
 // load loads the inputs, with a progress bar when asked for or useful.
 func (f *inputFlags) load(e *env, args []string) (*analysis.Trace, error) {

@@ -17,22 +17,35 @@ func init() {
 		name: "pprof",
 		summary: "write a pprof profile (samples/count of on-CPU samples; off_cpu_samples/count when there are off-CPU samples, " +
 			"and off_cpu/nanoseconds when they carry value_ns) with labels thread, tid, worker, span, root_span, trace_id, pid",
-		usage: "-o OUT.pb.gz FILE|DIR…",
+		help:  selectHelp + "\n\nWith a selector the profile holds only the selection's samples; its comments name the selector.",
+		usage: "-o OUT.pb.gz [--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags
+			var sf selectFlags
 			in.declare(fs)
+			sf.declare(fs)
 			out := fs.String("o", "", "output file (gzipped profile.proto), required")
 			return func(e *env, args []string) error {
 				if *out == "" {
 					return usageError{"-o is required"}
 				}
+				if err := sf.check(); err != nil {
+					return err
+				}
 				t, err := in.load(e, args)
 				if err != nil {
 					return err
 				}
-				p, err := buildProfile(t)
+				sel, err := sf.selection(t)
 				if err != nil {
 					return err
+				}
+				p, err := buildProfile(t, sel)
+				if err != nil {
+					return err
+				}
+				if sel != nil && len(p.Sample) == 0 {
+					fmt.Fprintf(e.stderr, "perfprof pprof: warning: the %d selected span(s) have no samples\n", len(sel.Spans))
 				}
 				f, err := os.Create(*out)
 				if err != nil {
@@ -40,7 +53,7 @@ func init() {
 				}
 				if err := p.Write(f); err != nil {
 					f.Close()
-					return err
+					return fmt.Errorf("write %s: %w", *out, err)
 				}
 				return f.Close()
 			}
@@ -58,13 +71,13 @@ const (
 	vOffNs      = 2 // off-CPU ns (value_ns)
 )
 
-// buildProfile converts the trace into a pprof profile. Samples with the
-// same stack, thread, worker and span are merged.
-func buildProfile(t *analysis.Trace) (*profile.Profile, error) {
+// buildProfile converts the samples of sel (nil: all) into a pprof
+// profile. Samples with the same stack, thread, worker and span are merged.
+func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile, error) {
 	var hasOff, hasNs bool
 	for i := range t.Samples {
 		s := &t.Samples[i]
-		if s.Source == analysis.SourceOffCPU {
+		if s.Source == analysis.SourceOffCPU && sel.Has(s) {
 			hasOff = true
 			hasNs = hasNs || s.Value > 0
 		}
@@ -91,6 +104,9 @@ func buildProfile(t *analysis.Trace) (*profile.Profile, error) {
 	}
 	for _, f := range t.Files {
 		p.Comments = append(p.Comments, "perfprof: "+f.Path)
+	}
+	if sel != nil {
+		p.Comments = append(p.Comments, fmt.Sprintf("perfprof: selection %s: %d span(s)", sel.Selector, len(sel.Spans)))
 	}
 
 	// One mapping for everything, marked symbolized, so that pprof does not
@@ -137,6 +153,9 @@ func buildProfile(t *analysis.Trace) (*profile.Profile, error) {
 	samples := map[key]*profile.Sample{}
 	for i := range t.Samples {
 		s := &t.Samples[i]
+		if !sel.Has(s) {
+			continue
+		}
 		k := key{s.Stack, s.Thread, s.Link, s.Worker}
 		ps, ok := samples[k]
 		if !ok {

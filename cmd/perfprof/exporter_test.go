@@ -246,6 +246,15 @@ func TestExporterFiles(t *testing.T) {
 				}
 			}
 
+			// Selections: every request with the time of its children; the
+			// legacy format carries no spans, so a selector finds none.
+			if format == tracefileexporter.FormatTRC {
+				checkExporterSelection(t, dir, ex)
+			} else if _, errs, code := perfprof(t, "report", "--span", "GET /checkout", dir); code != 1 ||
+				!strings.Contains(errs, "the trace has no SpanEvent") {
+				t.Errorf("--span on %s: exit %d, %q", format, code, errs)
+			}
+
 			// pprof: opens with go tool pprof and matches the folded totals.
 			out := filepath.Join(t.TempDir(), "out.pb.gz")
 			mustRun(t, "pprof", dir, "-o", out)
@@ -287,4 +296,35 @@ func selfPercent(t *testing.T, rep, fn string) float64 {
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
+}
+
+// checkExporterSelection checks the breakdown of all requests ("GET
+// /checkout", 4 ms each, with a "poll checkout" child) against what
+// writeWithExporter sent: the children's on-CPU and runnable samples count
+// for their requests, the park loop between requests (in no span) does not.
+func checkExporterSelection(t *testing.T, dir string, ex exported) {
+	t.Helper()
+	const period = 250_000
+	var runnable uint64
+	for _, v := range ex.runnableNs {
+		runnable += uint64(v)
+	}
+	wall := uint64(200 * 4_000_000)
+	on := uint64(ex.checkoutSamples) * period
+	notObs := wall - on - uint64(ex.blockedNs) - runnable
+	rep := mustRun(t, "report", "--span", "GET /checkout", dir)
+	got := parseBreakdown(t, rep)
+	want := breakdownOut{wall: msStr(wall), spans: 200,
+		on: msStr(on), onPct: pctStr(on, wall), onN: ex.checkoutSamples, period: msStr(period),
+		blocked: msStr(uint64(ex.blockedNs)), blockedPct: pctStr(uint64(ex.blockedNs), wall), blockedN: ex.blocked,
+		runnable: msStr(runnable), runnablePct: pctStr(runnable, wall), runnableN: len(ex.runnableNs),
+		notObs: msStr(notObs), notObsPct: pctStr(notObs, wall),
+		samples: ex.checkoutSamples + ex.blocked + len(ex.runnableNs), onSamples: ex.checkoutSamples,
+		offSamples: ex.blocked + len(ex.runnableNs)}
+	if got != want {
+		t.Errorf("--span \"GET /checkout\":\n got %+v\nwant %+v", got, want)
+	}
+	if sum, _ := foldedSum(t, mustRun(t, "folded", "--span", "poll checkout", dir)); sum != uint64(ex.checkoutSamples) {
+		t.Errorf("folded --span \"poll checkout\": %d samples, want %d", sum, ex.checkoutSamples)
+	}
 }

@@ -14,17 +14,30 @@ import (
 
 func init() {
 	register(&command{
-		name:    "report",
-		summary: "print a text report: samples, hot functions overall, per worker, per span and root span, long polls, blocking stacks, scheduling delay",
-		usage:   "[--top N] [--long DURATION] [--groups N] [--polls N] [--stacks N] [--depth N] FILE|DIR…",
+		name: "report",
+		summary: "print a text report: samples, span names (count, percentiles, where their time went), hot functions " +
+			"overall, per worker, per span and root span, top stacks, long polls, blocking stacks, scheduling delay",
+		help: selectHelp + `
+
+With a selector the report starts with the chosen spans (longest first, at
+most --groups of them) and their wall-time breakdown: on-CPU (samples × the
+sample period), off-CPU blocked and runnable (value_ns), and the rest, not
+observed. Function tables, groups and top stacks then count the selection's
+samples only. Long polls, blocking stacks and scheduling delay are left out:
+they are about workers and threads, not spans, and for a selection the
+breakdown's blocked and runnable lines and its off-CPU stacks say the same.
+The Spans section always covers the whole trace.`,
+		usage: "[--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [--top N] [--long DURATION] [--groups N] " +
+			"[--polls N] [--stacks N] [--depth N] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var o reportOpts
 			o.in.declare(fs)
+			o.sel.declare(fs)
 			fs.IntVar(&o.top, "top", 20, "functions per table")
 			fs.DurationVar(&o.long, "long", time.Millisecond, "polls longer than this are long polls")
-			fs.IntVar(&o.groups, "groups", 10, "groups (workers, spans, root spans) shown per section")
+			fs.IntVar(&o.groups, "groups", 10, "groups (workers, spans, root spans, span names, selected spans) shown per section")
 			fs.IntVar(&o.polls, "polls", 10, "long polls shown")
-			fs.IntVar(&o.stacks, "stacks", 5, "stacks shown per long poll and in the blocking section")
+			fs.IntVar(&o.stacks, "stacks", 5, "stacks shown per long poll, in the top stacks and in the blocking section")
 			fs.IntVar(&o.depth, "depth", 12, "frames shown per stack")
 			return func(e *env, args []string) error { return report(e, args, &o) }
 		},
@@ -33,24 +46,39 @@ func init() {
 
 type reportOpts struct {
 	in                                inputFlags
+	sel                               selectFlags
 	top, groups, polls, stacks, depth int
 	long                              time.Duration
 }
 
 func report(e *env, args []string, o *reportOpts) error {
+	if err := o.sel.check(); err != nil {
+		return err
+	}
 	t, err := o.in.load(e, args)
 	if err != nil {
 		return err
 	}
+	sel, err := o.sel.selection(t)
+	if err != nil {
+		return err
+	}
 	bw := bufio.NewWriter(e.stdout)
-	writeReport(bw, t, o)
+	writeReport(bw, t, sel, o)
 	return bw.Flush()
 }
 
 func dur(ns uint64) string { return time.Duration(ns).String() }
 
-func writeReport(w io.Writer, t *analysis.Trace, o *reportOpts) {
+// writeReport writes the report of the whole trace, or of the samples of
+// sel when it is not nil.
+func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *reportOpts) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+
+	if sel != nil {
+		writeSelection(w, t, sel, o)
+		section(w, "Trace: everything in the files")
+	}
 
 	// Inputs.
 	var size, bytes, events int64
@@ -155,15 +183,34 @@ func writeReport(w io.Writer, t *analysis.Trace, o *reportOpts) {
 		}
 	}
 
-	// Function tables.
+	writeSpanNames(w, t, sel != nil, o)
+
+	// Function tables and stacks, of the selection's samples when there is one.
+	scope, offScope := "all samples", "all off-CPU samples"
+	if sel != nil {
+		scope, offScope = "selected spans", "off-CPU samples of the selected spans"
+		on, off, valued = 0, 0, false
+		for i := range t.Samples {
+			if s := &t.Samples[i]; sel.Has(s) {
+				if s.Source == analysis.SourceOffCPU {
+					off++
+					valued = valued || s.Value > 0
+				} else {
+					on++
+				}
+			}
+		}
+	}
+	onF, offF := sel.Filter(analysis.OnCPU), sel.Filter(analysis.OffCPU)
+	var onAgg, offAgg *analysis.Agg
 	if on > 0 {
-		a := t.Aggregate(analysis.OnCPU, analysis.Count)
-		section(w, "On-CPU functions (all samples)")
-		funcTable(w, t, a, o.top, "samples")
-		groups(w, t, "On-CPU per worker", analysis.OnCPU, analysis.Count, t.ByWorker(), o, "samples", "")
-		groups(w, t, "On-CPU per span name (span_id -> SpanEvent name)", analysis.OnCPU, analysis.Count, t.BySpan(), o, "samples",
+		onAgg = t.Aggregate(onF, analysis.Count)
+		section(w, "On-CPU functions ("+scope+")")
+		funcTable(w, t, onAgg, o.top, "samples")
+		groups(w, t, "On-CPU per worker", onF, analysis.Count, t.ByWorker(), o, "samples", "")
+		groups(w, t, "On-CPU per span name (span_id -> SpanEvent name)", onF, analysis.Count, t.BySpan(), o, "samples",
 			"no on-CPU sample is linked to a span (no span_id fields)")
-		groups(w, t, "On-CPU per root span name (span_root_name)", analysis.OnCPU, analysis.Count, t.ByRoot(), o, "samples",
+		groups(w, t, "On-CPU per root span name (span_root_name)", onF, analysis.Count, t.ByRoot(), o, "samples",
 			"no on-CPU sample has span_root_name")
 	}
 	if off > 0 {
@@ -171,8 +218,22 @@ func writeReport(w io.Writer, t *analysis.Trace, o *reportOpts) {
 		if valued {
 			unit = "ns"
 		}
-		section(w, "Off-CPU functions (all off-CPU samples, weighted by value_ns when present)")
-		funcTable(w, t, t.Aggregate(analysis.OffCPU, analysis.OffCPUWeight), o.top, unit)
+		offAgg = t.Aggregate(offF, analysis.OffCPUWeight)
+		section(w, "Off-CPU functions ("+offScope+", weighted by value_ns when present)")
+		funcTable(w, t, offAgg, o.top, unit)
+	}
+	if onAgg != nil {
+		section(w, fmt.Sprintf("Top on-CPU stacks (%s): %d samples", scope, onAgg.Samples))
+		stacks(w, t, onAgg, o.stacks, o.depth, "", "samples")
+	}
+	if offAgg != nil {
+		section(w, fmt.Sprintf("Top off-CPU stacks (%s, weighted by value_ns when present): %d samples", offScope, offAgg.Samples))
+		stacks(w, t, offAgg, o.stacks, o.depth, "", "")
+	}
+	if sel != nil {
+		// Polls, blocking and scheduling delay are per worker and thread;
+		// the breakdown and the off-CPU stacks above answer for spans.
+		return
 	}
 
 	// Long polls.

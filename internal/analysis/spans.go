@@ -104,15 +104,26 @@ func (t *Trace) spanTree() *spanTree {
 				st.parent[i] = p
 			}
 		}
-		// A cycle of parent ids (a broken file) must not loop forever: cut
-		// every chain longer than the number of spans.
+		// A cycle of parent ids (a broken file) must not loop forever. Cut
+		// it where it closes, at the span whose parent is already on the
+		// walk: cutting the span the walk started from instead would also
+		// detach spans that merely hang below the cycle, and their samples
+		// would no longer count for the spans above them.
+		state := make([]uint8, len(t.Spans)) // 0 unseen, 1 on this walk, 2 done
+		var walk []int32
 		for i := range st.parent {
-			n := 0
-			for p := st.parent[i]; p >= 0; p = st.parent[p] {
-				if n++; n > len(st.parent) {
-					st.parent[i] = -1
-					break
+			walk = walk[:0]
+			for j := int32(i); j >= 0 && state[j] == 0; {
+				state[j] = 1
+				walk = append(walk, j)
+				p := st.parent[j]
+				if p >= 0 && state[p] == 1 {
+					st.parent[j], p = -1, -1
 				}
+				j = p
+			}
+			for _, j := range walk {
+				state[j] = 2
 			}
 		}
 		for i, l := range t.Links {

@@ -56,10 +56,34 @@ func init() {
 }
 
 // htmlData converts a trace for the HTML view: one timeline row per worker
-// and one per other thread; polls and parks on their worker's row, spans of
-// no worker on their thread's row (a worker's spans are its polls and parks).
+// and one per other thread; polls and parks on their worker's row, spans on
+// the row of their thread's samples, unless a poll stands for them. Every
+// span goes in with its breakdown and the per-name statistics, as
+// internal/analysis computes them, so that the page's span views show what
+// `perfprof report --span/--trace-id` prints.
 func htmlData(t *analysis.Trace) *htmlview.Data {
 	d := &htmlview.Data{Start: int64(t.Start)}
+	if p, ok := t.SamplePeriod(); ok {
+		d.Period = int64(p)
+	}
+	breakdown := func(b analysis.Breakdown) htmlview.Breakdown {
+		return htmlview.Breakdown{Spans: b.Spans, Wall: int64(b.Wall), OnSamples: b.OnSamples, OffSamples: b.OffSamples,
+			Blocked: int64(b.Blocked), Runnable: int64(b.Runnable), OffUnknown: int64(b.OffUnknown)}
+	}
+	per := t.SpanBreakdowns()
+	d.Spans = make([]htmlview.Span, len(t.Spans))
+	for i := range t.Spans {
+		sp := &t.Spans[i]
+		d.Spans[i] = htmlview.Span{Name: sp.Name, TraceID: sp.TraceID, Start: int64(sp.Start), End: int64(sp.End()),
+			Breakdown: breakdown(per[i])}
+		if p := t.SpanParent(int32(i)); p >= 0 {
+			d.Spans[i].Parent = htmlview.SpanAt(int(p))
+		}
+	}
+	for _, n := range t.SpanNames() {
+		d.SpanNames = append(d.SpanNames, htmlview.SpanName{Name: n.Name, Count: n.Count, P50: int64(n.P50), P95: int64(n.P95),
+			P99: int64(n.P99), Max: int64(n.Max), Breakdown: breakdown(n.Breakdown)})
+	}
 	d.Frames = make([]htmlview.Frame, len(t.Frames))
 	for i, f := range t.Frames {
 		d.Frames[i] = htmlview.Frame{Name: f.Func, File: f.File, Line: f.Line}
@@ -107,6 +131,9 @@ func htmlData(t *analysis.Trace) *htmlview.Data {
 		var r int32
 		if s.Worker < analysis.BlockingWorker {
 			r = worker(uint64(s.Worker))
+			if _, ok := tidRow[t.Threads[s.Thread].Tid]; !ok {
+				tidRow[t.Threads[s.Thread].Tid] = r
+			}
 		} else {
 			var ok bool
 			if r, ok = threadRow[s.Thread]; !ok {
@@ -124,10 +151,16 @@ func htmlData(t *analysis.Trace) *htmlview.Data {
 		if s.Source == analysis.SourceOffCPU {
 			hs.OffCPU = true
 			hs.Weight = int64(s.Value)
+			hs.State = htmlview.State(s.State)
+		}
+		if sp := t.SpanOf(s); sp >= 0 {
+			hs.Span = htmlview.SpanAt(int(sp))
 		}
 		d.Samples = append(d.Samples, hs)
 	}
+	polled := map[string]bool{}
 	for _, p := range t.Polls {
+		polled[p.SpanID()] = true
 		name := p.SpawnLoc
 		if sp, ok := t.SpanByID(p.SpanID()); ok {
 			name = sp.Name
@@ -138,16 +171,16 @@ func htmlData(t *analysis.Trace) *htmlview.Data {
 	for _, p := range t.Parks {
 		d.Bars = append(d.Bars, htmlview.Bar{Row: worker(p.Worker), Start: int64(p.Start), End: int64(p.End), Name: "park", Kind: "park"})
 	}
-	for _, sp := range t.Spans {
-		if sp.Worker >= 0 {
-			continue // drawn above as its poll or park
+	for i, sp := range t.Spans {
+		if polled[sp.SpanID] {
+			continue // drawn above as its poll
 		}
-		tr, ok := tidRow[sp.Tid]
+		r, ok := tidRow[sp.Tid]
 		if !ok {
 			continue
 		}
-		r := tr
-		d.Bars = append(d.Bars, htmlview.Bar{Row: r, Start: int64(sp.Start), End: int64(sp.End()), Name: sp.Name, Kind: "span"})
+		d.Bars = append(d.Bars, htmlview.Bar{Row: r, Start: int64(sp.Start), End: int64(sp.End()), Name: sp.Name, Kind: "span",
+			Span: htmlview.SpanAt(i)})
 	}
 	return d
 }

@@ -39,6 +39,34 @@ type page struct {
 	BarsMerged int      `json:"barsMerged"` // input bars folded into others
 
 	Stats stats `json:"stats"`
+
+	// For the scoped views (scope.go): the tree of all samples, on- and
+	// off-CPU, by count, whose shape every scoped tree is cut from; the
+	// spans' names and statistics; the per-sample and per-span columns.
+	All          *flame     `json:"all"`
+	Period       int64      `json:"period"`
+	SpanNames    []spanName `json:"spanNames"`
+	SpanStrings  []string   `json:"spanStrings"`
+	SpansKept    int        `json:"spansKept"`
+	SpansOmitted int        `json:"spansOmitted"`
+	Detail       string     `json:"detail"`
+}
+
+// spanName is a SpanName; B is a breakdown as [7]int64 (breakdownJSON).
+type spanName struct {
+	Name  string   `json:"name"`
+	Count int      `json:"count"`
+	P50   int64    `json:"p50"`
+	P95   int64    `json:"p95"`
+	P99   int64    `json:"p99"`
+	Max   int64    `json:"max"`
+	B     [7]int64 `json:"b"`
+}
+
+// breakdownJSON is b as the page reads it: spans, wall, on-CPU samples,
+// off-CPU samples, blocked, runnable and unknown-state off-CPU ns.
+func breakdownJSON(b Breakdown) [7]int64 {
+	return [7]int64{int64(b.Spans), b.Wall, b.OnSamples, b.OffSamples, b.Blocked, b.Runnable, b.OffUnknown}
 }
 
 // A mark entry: bucket, off-CPU (0/1), samples, weight (samples for on-CPU,
@@ -76,6 +104,7 @@ type bars struct {
 	End   []int64 `json:"end"`
 	Name  []int32 `json:"name"` // index into page.Strings
 	Kind  []int32 `json:"kind"` // index into page.Strings
+	Span  []int32 `json:"span"` // 1 + page span index; 0 none; -1 a span the page left out
 }
 
 // funcKey identifies a function: frames merge by it in the flamegraph.
@@ -89,7 +118,7 @@ type builder struct {
 	frameFunc []int32 // Data.Frames index -> function, -1 until interned
 }
 
-func build(d *Data) *page {
+func build(d *Data) (*page, error) {
 	b := &builder{d: d, funcID: make(map[funcKey]int32), frameFunc: make([]int32, len(d.Frames))}
 	for i := range b.frameFunc {
 		b.frameFunc[i] = -1
@@ -127,9 +156,30 @@ func build(d *Data) *page {
 	for _, m := range p.Marks {
 		p.Stats.MarkEntries += len(m) / markFields
 	}
-	p.Strings, p.Bars, p.BarsMerged = barTable(d)
+	// Every sample, by count, so that each stack has a node to end at.
+	allW := make([]int64, len(d.Stacks))
+	for _, s := range d.Samples {
+		allW[s.Stack]++
+	}
+	var leaf []int32
+	p.All, leaf = b.treeLeaves(allW)
+	st := keepSpans(d.Spans, maxSpans)
+	p.Strings, p.Bars, p.BarsMerged = barTable(d, st)
 	p.Funcs = b.funcs
-	return p
+	p.Period = d.Period
+	p.SpanNames = make([]spanName, len(d.SpanNames))
+	for i, n := range d.SpanNames {
+		p.SpanNames[i] = spanName{n.Name, n.Count, n.P50, n.P95, n.P99, n.Max, breakdownJSON(n.Breakdown)}
+	}
+	var nameID []int32
+	p.SpanStrings, nameID = spanStrings(d, st)
+	p.SpansKept = len(st.order)
+	p.SpansOmitted = len(d.Spans) - len(st.order)
+	var err error
+	if p.Detail, err = encodeDetail(d, p, st, nameID, leaf); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // offWeight is what an off-CPU sample stands for, in ns.
@@ -171,9 +221,18 @@ type lineVal struct {
 
 // tree merges the stacks with weight w[stack] > 0 into a call tree.
 func (b *builder) tree(w []int64) *flame {
+	f, _ := b.treeLeaves(w)
+	return f
+}
+
+// treeLeaves is tree, and for each stack the node (preorder index) its
+// leaf frame merged into, -1 for stacks of weight 0.
+func (b *builder) treeLeaves(w []int64) (*flame, []int32) {
 	nodes := []tnode{{fn: -1, parent: -1}}
 	child := make(map[[2]int32]int32) // (parent, function) -> node
+	leaf := make([]int32, len(w))
 	for si, weight := range w {
+		leaf[si] = -1
 		if weight == 0 {
 			continue
 		}
@@ -204,6 +263,7 @@ func (b *builder) tree(w []int64) *flame {
 			}
 			cur = n
 		}
+		leaf[si] = cur
 	}
 
 	// Children lists, sorted by function name then file, for a stable layout.
@@ -229,9 +289,11 @@ func (b *builder) tree(w []int64) *flame {
 	}
 	type item struct{ node, depth int32 }
 	todo := []item{{0, 0}}
+	pre := make([]int32, len(nodes)) // node -> preorder index
 	for len(todo) > 0 {
 		it := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
+		pre[it.node] = int32(len(f.Fn))
 		nd := &nodes[it.node]
 		best := lineVal{}
 		for i, l := range nd.lines {
@@ -253,7 +315,12 @@ func (b *builder) tree(w []int64) *flame {
 			todo = append(todo, item{k[i], it.depth + 1})
 		}
 	}
-	return f
+	for si, n := range leaf {
+		if n >= 0 {
+			leaf[si] = pre[n]
+		}
+	}
+	return f, leaf
 }
 
 // timeRange is the first and last instant of samples and bars, relative to
@@ -413,7 +480,7 @@ func cmpBool(x, y bool) int {
 
 // barTable sorts the bars by row and start, interns their names and kinds,
 // and merges close bars of one row and kind when there are more than maxBars.
-func barTable(d *Data) (strs []string, out bars, merged int) {
+func barTable(d *Data, st *spanTable) (strs []string, out bars, merged int) {
 	bs := slices.Clone(d.Bars)
 	slices.SortStableFunc(bs, func(x, y Bar) int {
 		return cmp.Or(cmp.Compare(x.Row, y.Row), cmp.Compare(x.Start, y.Start), cmp.Compare(x.End, y.End))
@@ -439,8 +506,15 @@ func barTable(d *Data) (strs []string, out bars, merged int) {
 		End:   make([]int64, len(bs)),
 		Name:  make([]int32, len(bs)),
 		Kind:  make([]int32, len(bs)),
+		Span:  make([]int32, len(bs)),
 	}
 	for i, b := range bs {
+		if b.Span != NoSpan {
+			out.Span[i] = st.pageRef[b.Span.Index()]
+			if out.Span[i] == 0 {
+				out.Span[i] = -1
+			}
+		}
 		out.Row[i] = b.Row
 		out.Start[i] = b.Start - d.Start
 		out.End[i] = b.End - d.Start
@@ -489,6 +563,7 @@ func mergeBars(bs []Bar) []Bar {
 			for i, n := range counts {
 				if n > 1 {
 					out[i].Name = fmt.Sprintf("%d %s bars merged", n, out[i].Kind)
+					out[i].Span = NoSpan
 				}
 			}
 			return out

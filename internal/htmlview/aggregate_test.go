@@ -36,7 +36,7 @@ func TestTreeSmall(t *testing.T) {
 		}
 	}
 	d.Samples = append(d.Samples, Sample{Stack: 5, OffCPU: true, Weight: 700}, Sample{Stack: 5, OffCPU: true}) // 0 counts as 1
-	p := build(d)
+	p := mustBuild(t, d)
 
 	name := func(f *flame, i int) string {
 		if f.Fn[i] < 0 {
@@ -79,7 +79,7 @@ func TestTreeSmall(t *testing.T) {
 
 func TestNoOffCPUTree(t *testing.T) {
 	d := &Data{Frames: []Frame{{"f", "", 0}}, Stacks: [][]int32{{0}}, Rows: []Row{{"r"}}, Samples: []Sample{{Stack: 0}}}
-	if p := build(d); p.Off != nil {
+	if p := mustBuild(t, d); p.Off != nil {
 		t.Errorf("off-CPU tree without off-CPU samples: %+v", p.Off)
 	}
 }
@@ -160,7 +160,7 @@ func checkTree(t *testing.T, d *Data, p *page, f *flame, off bool, total int64) 
 
 func TestTreeTotals(t *testing.T) {
 	d := genData(20_000, 7)
-	p := build(d)
+	p := mustBuild(t, d)
 	var on, offNs int64
 	for _, s := range d.Samples {
 		if s.OffCPU {
@@ -177,7 +177,7 @@ func TestMarksKeepTotals(t *testing.T) {
 	for _, n := range []int{1, 1000, 100_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			d := genData(n, uint64(n))
-			p := build(d)
+			p := mustBuild(t, d)
 			type key struct {
 				row    int
 				bucket int64
@@ -266,7 +266,7 @@ func TestBucketsPerRow(t *testing.T) {
 			d.Rows = append(d.Rows, Row{fmt.Sprint(r)})
 			d.Samples = append(d.Samples, Sample{Row: int32(r), Time: int64(r) * 1e9 / int64(tc.rows)}, Sample{Row: int32(r), Time: 1e9})
 		}
-		p := build(d)
+		p := mustBuild(t, d)
 		if got := (p.T1-p.T0)/p.BucketNs + 1; got != int64(tc.want) {
 			t.Errorf("%d rows: %d buckets, want %d", tc.rows, got, tc.want)
 		}
@@ -285,7 +285,7 @@ func TestMergeBars(t *testing.T) {
 		}
 		d.Bars = append(d.Bars, Bar{Row: row, Start: start, End: start + 600, Name: fmt.Sprint("task ", i), Kind: kind})
 	}
-	strs, bs, merged := barTable(d)
+	strs, bs, merged := barTable(d, keepSpans(d.Spans, maxSpans))
 	if len(bs.Row) > maxBars || len(bs.Row)+merged != n || merged == 0 {
 		t.Fatalf("%d bars, %d merged, from %d", len(bs.Row), merged, n)
 	}
@@ -311,7 +311,7 @@ func TestMergeBars(t *testing.T) {
 
 func TestBarsKeptBelowLimit(t *testing.T) {
 	d := genData(100, 3)
-	strs, bs, merged := barTable(d)
+	strs, bs, merged := barTable(d, keepSpans(d.Spans, maxSpans))
 	if merged != 0 || len(bs.Row) != len(d.Bars) {
 		t.Fatalf("%d of %d bars kept, %d merged", len(bs.Row), len(d.Bars), merged)
 	}
@@ -327,4 +327,13 @@ func TestBarsKeptBelowLimit(t *testing.T) {
 			t.Errorf("bar %s: %+d", k, v)
 		}
 	}
+}
+
+func mustBuild(t *testing.T, d *Data) *page {
+	t.Helper()
+	p, err := build(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -19,19 +19,78 @@ type Frame struct {
 
 // Sample is one CPU sample.
 type Sample struct {
-	Time   int64 // ns, any epoch (monotonic); the view shows times relative to Data.Start
-	Row    int32 // index into Data.Rows (a worker or a thread)
-	Stack  int32 // index into Data.Stacks
-	OffCPU bool  // off-CPU (blocked/runnable) sample
-	Weight int64 // 1 for on-CPU; off-CPU nanoseconds for off-CPU samples (0 treated as 1)
+	Time   int64   // ns, any epoch (monotonic); the view shows times relative to Data.Start
+	Row    int32   // index into Data.Rows (a worker or a thread)
+	Stack  int32   // index into Data.Stacks
+	OffCPU bool    // off-CPU (blocked/runnable) sample
+	Weight int64   // 1 for on-CPU; off-CPU nanoseconds for off-CPU samples (0 treated as 1 in the flamegraph, as 0 in a breakdown)
+	State  State   // thread state of an off-CPU sample
+	Span   SpanRef // the span the sample is linked to
 }
+
+// State is the thread state of an off-CPU sample.
+type State uint8
+
+// Thread states; the values are those of the trace files.
+const (
+	StateUnknown  State = 0
+	StateBlocked  State = 1
+	StateRunnable State = 2
+)
+
+// SpanRef refers to a span of Data.Spans: its index plus one, so that the
+// zero value of a Sample, Bar or Span refers to none.
+type SpanRef int32
+
+// NoSpan refers to no span.
+const NoSpan SpanRef = 0
+
+// SpanAt refers to Data.Spans[i].
+func SpanAt(i int) SpanRef { return SpanRef(i + 1) }
+
+// Index is the index into Data.Spans, -1 for NoSpan.
+func (r SpanRef) Index() int { return int(r) - 1 }
 
 // Bar is an interval drawn on a row of the timeline.
 type Bar struct {
-	Row        int32  // index into Data.Rows
-	Start, End int64  // ns, same epoch as Sample.Time; End >= Start
-	Name       string // shown on hover
-	Kind       string // "poll", "span", "park"; others are drawn like spans in grey
+	Row        int32   // index into Data.Rows
+	Start, End int64   // ns, same epoch as Sample.Time; End >= Start
+	Name       string  // shown on hover
+	Kind       string  // "poll", "span", "park"; others are drawn like spans in grey
+	Span       SpanRef // for a "span" bar, the span: clicking the bar scopes the flamegraph to it
+}
+
+// Span is a span of the trace, for the views scoped to one. A span's
+// samples are those linked to it or to a span below it (Sample.Span,
+// Span.Parent), as internal/analysis defines them.
+type Span struct {
+	Name       string
+	TraceID    string
+	Parent     SpanRef // NoSpan for a root, or a parent that is not in Data.Spans
+	Start, End int64   // ns, same epoch as Sample.Time
+	// Breakdown of the span and the spans below it, over all of the
+	// trace's samples (computed by the caller, so that the page shows
+	// what the CLI prints).
+	Breakdown Breakdown
+}
+
+// Breakdown is where the wall time of spans went, from their samples (see
+// internal/analysis.Breakdown, which it mirrors). The page derives on-CPU
+// time (OnSamples × Data.Period) and the time not observed (Wall less the
+// rest, at least 0) as analysis does.
+type Breakdown struct {
+	Spans                         int   // spans whose durations make up Wall
+	Wall                          int64 // ns
+	OnSamples, OffSamples         int64
+	Blocked, Runnable, OffUnknown int64 // off-CPU ns by thread state
+}
+
+// SpanName is what the spans of one name did (internal/analysis.NameStat).
+type SpanName struct {
+	Name               string
+	Count              int
+	P50, P95, P99, Max int64 // durations, ns
+	Breakdown          Breakdown
 }
 
 // Row is one lane of the timeline.
@@ -48,6 +107,13 @@ type Data struct {
 	Rows    []Row
 	Samples []Sample
 	Bars    []Bar
+
+	// Spans and their statistics, for the span-scoped views. The page
+	// keeps at most maxSpans spans (the longest); a sample linked to one
+	// it leaves out counts for that span's nearest ancestor that it keeps.
+	Spans     []Span
+	SpanNames []SpanName // the largest total wall time first
+	Period    int64      // ns of CPU time an on-CPU sample stands for; 0 if unknown
 }
 
 //go:embed page.html
@@ -83,7 +149,11 @@ func Write(w io.Writer, d *Data) error {
 	if err := d.validate(); err != nil {
 		return err
 	}
-	payload, err := json.Marshal(build(d))
+	p, err := build(d)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("htmlview: encode page data: %w", err)
 	}
@@ -149,6 +219,39 @@ func (d *Data) validate() error {
 		}
 		if b.End < b.Start {
 			return fmt.Errorf("htmlview: bar %d (%q): ends at %d before it starts at %d", i, b.Name, b.End, b.Start)
+		}
+		if b.Span < 0 || int(b.Span) > len(d.Spans) {
+			return fmt.Errorf("htmlview: bar %d (%q): span %d out of range (%d spans)", i, b.Name, b.Span.Index(), len(d.Spans))
+		}
+	}
+	for i, s := range d.Samples {
+		if s.Span < 0 || int(s.Span) > len(d.Spans) {
+			return fmt.Errorf("htmlview: sample %d: span %d out of range (%d spans)", i, s.Span.Index(), len(d.Spans))
+		}
+	}
+	for i, sp := range d.Spans {
+		if sp.Parent < 0 || int(sp.Parent) > len(d.Spans) || sp.Parent.Index() == i {
+			return fmt.Errorf("htmlview: span %d (%q): parent %d out of range or itself (%d spans)", i, sp.Name, sp.Parent.Index(), len(d.Spans))
+		}
+		if sp.End < sp.Start {
+			return fmt.Errorf("htmlview: span %d (%q): ends at %d before it starts at %d", i, sp.Name, sp.End, sp.Start)
+		}
+	}
+	// Parents must not loop: the page walks them.
+	state := make([]uint8, len(d.Spans)) // 0 not seen, 1 on the current path, 2 done
+	for i := range d.Spans {
+		var path []int
+		j := i
+		for j >= 0 && state[j] == 0 {
+			state[j] = 1
+			path = append(path, j)
+			j = d.Spans[j].Parent.Index()
+		}
+		if j >= 0 && state[j] == 1 {
+			return fmt.Errorf("htmlview: span %d (%q): its parents loop", j, d.Spans[j].Name)
+		}
+		for _, k := range path {
+			state[k] = 2
 		}
 	}
 	return nil

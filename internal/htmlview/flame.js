@@ -3,7 +3,8 @@
 // samples or off-CPU time.
 
 // flameView draws D's call trees into #flame and wires the controls above
-// it. start() makes the first draw.
+// it. start() makes the first draw; show() swaps in other trees (a scoped
+// view, see scope.js), which the same code draws.
 function flameView(D, ui) {
   const { V, $, MONO, names, lowerNames, fmtInt, fmtNs, fmtPct, fnName, fnFile, fileLine, showTip, hideTip, sizeCanvas, hash, fitText } = ui;
 
@@ -36,8 +37,12 @@ function flameView(D, ui) {
     while (path.length) end[path.pop()] = n;
     return { f, n, x, end, parent, self, maxDepth };
   }
-  const trees = { on: prepTree(D.on), off: D.off ? prepTree(D.off) : null };
-  const FL = { mode: 'on', t: trees.on, zoom: 0, match: null, term: '', boxes: [] };
+  const whole = { on: prepTree(D.on), off: D.off ? prepTree(D.off) : null };
+  let trees = whole;
+  // diffs, in the differential view: per mode, {color(i), lines(i)} for
+  // node i of the drawn tree (diff: the current mode's); onRoot: called on
+  // a click on the root frame (a scoped view goes back to the whole trace).
+  const FL = { mode: 'on', t: trees.on, zoom: 0, match: null, term: '', boxes: [], diffs: null, diff: null, onRoot: null };
   if (!D.on.total && trees.off) FL.mode = 'off';
   FL.t = trees[FL.mode];
   const flameCanvas = $('flame');
@@ -89,7 +94,7 @@ function flameView(D, ui) {
     const box = (i, x, bw, dim) => {
       const y = f.depth[i] * ROW_H;
       const matched = FL.match && f.fn[i] >= 0 && FL.match[f.fn[i]];
-      ctx.fillStyle = matched ? '#d33cd3' : frameColor(f.fn[i], FL.mode);
+      ctx.fillStyle = matched ? '#d33cd3' : FL.diff ? FL.diff.color(i) : frameColor(f.fn[i], FL.mode);
       ctx.globalAlpha = dim ? 0.55 : 1;
       ctx.fillRect(x, y, Math.max(bw - 0.5, 0.5), ROW_H - 1);
       ctx.globalAlpha = 1;
@@ -146,7 +151,7 @@ function flameView(D, ui) {
     };
   }
 
-  function setZoom(i) {
+  function setZoom(i, noDraw) {
     FL.zoom = i;
     const f = FL.t.f;
     const path = [];
@@ -159,7 +164,7 @@ function flameView(D, ui) {
       i === 0
         ? 'root at the top; click a frame to zoom into it, click an ancestor or the root to zoom out'
         : 'zoomed into ' + V.zoomedFrame + ' (' + fmtPct(f.val[i], f.total) + ' of all; click the root or Reset to zoom out): ' + path.join(' › ');
-    drawFlame();
+    if (!noDraw) drawFlame();
   }
 
   flameCanvas.addEventListener('mousemove', flameHover);
@@ -179,7 +184,9 @@ function flameView(D, ui) {
       unit(inf.value) + ' (' + fmtPct(inf.value, f.total) + ' of all' + (FL.zoom ? ', ' + fmtPct(inf.value, f.val[FL.zoom]) + ' of zoomed' : '') + ')',
       { text: 'self: ' + unit(inf.self) + ' (' + fmtPct(inf.self, f.total) + ')', cls: 'tt-dim' },
     ];
-    if (i !== FL.zoom) lines.push({ text: 'click to zoom' + (i === 0 || inf.node < FL.zoom ? ' out' : ' in'), cls: 'tt-dim' });
+    if (FL.diff) lines.push(...FL.diff.lines(i));
+    if (i === 0 && FL.onRoot) lines.push({ text: 'click: back to the whole trace (or Esc)', cls: 'tt-dim' });
+    else if (i !== FL.zoom) lines.push({ text: 'click to zoom' + (i === 0 || inf.node < FL.zoom ? ' out' : ' in'), cls: 'tt-dim' });
     showTip(ev, inf.name, lines);
   }
   flameCanvas.addEventListener('mouseleave', () => {
@@ -188,6 +195,10 @@ function flameView(D, ui) {
   });
   flameCanvas.addEventListener('click', (ev) => {
     const i = flameHit(ev);
+    if (i === 0 && FL.onRoot) {
+      FL.onRoot();
+      return;
+    }
     if (i >= 0 && i !== FL.zoom) {
       setZoom(i);
       flameHover(ev); // what is under the mouse changed
@@ -234,23 +245,52 @@ function flameView(D, ui) {
 
   function setMode(mode) {
     if (!trees[mode]) return;
+    FL.diff = FL.diffs ? FL.diffs[mode] : null;
     FL.mode = mode;
     FL.t = trees[mode];
     V.mode = mode;
     V.total = FL.t.f.total;
     $('mode-' + mode).checked = true;
-    FL.zoom = 0;
-    setZoom(0);
-    applySearch();
+    setZoom(0, true);
+    applySearch(); // draws
+  }
+  function enableModes() {
+    for (const mode of ['on', 'off']) {
+      const el = $('mode-' + mode);
+      el.disabled = !trees[mode];
+      el.parentElement.classList.toggle('disabled', !trees[mode]);
+      el.parentElement.title = trees[mode] ? '' : 'no ' + mode + '-CPU samples';
+    }
   }
   for (const mode of ['on', 'off']) {
     const el = $('mode-' + mode);
-    if (!trees[mode]) {
-      el.disabled = true;
-      el.parentElement.classList.add('disabled');
-      el.parentElement.title = 'no ' + mode + '-CPU samples';
-    }
     el.addEventListener('change', () => el.checked && setMode(mode));
+  }
+  enableModes();
+
+  // show draws other trees ({on, off}: flame arrays as in D.on, null for
+  // none), or D's again when t is null, keeping the mode when it can. opts:
+  // {diff, onRoot, mode}.
+  function show(t, opts) {
+    opts = opts || {};
+    trees = t ? { on: t.on ? prepTree(t.on) : null, off: t.off ? prepTree(t.off) : null } : whole;
+    FL.diffs = opts.diff || null;
+    FL.onRoot = opts.onRoot || null;
+    let mode = opts.mode || FL.mode;
+    if (!trees[mode]) mode = mode === 'on' ? 'off' : 'on';
+    if (!trees[mode]) {
+      trees = { on: prepTree({ total: 0, fn: [-1], depth: [0], val: [0], line: [0], nl: [0] }), off: null };
+      mode = 'on';
+    }
+    FL.diff = FL.diffs ? FL.diffs[mode] : null;
+    enableModes();
+    FL.mode = mode;
+    FL.t = trees[mode];
+    V.mode = mode;
+    V.total = FL.t.f.total;
+    $('mode-' + mode).checked = true;
+    setZoom(0, true);
+    applySearch(); // draws
   }
 
   // ---- helpers for tests: positions are CSS pixels from the canvas' top-left ----
@@ -278,6 +318,10 @@ function flameView(D, ui) {
   return {
     draw: drawFlame,
     search: applySearch,
+    show,
+    get mode() {
+      return FL.mode;
+    },
     start() {
       V.mode = FL.mode;
       V.total = FL.t.f.total;

@@ -132,6 +132,8 @@ var (
 	flameJS string
 	//go:embed timeline.js
 	timelineJS string
+	//go:embed scope.js
+	scopeJS string
 )
 
 // The page is page.html with these markers replaced.
@@ -173,7 +175,7 @@ func Write(w io.Writer, d *Data) error {
 		{markCSS, pageCSS},
 		{markTitle, html.EscapeString(title)}, // <h1>
 		{markData, string(payload)},
-		{markJS, pageJS + flameJS + timelineJS},
+		{markJS, pageJS + flameJS + timelineJS + scopeJS},
 	} {
 		before, after, ok := strings.Cut(rest, part.mark)
 		if !ok {

@@ -2,7 +2,7 @@
 // aggregated data in #perfprof-data (see aggregate.go for its layout).
 // Everything is local: no request leaves the page.
 //
-// The page's script is this file, flame.js and timeline.js, concatenated
+// The page's script is this file, flame.js, timeline.js and scope.js, concatenated
 // into one function of page.html (so that nothing but window.perfprofView
 // is global). This file starts the page and holds what both views use:
 // formatting, the tooltip, canvas sizing. The views' files hold only
@@ -33,7 +33,9 @@ function main() {
   $('summary').textContent = parts.join(' · ');
 
   const flame = flameView(D, ui);
-  const timeline = timelineView(D, ui);
+  const hooks = {}; // the timeline's clicks, which scopeView handles
+  const timeline = timelineView(D, ui, hooks);
+  const scope = scopeView(D, ui, flame, timeline, hooks);
   V.setSearch = (s) => {
     $('search').value = s;
     flame.search();
@@ -63,6 +65,9 @@ function main() {
     });
   });
   V.ready = true;
+  // The per-sample data the scoped views need: after the first draw, so
+  // that it does not delay it.
+  setTimeout(() => scope.load().catch(() => {}), 0);
 }
 
 // shared returns what both views use. charW, the width of a character of

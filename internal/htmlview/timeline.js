@@ -3,7 +3,9 @@
 // sample marks, zoomed with the wheel and panned by dragging.
 
 // timelineView draws D's rows into #timeline and handles the mouse on it.
-function timelineView(D, ui) {
+// hooks.onBar(i, ev) is called on a click on bar i, hooks.onRange(row, t0,
+// t1, ev) when a range of a lane is brushed (shift + drag).
+function timelineView(D, ui, hooks) {
   const { V, $, MONO, names, fmtInt, fmtNs, fileLine, showTip, hideTip, sizeCanvas, fitText } = ui;
 
   // ================= timeline =================
@@ -14,7 +16,9 @@ function timelineView(D, ui) {
   const hasOff = !!D.off;
   const LANE_H = hasOff ? 56 : 44;
   const KIND_COLOR = { poll: '#43a047', park: '#cfd8dc', span: '#7e57c2' };
-  const tl = { v0: D.t0, v1: Math.max(D.t1, D.t0 + 1000) };
+  // hl: the selection the flamegraph shows, {row, t0, t1}, outlined;
+  // brush: a range being brushed, {row, x0, x1} in CSS pixels.
+  const tl = { v0: D.t0, v1: Math.max(D.t1, D.t0 + 1000), hl: null, brush: null };
   const B = D.bars;
   const kinds = B.kind.map((k) => D.strings[k]);
   // Bars arrive sorted by row then start: per row, a range of indices.
@@ -166,6 +170,28 @@ function timelineView(D, ui) {
       }
       ctx.restore();
     }
+    if (tl.hl && tl.hl.row < D.rows.length) {
+      const y = AXIS_H + tl.hl.row * LANE_H;
+      const x0 = Math.max(LABEL_W, tx(tl.hl.t0));
+      const x1 = Math.min(right, Math.max(x0 + 2, tx(tl.hl.t1)));
+      if (x1 > LABEL_W && x0 < right) {
+        ctx.fillStyle = 'rgba(255, 193, 7, 0.25)';
+        ctx.fillRect(x0, y, x1 - x0, LANE_H - 2);
+        ctx.strokeStyle = '#e6a100';
+        ctx.lineWidth = 2;
+        ctx.strokeRect(x0, y + 1, x1 - x0, LANE_H - 4);
+      }
+    }
+    if (tl.brush) {
+      const y = AXIS_H + tl.brush.row * LANE_H;
+      const x0 = Math.max(LABEL_W, Math.min(tl.brush.x0, tl.brush.x1));
+      const x1 = Math.min(right, Math.max(tl.brush.x0, tl.brush.x1));
+      ctx.fillStyle = 'rgba(30, 136, 229, 0.2)';
+      ctx.fillRect(x0, y, x1 - x0, LANE_H - 2);
+      ctx.strokeStyle = '#1e88e5';
+      ctx.lineWidth = 1;
+      ctx.strokeRect(x0 + 0.5, y + 0.5, x1 - x0 - 1, LANE_H - 3);
+    }
     V.timelineDrawMs = performance.now() - t0;
     V.timelineRange = [tl.v0, tl.v1];
   }
@@ -248,10 +274,10 @@ function timelineView(D, ui) {
       const i = hit.i;
       V.hoveredMark = null;
       V.hoveredBar = { row: hit.row, name: D.strings[B.name[i]], kind: kinds[i], startNs: B.start[i], endNs: B.end[i] };
-      showTip(ev, kinds[i] + ': ' + D.strings[B.name[i]], [
-        D.rows[hit.row],
-        fmtNs(B.start[i]) + ' – ' + fmtNs(B.end[i]) + '  (' + fmtNs(B.end[i] - B.start[i]) + ')',
-      ]);
+      const what = kinds[i] === 'park' ? '' : B.span[i] > 0 ? 'click: the flamegraph of this span' : B.span[i] < 0 ? 'click: (span left out of the page)' : "click: the flamegraph of this lane's samples in it";
+      const lines = [D.rows[hit.row], fmtNs(B.start[i]) + ' – ' + fmtNs(B.end[i]) + '  (' + fmtNs(B.end[i] - B.start[i]) + ')'];
+      if (what) lines.push({ text: what, cls: 'tt-dim' });
+      showTip(ev, kinds[i] + ': ' + D.strings[B.name[i]], lines);
       return;
     }
     const m = markInfo(hit.row, hit.k);
@@ -273,9 +299,16 @@ function timelineView(D, ui) {
   }
 
   let drag = null;
+  let noClick = false; // the click that ends a pan or a brush selects nothing
   tlCanvas.addEventListener('mousemove', (ev) => {
     const r = tlCanvas.getBoundingClientRect();
     const mx = ev.clientX - r.left;
+    if (tl.brush) {
+      tl.brush.x1 = Math.max(LABEL_W, mx);
+      hideTip();
+      redrawTimeline();
+      return;
+    }
     if (drag) {
       const dt = ((mx - drag.x) / plotW()) * (drag.v1 - drag.v0);
       if (Math.abs(mx - drag.x) > 2) drag.moved = true;
@@ -300,10 +333,39 @@ function timelineView(D, ui) {
   });
   tlCanvas.addEventListener('mousedown', (ev) => {
     const r = tlCanvas.getBoundingClientRect();
-    drag = { x: ev.clientX - r.left, v0: tl.v0, v1: tl.v1, moved: false };
+    const mx = ev.clientX - r.left;
+    const row = Math.floor((ev.clientY - r.top - AXIS_H) / LANE_H);
+    noClick = false;
+    if (ev.shiftKey && mx >= LABEL_W && row >= 0 && row < D.rows.length) {
+      ev.preventDefault(); // no text selection
+      tl.brush = { row, x0: mx, x1: mx };
+      return;
+    }
+    drag = { x: mx, v0: tl.v0, v1: tl.v1, moved: false };
   });
-  window.addEventListener('mouseup', () => {
+  window.addEventListener('mouseup', (ev) => {
+    if (drag && drag.moved) noClick = true;
     drag = null;
+    const b = tl.brush;
+    if (!b) return;
+    tl.brush = null;
+    noClick = true;
+    const x0 = Math.min(b.x0, b.x1);
+    const x1 = Math.max(b.x0, b.x1);
+    if (x1 - x0 < 3) {
+      redrawTimeline();
+      return;
+    }
+    hooks.onRange(b.row, Math.round(xt(x0)), Math.round(xt(x1)), ev); // whole ns, as sample times are
+  });
+  tlCanvas.addEventListener('click', (ev) => {
+    if (noClick) {
+      noClick = false;
+      return;
+    }
+    const r = tlCanvas.getBoundingClientRect();
+    const hit = tlHit(ev.clientX - r.left, ev.clientY - r.top);
+    if (hit && hit.kind === 'bar' && kinds[hit.i] !== 'park') hooks.onBar(hit.i, ev);
   });
   tlCanvas.addEventListener(
     'wheel',
@@ -338,7 +400,43 @@ function timelineView(D, ui) {
     });
   }
 
-  // ---- helper for tests: positions are CSS pixels from the canvas' top-left ----
+  // ---- helpers for tests: positions are CSS pixels from the canvas' top-left ----
+  // showRange: the view from t0 to t1 (ns), drawn now.
+  V.showRange = (t0, t1) => {
+    tl.v0 = t0;
+    tl.v1 = Math.max(t1, t0 + 1000);
+    drawTimeline();
+  };
+  // barPoint: a point where a click hits bar i, with the view zoomed to
+  // the bar (a tenth of the plot wide) when it is narrower than that.
+  V.barPoint = (i) => {
+    measurePlot();
+    const span = B.end[i] - B.start[i];
+    if (tx(B.end[i]) - tx(B.start[i]) < plotW() / 10 || B.start[i] < tl.v0 || B.end[i] > tl.v1) {
+      const mid = (B.start[i] + B.end[i]) / 2;
+      V.showRange(mid - 5 * Math.max(span, 1000), mid + 5 * Math.max(span, 1000));
+    }
+    const rt = kinds[i] === 'poll' || kinds[i] === 'park';
+    const tr = rt ? TRACK.runtime : TRACK.span;
+    const y = AXIS_H + B.row[i] * LANE_H + tr[0] + tr[1] / 2;
+    for (let x = Math.ceil(tx(B.start[i])) + 1; x < tx(B.end[i]); x++) {
+      const hit = tlHit(x, y);
+      if (hit && hit.kind === 'bar' && hit.i === i) return { x, y };
+    }
+    return null;
+  };
+  V.fullRange = [D.t0, Math.max(D.t1, D.t0 + 1000)];
+  V.barInfo = (i) => ({ row: B.row[i], kind: kinds[i], name: D.strings[B.name[i]], startNs: B.start[i], endNs: B.end[i], span: B.span[i] });
+  // spanBars: n bars with a span, spread over the bar table.
+  V.spanBars = (n) => {
+    const all = [];
+    for (let i = 0; i < B.span.length; i++) if (B.span[i] > 0 && kinds[i] === 'span') all.push(i);
+    const out = [];
+    for (let k = 0; k < n && all.length; k++) out.push(all[Math.floor(((k + 0.5) * all.length) / n)]);
+    return out;
+  };
+  // lanePoint: the point of time t (ns) in the middle of a lane.
+  V.lanePoint = (row, t) => ({ x: tx(t), y: AXIS_H + row * LANE_H + LANE_H / 2 });
   // markPoint: the centre of the heaviest on-CPU (or off-CPU) mark of a row in view.
   V.markPoint = (row, offCPU) => {
     const M = D.marks[row];
@@ -357,5 +455,12 @@ function timelineView(D, ui) {
     return { x: (x0 + x1) / 2, y: AXIS_H + row * LANE_H + tr[0] + tr[1] - 1, mark: markInfo(row, best) };
   };
 
-  return { draw: drawTimeline };
+  return {
+    draw: drawTimeline,
+    // highlight outlines {row, t0, t1} (null: nothing) and redraws.
+    highlight(h) {
+      tl.hl = h;
+      redrawTimeline();
+    },
+  };
 }

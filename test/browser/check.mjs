@@ -2,8 +2,10 @@
 //
 //   node check.mjs REPORT.html SCREENSHOT.png [PLAN-JSON]
 //
-// PLAN-JSON (optional): {"clickFrame": "name", "search": "text", "markRow": 0}.
-// Without it the script picks the widest child of the root and row 0.
+// PLAN-JSON (optional): {"clickFrame": "name", "search": "text", "markRow": 0,
+// "scope": {...}}. Without it the script picks the widest child of the root
+// and row 0. With "scope" it then drives the span-scoped views (see
+// scopeSteps below).
 //
 // The network is closed for the page: the context is offline and every
 // request other than the report itself is aborted and reported. Prints one
@@ -173,6 +175,7 @@ try {
   mark('before-shot');
   await page.screenshot({ path: shot, fullPage: true });
   out.screenshot = shot;
+  if (plan.scope) await scopeSteps(page, plan.scope, tooltip);
 } catch (e) {
   fail(String((e && e.stack) || e));
 } finally {
@@ -182,3 +185,140 @@ if (out.requests.length) fail('the page made requests: ' + out.requests.join(', 
 if (out.blocked.length) fail('requests blocked: ' + out.blocked.join(', '));
 console.log(JSON.stringify(out, null, 1));
 process.exit(out.errors.length ? 1 : 0);
+
+// scopeSteps drives the scoped views with real clicks and records what the
+// page shows in out.scope. plan: {traceId: a root span's trace to click on
+// the timeline, spanName: a row of the spans panel to click, diffName: a
+// name for "slow vs typical", brushRow: a lane to shift-drag over, poll:
+// true to click a poll bar, perfClicks: how many span bars to click for
+// timings, shots: directory for the screenshots scoped-span.png,
+// spans-panel.png and diff.png}.
+async function scopeSteps(page, plan, tooltip) {
+  const S = (out.scope = { shots: [], perf: { clicks: [] } });
+  await page.waitForFunction(() => window.perfprofView.detailReady || window.perfprofView.detailError, null, { timeout: 60000 });
+  const v0 = await page.evaluate(() => ({ detailMs: window.perfprofView.detailMs, error: window.perfprofView.detailError }));
+  S.detailMs = v0.detailMs;
+  if (v0.error) throw new Error('detail: ' + v0.error);
+  await page.fill('#search', '');
+  const tl = page.locator('#timeline');
+  const scopeState = () => page.evaluate(() => window.perfprofView.scope);
+  const shotPath = (name) => (plan.shots || '.') + '/' + name;
+  // clickBar clicks bar i on the timeline and waits for the next selection.
+  const clickBar = async (i) => {
+    const before = await page.evaluate(() => window.perfprofView.selections || 0);
+    await tl.scrollIntoViewIfNeeded();
+    const pt = await page.evaluate((i) => window.perfprofView.barPoint(i), i);
+    if (!pt) throw new Error('bar ' + i + ' cannot be hit');
+    await tl.click({ position: pt });
+    await page.waitForFunction((n) => (window.perfprofView.selections || 0) > n, before, { timeout: 10000 });
+    return scopeState();
+  };
+
+  if (plan.traceId) {
+    const f = await page.evaluate((id) => window.perfprofView.findSpan({ traceId: id }), plan.traceId);
+    if (!f || f.bar < 0) throw new Error('no bar for the root span of trace ' + plan.traceId);
+    S.span = await clickBar(f.bar);
+    S.span.found = f;
+    S.span.rootWidth = (await page.evaluate(() => window.perfprofView.frameRect('all'))) || null;
+    await page.locator('#flame-section').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: shotPath('scoped-span.png'), fullPage: false });
+    S.shots.push(shotPath('scoped-span.png'));
+    await page.keyboard.press('Escape');
+    S.afterEscape = await page.evaluate(() => ({ scoped: !!window.perfprofView.scope, total: window.perfprofView.total, headerHidden: document.getElementById('scope').hidden }));
+    // And back with a click on the root frame.
+    await clickBar(f.bar);
+    const root = await page.evaluate(() => window.perfprofView.frameRect('all'));
+    await page.locator('#flame').click({ position: { x: root.x + 5, y: root.y + root.h / 2 } });
+    S.afterRootClick = await page.evaluate(() => ({ scoped: !!window.perfprofView.scope, total: window.perfprofView.total }));
+  }
+  if (plan.poll) {
+    const i = await page.evaluate(() => window.perfprofView.findBar('poll'));
+    if (i >= 0) {
+      S.poll = await clickBar(i);
+      S.poll.bar = await page.evaluate((i) => window.perfprofView.barInfo(i), i);
+      await page.keyboard.press('Escape');
+    }
+  }
+  if (plan.brushRow !== undefined) {
+    await page.evaluate(() => window.perfprofView.showRange(window.perfprofView.fullRange[0], window.perfprofView.fullRange[1]));
+    await tl.scrollIntoViewIfNeeded();
+    const b = await tl.boundingBox();
+    const row = plan.brushRow;
+    const [a, z] = await page.evaluate(
+      (row) => {
+        const V = window.perfprofView;
+        const [t0, t1] = V.fullRange;
+        return [V.lanePoint(row, t0 + 0.4 * (t1 - t0)), V.lanePoint(row, t0 + 0.6 * (t1 - t0))];
+      },
+      row,
+    );
+    const before = await page.evaluate(() => window.perfprofView.selections || 0);
+    await page.keyboard.down('Shift');
+    await page.mouse.move(b.x + a.x, b.y + a.y);
+    await page.mouse.down();
+    await page.mouse.move(b.x + (a.x + z.x) / 2, b.y + a.y, { steps: 4 });
+    await page.mouse.move(b.x + z.x, b.y + a.y, { steps: 4 });
+    await page.mouse.up();
+    await page.keyboard.up('Shift');
+    await page.waitForFunction((n) => (window.perfprofView.selections || 0) > n, before, { timeout: 10000 });
+    S.brush = await scopeState();
+    S.perf.brush = S.brush.selectMs;
+    await page.keyboard.press('Escape');
+  }
+  S.panel = await page.$$eval('#spans-table tr.span-name', (rows) =>
+    rows.map((r) => {
+      const cells = {};
+      for (const td of r.querySelectorAll('td[data-col]')) cells[td.dataset.col] = td.textContent;
+      return { name: r.dataset.name, cells };
+    }),
+  );
+  if (plan.spanName) {
+    const row = page.locator('#spans-table tr.span-name', { has: page.locator('td.name', { hasText: plan.spanName }) }).first();
+    const before = await page.evaluate(() => window.perfprofView.selections || 0);
+    await row.locator('td.name').click();
+    await page.waitForFunction((n) => (window.perfprofView.selections || 0) > n, before, { timeout: 10000 });
+    S.name = await scopeState();
+    S.perf.name = S.name.selectMs;
+    await page.waitForSelector('#spans-table tr.slowest .slow-span');
+    S.slowest = await page.$$eval('#spans-table tr.slowest .slow-span', (bs) => bs.map((b) => ({ text: b.textContent, span: +b.dataset.span })));
+    await page.locator('#spans-section').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: shotPath('spans-panel.png'), fullPage: true });
+    S.shots.push(shotPath('spans-panel.png'));
+    const b2 = await page.evaluate(() => window.perfprofView.selections || 0);
+    await page.locator('#spans-table tr.slowest .slow-span').first().click();
+    await page.waitForFunction((n) => (window.perfprofView.selections || 0) > n, b2, { timeout: 10000 });
+    S.slowSpan = await scopeState();
+    await page.keyboard.press('Escape');
+  }
+  if (plan.diffName) {
+    const row = page.locator('#spans-table tr.span-name', { has: page.locator('td.name', { hasText: plan.diffName }) }).first();
+    const before = await page.evaluate(() => window.perfprofView.selections || 0);
+    await row.locator('.diff-btn').click();
+    await page.waitForFunction((n) => (window.perfprofView.selections || 0) > n, before, { timeout: 10000 });
+    S.diff = await page.evaluate(() => ({ scope: window.perfprofView.scope, top: window.perfprofView.diff.top.on || [], mode: window.perfprofView.mode }));
+    S.perf.diff = S.diff.scope.selectMs;
+    const top = S.diff.top[0];
+    if (top) {
+      const r = await page.evaluate((n) => window.perfprofView.frameRect(n), top.name);
+      await page.locator('#flame-section').scrollIntoViewIfNeeded();
+      if (r) {
+        await page.locator('#flame').hover({ position: { x: r.x + Math.min(r.w / 2, 200), y: r.y + r.h / 2 } });
+        S.diff.tooltip = await tooltip();
+      }
+    }
+    await page.screenshot({ path: shotPath('diff.png'), fullPage: false });
+    S.shots.push(shotPath('diff.png'));
+    await page.mouse.move(0, 0);
+    await page.keyboard.press('Escape');
+  }
+  // Timings: span bars spread over the trace, each a real click.
+  const n = plan.perfClicks || 0;
+  if (n > 0) {
+    const bars = await page.evaluate((n) => window.perfprofView.spanBars(n), n);
+    for (const i of bars) {
+      const s = await clickBar(i);
+      S.perf.clicks.push(s.selectMs);
+      await page.keyboard.press('Escape');
+    }
+  }
+}

@@ -158,7 +158,87 @@ type Result struct {
 			Tooltip     Tooltip `json:"tooltip"`
 		} `json:"markHover"`
 	} `json:"steps"`
-	Screenshot string `json:"screenshot"`
+	Screenshot string  `json:"screenshot"`
+	Scope      *Scopes `json:"scope"` // with a "scope" plan
+}
+
+// Breakdown is a breakdown as the page computes or shows it (ns).
+type Breakdown struct {
+	Spans       int   `json:"spans"`
+	Wall        int64 `json:"wall"`
+	OnSamples   int64 `json:"onSamples"`
+	OffSamples  int64 `json:"offSamples"`
+	OnCPU       int64 `json:"onCPU"`
+	Blocked     int64 `json:"blocked"`
+	Runnable    int64 `json:"runnable"`
+	OffUnknown  int64 `json:"offUnknown"`
+	NotObserved int64 `json:"notObserved"`
+}
+
+// Scope is window.perfprofView.scope: what the flamegraph is scoped to.
+type Scope struct {
+	Kind       string    `json:"kind"` // span, name, range, diff, omitted
+	Name       string    `json:"name"`
+	TraceID    string    `json:"traceId"`
+	Span       int       `json:"span"`
+	Root       bool      `json:"root"`
+	Row        int       `json:"row"`
+	StartNs    float64   `json:"startNs"`
+	EndNs      float64   `json:"endNs"`
+	Samples    int64     `json:"samples"`
+	OnSamples  int64     `json:"onSamples"`
+	OffSamples int64     `json:"offSamples"`
+	Breakdown  Breakdown `json:"breakdown"`
+	SelectMs   float64   `json:"selectMs"`
+	Header     string    `json:"header"` // the header's text
+}
+
+// DiffFrame is a frame of the differential view (shares of samples, 0..1).
+type DiffFrame struct {
+	Name         string  `json:"name"`
+	SlowShare    float64 `json:"slowShare"`
+	TypicalShare float64 `json:"typicalShare"`
+	Delta        float64 `json:"delta"`
+}
+
+// Scopes is what the scope steps of check.mjs saw.
+type Scopes struct {
+	DetailMs    float64 `json:"detailMs"`
+	Span        *Scope  `json:"span"`
+	AfterEscape struct {
+		Scoped       bool  `json:"scoped"`
+		Total        int64 `json:"total"`
+		HeaderHidden bool  `json:"headerHidden"`
+	} `json:"afterEscape"`
+	AfterRootClick struct {
+		Scoped bool  `json:"scoped"`
+		Total  int64 `json:"total"`
+	} `json:"afterRootClick"`
+	Poll  *Scope `json:"poll"`
+	Brush *Scope `json:"brush"`
+	Panel []struct {
+		Name  string            `json:"name"`
+		Cells map[string]string `json:"cells"`
+	} `json:"panel"`
+	Name    *Scope `json:"name"`
+	Slowest []struct {
+		Text string `json:"text"`
+		Span int    `json:"span"`
+	} `json:"slowest"`
+	SlowSpan *Scope `json:"slowSpan"`
+	Diff     *struct {
+		Scope   Scope       `json:"scope"`
+		Top     []DiffFrame `json:"top"`
+		Mode    string      `json:"mode"`
+		Tooltip Tooltip     `json:"tooltip"`
+	} `json:"diff"`
+	Perf struct {
+		Clicks []float64 `json:"clicks"` // ms from a click on a span bar to the flamegraph drawn
+		Brush  float64   `json:"brush"`
+		Name   float64   `json:"name"`
+		Diff   float64   `json:"diff"`
+	} `json:"perf"`
+	Shots []string `json:"shots"`
 }
 
 type Tooltip struct {

@@ -4,8 +4,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 	"github.com/perfprof/perfprof/internal/htmlview/htmlviewtest"
 )
@@ -34,7 +36,8 @@ func TestHTMLInBrowser(t *testing.T) {
 	mustRun(t, "html", trace, "-o", page)
 	shot := filepath.Join(out, "screenshot.png")
 	r, err := htmlviewtest.Run(t, node, chromium, dir, page, shot,
-		map[string]any{"clickFrame": analysistest.ComputeFunc, "search": analysistest.HotFunc, "markRow": 0})
+		map[string]any{"clickFrame": analysistest.ComputeFunc, "search": analysistest.HotFunc, "markRow": 0,
+			"scope": map[string]any{"poll": true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,4 +69,29 @@ func TestHTMLInBrowser(t *testing.T) {
 	if r.Screenshot == "" {
 		t.Error("no screenshot")
 	}
+
+	// A poll bar clicked: the samples of its worker's lane inside it.
+	tr, err := analysis.Load([]string{trace}, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := htmlData(tr)
+	p := r.Scope.Poll
+	if p == nil || !(p.EndNs > p.StartNs) {
+		t.Fatalf("clicking a poll bar scoped nothing: %+v", p)
+	}
+	var on, off int64
+	for _, s := range d.Samples {
+		if tm := float64(s.Time - d.Start); int(s.Row) == p.Row && tm >= p.StartNs && tm < p.EndNs {
+			if s.OffCPU {
+				off++
+			} else {
+				on++
+			}
+		}
+	}
+	if on == 0 || p.OnSamples != on || p.OffSamples != off || p.Breakdown.Wall != int64(p.EndNs-p.StartNs) {
+		t.Errorf("poll bar %+v: page has %d on-CPU and %d off-CPU samples, the lane has %d and %d in it", p, p.OnSamples, p.OffSamples, on, off)
+	}
+	t.Logf("poll bar: %s", strings.ReplaceAll(p.Header, "\n", " | "))
 }

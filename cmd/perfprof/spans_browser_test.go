@@ -254,12 +254,12 @@ func TestHTMLSpansInBrowser(t *testing.T) {
 	}
 	t.Logf("span bar of trace %s: %s", truth.slowTrace, strings.ReplaceAll(sp.Header, "\n", " | "))
 	// What the CLI prints for the same trace, read as a user reads it.
-	cli := cliBreakdown(t, mustRun(t, "report", "--trace-id", truth.slowTrace, traces))
-	if cli.samples != fmt.Sprintf("%d (on-CPU %d, off-CPU %d)", sp.Samples, sp.OnSamples, sp.OffSamples) {
-		t.Errorf("report --trace-id %s: Samples: %s; the page: %d (on-CPU %d, off-CPU %d)", truth.slowTrace, cli.samples,
+	cli := htmlviewtest.ReportBreakdown(t, mustRun(t, "report", "--trace-id", truth.slowTrace, traces))
+	if cli.Samples != fmt.Sprintf("%d (on-CPU %d, off-CPU %d)", sp.Samples, sp.OnSamples, sp.OffSamples) {
+		t.Errorf("report --trace-id %s: Samples: %s; the page: %d (on-CPU %d, off-CPU %d)", truth.slowTrace, cli.Samples,
 			sp.Samples, sp.OnSamples, sp.OffSamples)
 	}
-	for _, want := range cli.shown {
+	for _, want := range cli.Shown {
 		if !strings.Contains(sp.Header, want) {
 			t.Errorf("report --trace-id %s prints %q; the page's header lacks it:\n%s", truth.slowTrace, want, sp.Header)
 		}
@@ -321,7 +321,7 @@ func TestHTMLSpansInBrowser(t *testing.T) {
 		}
 	}
 	// The same rows in the Spans section of `perfprof report`.
-	rows := cliSpanNames(t, mustRun(t, "report", "--groups", "100", traces))
+	rows := htmlviewtest.ReportSpanNames(t, mustRun(t, "report", "--groups", "100", traces))
 	for _, row := range S.Panel {
 		c, ok := rows[row.Name]
 		pct := func(k string) string { return strings.TrimSuffix(row.Cells[k], "%") + "%" }
@@ -432,64 +432,6 @@ func TestHTMLSpans1M(t *testing.T) {
 	if S.Diff == nil || len(S.Diff.Top) == 0 || S.Diff.Top[0].Name != analysistest.CompressFunc {
 		t.Errorf("differential view: %+v, want %s on top", S.Diff, analysistest.CompressFunc)
 	}
-}
-
-// reportBreakdown is the breakdown `perfprof report` prints for a
-// selection: the Samples line, and each part as "<label> <ms> ms <pct>%",
-// the way the page's header shows it.
-type reportBreakdown struct {
-	samples string
-	shown   []string
-}
-
-func cliBreakdown(t *testing.T, out string) reportBreakdown {
-	t.Helper()
-	var b reportBreakdown
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		switch {
-		case strings.HasPrefix(line, "Breakdown: wall "):
-			b.shown = append(b.shown, "wall "+f[2]+" ms")
-		case strings.HasPrefix(line, "Samples: ") && b.samples == "" && len(b.shown) > 0:
-			b.samples = strings.TrimPrefix(line, "Samples: ")
-		case len(b.shown) > 0 && b.samples == "" && len(f) >= 4:
-			// "  on-CPU  8.000 ms  85.6%  (…)", "  off-CPU blocked …", "  not observed …"
-			k := slices.Index(f, "ms")
-			if k < 1 || k+1 >= len(f) {
-				t.Fatalf("report: breakdown line %q", line)
-			}
-			b.shown = append(b.shown, strings.Join(f[:k-1], " ")+" "+f[k-1]+" ms "+f[k+1])
-		}
-	}
-	if b.samples == "" || len(b.shown) < 5 {
-		t.Fatalf("report printed no breakdown:\n%s", out)
-	}
-	return b
-}
-
-// cliSpanNames reads the Spans section of `perfprof report`: per name its
-// count, p50, p95, p99 (ms) and shares (on-CPU, blocked, runnable, not
-// observed).
-func cliSpanNames(t *testing.T, out string) map[string][]string {
-	t.Helper()
-	_, sec, ok := strings.Cut(out, "== Spans:")
-	if !ok {
-		t.Fatalf("report has no Spans section:\n%s", out)
-	}
-	lines := strings.Split(sec, "\n")
-	rows := map[string][]string{}
-	for _, line := range lines[2:] {
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "==") {
-			break
-		}
-		f := strings.Fields(line)
-		if len(f) < 9 {
-			t.Fatalf("report: Spans row %q", line)
-		}
-		n := len(f) - 8 // the name may hold spaces
-		rows[strings.Join(f[:n], " ")] = f[n:]
-	}
-	return rows
 }
 
 func roundAll(v []float64) []float64 {

@@ -429,6 +429,7 @@ func TestCollectorProfilesDemo(t *testing.T) {
 		t.Errorf("no clean shutdown in the collector's log")
 	}
 	checkTraceFiles(t, traceDir, n, inGroups)
+	t.Run("html", func(t *testing.T) { checkSpanPage(t, traceDir) })
 }
 
 // checkTraceFiles reads what the tracefile exporter wrote in the same run:

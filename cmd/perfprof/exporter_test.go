@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/exporter/xexporter"
@@ -41,26 +42,10 @@ type exported struct {
 // the real tracefile exporter (format trc or tokiotrc).
 func writeWithExporter(t *testing.T, dir, format string) exported {
 	t.Helper()
-	f := tracefileexporter.NewFactory()
-	cfg := f.CreateDefaultConfig().(*tracefileexporter.Config)
+	cfg := tracefileexporter.NewFactory().CreateDefaultConfig().(*tracefileexporter.Config)
 	cfg.Directory, cfg.Format = dir, format
 	cfg.MaxFileSize = 2 << 10 // spans and samples end up in different segments
-	set := exportertest.NewNopSettings(f.Type())
-	pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	te, err := f.CreateTraces(t.Context(), set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := componenttest.NewNopHost()
-	if err := pe.Start(t.Context(), host); err != nil {
-		t.Fatal(err)
-	}
-	if err := te.Start(t.Context(), host); err != nil {
-		t.Fatal(err)
-	}
+	write := startExporter(t, cfg)
 
 	var ex exported
 	base := uint64(time.Now().UnixNano())
@@ -107,9 +92,6 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 		poll.SetEndTimestamp(pcommon.Timestamp(r.start + 100_000 + r.pollNs))
 		poll.Attributes().PutInt(convention.ThreadID, int64(r.tid))
 		poll.Attributes().PutInt(convention.WorkerID, int64(r.worker))
-	}
-	if err := te.ConsumeTraces(t.Context(), td); err != nil {
-		t.Fatal(err)
 	}
 
 	// Profiles: in every poll, one sample every 0.25 ms; the first sample of
@@ -180,16 +162,46 @@ func writeWithExporter(t *testing.T, dir, format string) exported {
 		ex.runnableNs = append(ex.runnableNs, delay)
 	}
 	ex.hotShare = float64(ex.hot) / float64(ex.onCPU)
-	if err := pe.ConsumeProfiles(t.Context(), b.Profiles); err != nil {
-		t.Fatal(err)
-	}
-	if err := te.Shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := pe.Shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	write(td, b.Profiles)
 	return ex
+}
+
+// startExporter starts a real tracefile exporter of cfg, for traces and
+// profiles, as the collector does, before the caller takes its timestamps
+// (the legacy format counts time from the exporter's start). write hands
+// it spans, then profiles, and shuts it down.
+func startExporter(t *testing.T, cfg *tracefileexporter.Config) (write func(ptrace.Traces, pprofile.Profiles)) {
+	t.Helper()
+	f := tracefileexporter.NewFactory()
+	set := exportertest.NewNopSettings(f.Type())
+	pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	te, err := f.CreateTraces(t.Context(), set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := componenttest.NewNopHost()
+	for _, c := range []component.Component{pe, te} {
+		if err := c.Start(t.Context(), host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(td ptrace.Traces, pd pprofile.Profiles) {
+		t.Helper()
+		if err := te.ConsumeTraces(t.Context(), td); err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.ConsumeProfiles(t.Context(), pd); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []component.Component{te, pe} {
+			if err := c.Shutdown(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // TestExporterFiles runs every command on segments written by the real

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/exporter/xexporter"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -23,15 +20,8 @@ import (
 	"github.com/perfprof/perfprof/internal/htmlview/htmlviewtest"
 )
 
-// issueShots is where the span views' screenshots are kept for people to
-// look at (overwritten by the next run).
-func issueShots(t *testing.T) string {
-	dir := filepath.Join(os.TempDir(), "perfprof-issue17")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+// spanShots is where the span views' pages and screenshots are kept.
+func spanShots(t *testing.T) string { return htmlviewtest.Artifacts(t, "perfprof-spans") }
 
 // requestsTruth is what writeRequestsWithExporter sent.
 type requestsTruth struct {
@@ -47,25 +37,9 @@ type requestsTruth struct {
 // blocked for 1 ms; and a scheduling delay of 30 µs inside the root.
 func writeRequestsWithExporter(t *testing.T, dir string) requestsTruth {
 	t.Helper()
-	f := tracefileexporter.NewFactory()
-	cfg := f.CreateDefaultConfig().(*tracefileexporter.Config)
+	cfg := tracefileexporter.NewFactory().CreateDefaultConfig().(*tracefileexporter.Config)
 	cfg.Directory, cfg.Format = dir, tracefileexporter.FormatTRC
-	set := exportertest.NewNopSettings(f.Type())
-	pe, err := f.(xexporter.Factory).CreateProfiles(t.Context(), set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	te, err := f.CreateTraces(t.Context(), set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := componenttest.NewNopHost()
-	if err := pe.Start(t.Context(), host); err != nil {
-		t.Fatal(err)
-	}
-	if err := te.Start(t.Context(), host); err != nil {
-		t.Fatal(err)
-	}
+	write := startExporter(t, cfg)
 
 	const (
 		period   = 250_000
@@ -158,18 +132,7 @@ func writeRequestsWithExporter(t *testing.T, dir string) requestsTruth {
 		child.Attributes().PutInt(convention.ThreadID, int64(tid))
 	}
 	truth.uploads = uploads
-	if err := te.ConsumeTraces(t.Context(), td); err != nil {
-		t.Fatal(err)
-	}
-	if err := pe.ConsumeProfiles(t.Context(), b.Profiles); err != nil {
-		t.Fatal(err)
-	}
-	if err := te.Shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := pe.Shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	write(td, b.Profiles)
 	return truth
 }
 
@@ -204,7 +167,7 @@ func checkHeader(t *testing.T, what, header string, b analysis.Breakdown) {
 // the root frame go back; a brushed range has the lane's samples in it;
 // the spans panel shows SpanNames' counts and percentiles and a name's
 // flamegraph is Select({Name}); the differential view of the uploads puts
-// app.compress on top. Screenshots go to $TMPDIR/perfprof-issue17.
+// app.compress on top. Screenshots go to $TMPDIR/perfprof-spans.
 func TestHTMLSpansInBrowser(t *testing.T) {
 	node, chromium, dir := htmlviewtest.Tools(t)
 	traces := t.TempDir()
@@ -213,7 +176,7 @@ func TestHTMLSpansInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := issueShots(t)
+	out := spanShots(t)
 	page := filepath.Join(out, "exporter-requests.html")
 	mustRun(t, "html", traces, "-o", page)
 	r, err := htmlviewtest.Run(t, node, chromium, dir, page, filepath.Join(out, "exporter-requests.png"), map[string]any{
@@ -382,7 +345,7 @@ func TestHTMLSpans1M(t *testing.T) {
 	node, chromium, dir := htmlviewtest.Tools(t)
 	q := analysistest.DefaultRequests()
 	q.Requests, q.Typical = 20_000, 48
-	out := issueShots(t)
+	out := spanShots(t)
 	trace := filepath.Join(t.TempDir(), "requests-1m.bin")
 	truth, err := q.WriteFile(trace)
 	if err != nil {

@@ -18,15 +18,8 @@ import (
 // skips when node or chromium is missing, unless PERFPROF_REQUIRE_BROWSER=1
 // (CI), where it fails. `make test` installs both.
 
-// artifacts is where the browser test leaves its page and screenshots for
-// people to look at (overwritten by the next run).
-func artifacts(t *testing.T) string {
-	dir := filepath.Join(os.TempDir(), "perfprof-htmlview")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+// artifacts is where the browser test leaves its page and screenshots.
+func artifacts(t *testing.T) string { return htmlviewtest.Artifacts(t, "perfprof-htmlview") }
 
 func TestBrowser(t *testing.T) {
 	node, chromium, dir := htmlviewtest.Tools(t)

@@ -243,8 +243,8 @@ function flameView(D, ui) {
   }
   $('search').addEventListener('input', applySearch);
 
-  function setMode(mode) {
-    if (!trees[mode]) return;
+  // useMode draws trees[mode] (which must exist), zoomed out.
+  function useMode(mode) {
     FL.diff = FL.diffs ? FL.diffs[mode] : null;
     FL.mode = mode;
     FL.t = trees[mode];
@@ -253,6 +253,9 @@ function flameView(D, ui) {
     $('mode-' + mode).checked = true;
     setZoom(0, true);
     applySearch(); // draws
+  }
+  function setMode(mode) {
+    if (trees[mode]) useMode(mode);
   }
   function enableModes() {
     for (const mode of ['on', 'off']) {
@@ -282,15 +285,8 @@ function flameView(D, ui) {
       trees = { on: prepTree({ total: 0, fn: [-1], depth: [0], val: [0], line: [0], nl: [0] }), off: null };
       mode = 'on';
     }
-    FL.diff = FL.diffs ? FL.diffs[mode] : null;
     enableModes();
-    FL.mode = mode;
-    FL.t = trees[mode];
-    V.mode = mode;
-    V.total = FL.t.f.total;
-    $('mode-' + mode).checked = true;
-    setZoom(0, true);
-    applySearch(); // draws
+    useMode(mode);
   }
 
   // ---- helpers for tests: positions are CSS pixels from the canvas' top-left ----

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,7 +18,7 @@ import (
 // the flamegraph it scopes to must hold exactly the samples, and show
 // exactly the breakdown, that `perfprof report --trace-id` prints for its
 // trace; the spans panel must show report's Spans section. Screenshots go
-// to $TMPDIR/perfprof-issue17/real.
+// to $TMPDIR/perfprof-spans/demo.
 func checkSpanPage(t *testing.T, traceDir string) {
 	node, chromium, dir := htmlviewtest.Tools(t)
 	cli := filepath.Join(root, "_build", "perfprof")
@@ -54,10 +53,7 @@ func checkSpanPage(t *testing.T, traceDir string) {
 		}
 		return string(out)
 	}
-	shots := filepath.Join(os.TempDir(), "perfprof-issue17", "real")
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	shots := htmlviewtest.Artifacts(t, filepath.Join("perfprof-spans", "demo"))
 	page := filepath.Join(shots, "demo.html")
 	run("html", traceDir, "-o", page)
 	r, err := htmlviewtest.Run(t, node, chromium, dir, page, filepath.Join(shots, "page.png"), map[string]any{

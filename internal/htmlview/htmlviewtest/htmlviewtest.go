@@ -45,6 +45,18 @@ type Frame struct {
 	Line int
 }
 
+// Artifacts returns $TMPDIR/NAME, made if need be: where a browser test
+// leaves its page and screenshots for people to look at (overwritten by
+// the next run).
+func Artifacts(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // Tools finds node, chromium and test/browser with its node_modules
 // (running npm ci there when they are missing), or skips.
 func Tools(t *testing.T) (node, chromium, dir string) {

@@ -486,19 +486,21 @@ func (b *batch) addWorkerEvents(busy map[uint64]*intervals) int {
 }
 
 // A worker's written polls are remembered for intervalHorizon after the
-// latest one, and at most maxIntervals of them: a span that arrives later
-// than that after a poll it overlaps is not noticed. The count bound keeps
-// the memory of a worker that ends spans at a high rate at 1 MiB (at the
-// soak's 625 spans/s a worker, it is 105 s of polls).
+// latest one, and at most maxIntervals of them: a span that ends more than
+// that before the polls it would overlap, and arrives after them, is not
+// noticed (a span that overlaps a remembered poll is, however long it
+// is). The count bound keeps a worker that ends spans at a high rate
+// under 1 MiB (at the soak's 625 spans/s a worker, it is 52 s of polls).
 const (
 	intervalHorizon = 5 * 60 * 1e9
-	maxIntervals    = 1 << 16
+	maxIntervals    = 1 << 15
 )
 
 // intervals is a set of disjoint half-open intervals [start, end), sorted:
 // iv[head:]. Forgotten intervals are skipped by moving head and dropped
-// from the slice only once they are half of it, so that forgetting costs
-// O(1) amortized rather than a copy of the set per poll.
+// from the slice once they are a quarter of it, so that forgetting costs
+// O(1) amortized rather than a copy of the set per poll, and the slice
+// stays within a third over what it remembers.
 type intervals struct {
 	iv   [][2]uint64
 	head int
@@ -529,7 +531,7 @@ func (s *intervals) add(a, b uint64) bool {
 	if n := len(s.iv) - s.head; n > maxIntervals {
 		s.head += n - maxIntervals
 	}
-	if s.head > 0 && s.head >= len(s.iv)/2 {
+	if s.head > 0 && s.head >= len(s.iv)/4 {
 		s.iv = s.iv[:copy(s.iv, s.iv[s.head:])]
 		s.head = 0
 	}

@@ -119,4 +119,5 @@ func BenchmarkIntervalsSteady(b *testing.B) {
 		t += gap
 	}
 	b.ReportMetric(float64(s.len()), "intervals")
+	b.ReportMetric(float64(cap(s.iv)*16), "bytes/worker")
 }

@@ -57,7 +57,7 @@ func TestIntervals(t *testing.T) {
 				}
 				now += tc.gap
 			}
-			if refused == 0 || s.len() > maxIntervals || len(s.iv) > 2*maxIntervals+1 {
+			if refused == 0 || s.len() > maxIntervals || len(s.iv) > maxIntervals*4/3+1 {
 				t.Errorf("%d refused, %d remembered in a slice of %d", refused, s.len(), len(s.iv))
 			}
 		})

@@ -433,7 +433,8 @@ func soakDuration(t *testing.T) time.Duration {
 // TestSoak runs the collector under the soak load for PERFPROF_SOAK_DURATION
 // (3 minutes by default) and checks that it stays flat and loses nothing it
 // does not count:
-//   - after a warm-up, RSS stays within ±10% of its median with no upward
+//   - after a warm-up and outside the stall, RSS stays within ±10% of its
+//     median (+25% in the stall, which fills the exporter's queue) with no upward
 //     trend, goroutines and open fds stay flat, and the collector's CPU per
 //     1 000 samples stays steady;
 //   - the sink's 60 s stall is survived: the exporter's queue overflows,
@@ -601,12 +602,14 @@ func settle(t *testing.T, url string) metrics {
 	return nil
 }
 
-// checkFlat judges the watch after the warm-up. RSS, goroutines and fds
-// are judged on every observation; RSS's trend and the CPU per sample on
+// checkFlat judges the watch after the warm-up. Goroutines and fds are
+// judged on every observation; RSS, its trend and the CPU per sample on
 // those outside the stall and the 30 s after it, when the exporter's
 // backed-off retries drain its queue (during the stall the generator,
 // whose spans are refused, slows down, so there are fewer samples for
-// the same span work).
+// the same span work). During the stall RSS holds the exporter's queue as
+// well: 4 MiB of protobuf is about 16 MiB of pdata, and the Go heap's goal
+// doubles that; it is held to +25% of the median there.
 //
 // RSS climbs for the first five minutes or so (symbol tables, the span
 // index filling its window, the Go heap finding its size), so only runs
@@ -625,19 +628,29 @@ func checkFlat(t *testing.T, watch []procSample, dur, warmup, stallFrom, stallTo
 			}
 		}
 	}
-	if len(after) < 4 {
-		t.Fatalf("only %d observations after the warm-up", len(after))
+	if len(after) < 4 || len(steady) < 4 {
+		t.Fatalf("only %d observations after the warm-up, %d outside the stall", len(after), len(steady))
 	}
-	rss := make([]float64, len(after))
-	for i, p := range after {
-		rss[i] = float64(p.rss)
+	rssOf := func(ps []procSample) []float64 {
+		out := make([]float64, len(ps))
+		for i, p := range ps {
+			out[i] = float64(p.rss)
+		}
+		return out
 	}
+	rss := rssOf(steady)
 	med := median(rss)
 	lo, hi := minMax(rss)
-	t.Logf("soak: RSS after warm-up: median %.1f MiB, %+.1f%% .. %+.1f%%", med/(1<<20), 100*(lo/med-1), 100*(hi/med-1))
+	_, peak := minMax(rssOf(after))
+	t.Logf("soak: RSS after warm-up, outside the stall: median %.1f MiB, %+.1f%% .. %+.1f%%; peak in the stall %+.1f%%",
+		med/(1<<20), 100*(lo/med-1), 100*(hi/med-1), 100*(peak/med-1))
 	if long && (lo < 0.9*med || hi > 1.1*med) {
 		t.Errorf("RSS left ±10%% of its median %.1f MiB after the warm-up: %.1f .. %.1f MiB", med/(1<<20), lo/(1<<20), hi/(1<<20))
 	}
+	if long && peak > 1.25*med {
+		t.Errorf("RSS reached %.1f MiB in the stall, over +25%% of its median %.1f MiB", peak/(1<<20), med/(1<<20))
+	}
+	hi = max(hi, peak)
 	if hi > soakMaxRSS {
 		t.Errorf("RSS reached %.1f MiB, over %d MiB", hi/(1<<20), soakMaxRSS>>20)
 	}

@@ -42,5 +42,7 @@ if [ -n "${CLI:-}" ] && [ -x "$CLI" ] && [ -d _build/traces ]; then
   echo "run-demo: $CLI report _build/traces (the trace files of this and earlier runs)"
   "$CLI" report --top 10 --groups 3 _build/traces > _build/report.txt || true
   head -n 60 _build/report.txt
-  echo "run-demo: more: $CLI html _build/traces -o _build/perfprof.html, $CLI folded _build/traces, $CLI pprof _build/traces -o out.pb.gz"
+  echo "run-demo: where the slowest uploads' time went: $CLI report --span 'POST /upload' --slowest 5 _build/traces"
+  echo "run-demo: the page (click a span bar, or a name in the spans panel): $CLI html _build/traces -o _build/perfprof.html"
+  echo "run-demo: more: $CLI folded _build/traces, $CLI pprof _build/traces -o out.pb.gz"
 fi

@@ -211,7 +211,7 @@ func TestHTMLSpansInBrowser(t *testing.T) {
 	}
 	checkBreakdown(t, "span bar", sp.Breakdown, b)
 	checkHeader(t, "span bar", sp.Header, b)
-	if want := fmt.Sprintf("%s samples (on-CPU %d, off-CPU %d)", thousands(b.OnSamples+b.OffSamples), b.OnSamples, b.OffSamples); !strings.Contains(sp.Header, want) ||
+	if want := fmt.Sprintf("%s samples (on-CPU %d, off-CPU %d)", htmlviewtest.Thousands(b.OnSamples+b.OffSamples), b.OnSamples, b.OffSamples); !strings.Contains(sp.Header, want) ||
 		!strings.Contains(sp.Header, "trace "+truth.slowTrace) || !strings.Contains(sp.Header, "span "+analysistest.UploadSpan) {
 		t.Errorf("span header lacks %q, the name or the trace id:\n%s", want, sp.Header)
 	}
@@ -278,7 +278,7 @@ func TestHTMLSpansInBrowser(t *testing.T) {
 	for i, n := range names {
 		row := S.Panel[i]
 		c := row.Cells
-		if row.Name != n.Name || c["count"] != thousands(int64(n.Count)) || c["p50"] != ms(n.P50) || c["p95"] != ms(n.P95) ||
+		if row.Name != n.Name || c["count"] != htmlviewtest.Thousands(int64(n.Count)) || c["p50"] != ms(n.P50) || c["p95"] != ms(n.P95) ||
 			c["p99"] != ms(n.P99) || c["max"] != ms(n.Max) || c["wall"] != ms(n.Wall) {
 			t.Errorf("spans panel row %d: %s %v; SpanNames: %+v", i, row.Name, c, n)
 		}
@@ -403,17 +403,4 @@ func roundAll(v []float64) []float64 {
 		out[i] = float64(int(x*10+0.5)) / 10
 	}
 	return out
-}
-
-// thousands formats n like the page's toLocaleString('en-US').
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

@@ -93,7 +93,7 @@ func TestBrowser(t *testing.T) {
 	if s.Matches != int64(matched) || s.Total != int64(total) || math.Abs(s.Percent-pct) > 1e-9 || s.Frames == 0 {
 		t.Errorf("search %q: %d of %d samples (%.4f%%) in %d frames; want %d of %d (%.4f%%)", genSearch, s.Matches, s.Total, s.Percent, s.Frames, matched, total, pct)
 	}
-	if want := fmt.Sprintf("matched %.1f%% (%s of %s samples,", pct, thousands(int64(matched)), thousands(int64(total))); !strings.HasPrefix(s.Text, want) {
+	if want := fmt.Sprintf("matched %.1f%% (%s of %s samples,", pct, htmlviewtest.Thousands(int64(matched)), htmlviewtest.Thousands(int64(total))); !strings.HasPrefix(s.Text, want) {
 		t.Errorf("search result %q, want it to start with %q", s.Text, want)
 	}
 	t.Logf("search %q: %s (true share %d of %d)", genSearch, s.Text, matched, total)
@@ -185,17 +185,4 @@ func TestBrowserCatchesRequests(t *testing.T) {
 	if !strings.Contains(all, "https://example.invalid/x.png") || !strings.Contains(all, "other.png") {
 		t.Errorf("requests seen: %q, blocked: %q", r.Requests, r.Blocked)
 	}
-}
-
-// thousands formats n like the page's toLocaleString('en-US').
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

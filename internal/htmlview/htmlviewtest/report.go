@@ -1,6 +1,7 @@
 package htmlviewtest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -66,4 +67,17 @@ func ReportSpanNames(t *testing.T, out string) map[string][]string {
 		rows[strings.Join(f[:n], " ")] = f[n:]
 	}
 	return rows
+}
+
+// Thousands formats n as the page does (toLocaleString('en-US')).
+func Thousands(n int64) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

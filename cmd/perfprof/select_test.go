@@ -467,7 +467,7 @@ func TestSelectErrors(t *testing.T) {
 func TestBreakdownLines(t *testing.T) {
 	var buf strings.Builder
 	writeBreakdown(&buf, analysis.Breakdown{Spans: 2, Wall: 40_000_000, OffUnknown: 4_000_000, NotObserved: 36_000_000,
-		OnSamples: 12, OffSamples: 3}, [3]int64{1, 2, 0})
+		OnSamples: 12, OffSamples: 3, OffStates: [3]int64{1, 2, 0}})
 	want := `Breakdown: wall 40.000 ms over 2 span(s)
   on-CPU                sample period unknown (no perfprof.sample_period_ns in the files): 12 samples
   off-CPU blocked            0.000 ms   0.0%  (2 samples, no value_ns)

@@ -52,24 +52,13 @@ func writeSelection(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *
 		}
 		p("\n")
 	}
-	writeBreakdown(w, sel.Breakdown, offStateCounts(t, sel))
-}
-
-// offStateCounts counts the selection's off-CPU samples by thread state:
-// the Breakdown has their nanoseconds, not their number.
-func offStateCounts(t *analysis.Trace, sel *analysis.Selection) [3]int64 {
-	var n [3]int64
-	for i := range t.Samples {
-		if s := &t.Samples[i]; s.Source == analysis.SourceOffCPU && sel.Has(s) && int(s.State) < len(n) {
-			n[s.State]++
-		}
-	}
-	return n
+	writeBreakdown(w, sel.Breakdown)
 }
 
 // writeBreakdown writes the wall-time breakdown of a selection. Other tools
 // parse these lines: keep the labels, the units and the Samples line.
-func writeBreakdown(w io.Writer, b analysis.Breakdown, states [3]int64) {
+func writeBreakdown(w io.Writer, b analysis.Breakdown) {
+	states := b.OffStates
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	const label = "  %-21s %10s ms %5.1f%%"
 	p("Breakdown: wall %s ms over %d span(s)\n", ms(b.Wall), b.Spans)

@@ -38,8 +38,10 @@ type Breakdown struct {
 	// when the samples account for more than Wall, which happens when a
 	// span's children ran on other threads at the same time.
 	NotObserved uint64
-	// Samples by kind.
+	// Samples by kind; OffStates splits OffSamples by thread state
+	// (indexed by StateUnknown, StateBlocked, StateRunnable).
 	OnSamples, OffSamples int64
+	OffStates             [3]int64
 	// Period is the on-CPU sample period (perfprof.sample_period_ns), 0 if
 	// the files do not say.
 	Period uint64
@@ -52,6 +54,9 @@ func (b *Breakdown) add(s *Sample) {
 		return
 	}
 	b.OffSamples++
+	if int(s.State) < len(b.OffStates) {
+		b.OffStates[s.State]++
+	}
 	switch s.State {
 	case StateBlocked:
 		b.Blocked += s.Value
@@ -66,6 +71,9 @@ func (b *Breakdown) add(s *Sample) {
 func (b *Breakdown) plus(o *Breakdown) {
 	b.OnSamples += o.OnSamples
 	b.OffSamples += o.OffSamples
+	for i, n := range o.OffStates {
+		b.OffStates[i] += n
+	}
 	b.Blocked += o.Blocked
 	b.Runnable += o.Runnable
 	b.OffUnknown += o.OffUnknown
@@ -152,7 +160,14 @@ func (t *Trace) SpanOf(s *Sample) int32 {
 
 // SpanBreakdowns returns the breakdown of every span (by index into
 // t.Spans), each covering the span's own samples and its descendants'.
+// It is computed once per trace: the slice is shared, not to be modified.
 func (t *Trace) SpanBreakdowns() []Breakdown {
+	d := t.derive()
+	d.breakdownOnce.Do(func() { d.breakdowns = t.spanBreakdowns() })
+	return d.breakdowns
+}
+
+func (t *Trace) spanBreakdowns() []Breakdown {
 	st := t.spanTree()
 	own := make([]Breakdown, len(t.Spans))
 	for i := range t.Samples {

@@ -37,7 +37,8 @@ func TestSelectSpan(t *testing.T) {
 		}
 		b := sel.Breakdown
 		if len(sel.Spans) != 1 || b.Spans != 1 || b.Wall != want.Duration || b.OnSamples != int64(want.OnCPU) ||
-			b.OffSamples != int64(want.OffCPU) || b.Blocked != want.BlockedNs || b.Runnable != 0 {
+			b.OffSamples != int64(want.OffCPU) || b.OffStates[analysis.StateBlocked] != int64(want.OffCPU) ||
+			b.Blocked != want.BlockedNs || b.Runnable != 0 {
 			t.Fatalf("span %s %q: breakdown %+v, want %+v", want.SpanID, want.Name, b, want)
 		}
 		if b.OnCPU != uint64(want.OnCPU)*q.Period || b.OnCPU+b.Blocked+b.NotObserved != b.Wall {

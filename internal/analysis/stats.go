@@ -24,6 +24,9 @@ type derived struct {
 
 	spanOnce sync.Once
 	spans    *spanTree
+
+	breakdownOnce sync.Once
+	breakdowns    []Breakdown // per span, SpanBreakdowns
 }
 
 func (t *Trace) derive() *derived {

@@ -189,17 +189,8 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 	scope, offScope := "all samples", "all off-CPU samples"
 	if sel != nil {
 		scope, offScope = "selected spans", "off-CPU samples of the selected spans"
-		on, off, valued = 0, 0, false
-		for i := range t.Samples {
-			if s := &t.Samples[i]; sel.Has(s) {
-				if s.Source == analysis.SourceOffCPU {
-					off++
-					valued = valued || s.Value > 0
-				} else {
-					on++
-				}
-			}
-		}
+		b := &sel.Breakdown
+		on, off, valued = b.OnSamples, b.OffSamples, b.Blocked+b.Runnable+b.OffUnknown > 0
 	}
 	onF, offF := sel.Filter(analysis.OnCPU), sel.Filter(analysis.OffCPU)
 	var onAgg, offAgg *analysis.Agg

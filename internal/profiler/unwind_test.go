@@ -46,6 +46,11 @@ func TestUnwindNoFramePointers(t *testing.T) {
 				r := profileNoFP(t, bin, c.args, mode, c.path)
 				t.Logf("%v: %d samples, %d (%.2f%%) rooted, %d in %s, %d (%.2f%%) of them on the true path; unwind %+v",
 					mode, r.n, r.rooted, pctOf(r.rooted, r.n), r.first, c.path[0], r.onPath, pctOf(r.onPath, r.first), r.stats)
+				if mode == profiler.UnwindAuto {
+					for _, ex := range r.bad {
+						t.Logf("  ours, not rooted: %v", ex)
+					}
+				}
 				if r.perf != nil {
 					p := r.perf
 					t.Logf("perf record --call-graph dwarf, same process, same time: %d samples, %d (%.2f%%) rooted, %d in %s, %d (%.2f%%) of them on the true path",

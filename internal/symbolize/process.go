@@ -103,6 +103,13 @@ func (p *Process) Refresh() error {
 	if err != nil {
 		return fmt.Errorf("read maps of pid %d: %w", p.pid, err)
 	}
+	if len(maps) == 0 {
+		// A process that has exited but is not yet reaped (a zombie,
+		// or one tearing down its memory) reads as an empty map. A
+		// live process always maps its own code: taking the empty
+		// read would leave its last samples unresolved.
+		return fmt.Errorf("read maps of pid %d: no executable mappings, the process has exited: %w", p.pid, os.ErrNotExist)
+	}
 
 	old := make(map[mapKey]*mapState, len(p.maps))
 	for _, ms := range p.maps {

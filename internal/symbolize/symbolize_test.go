@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -437,6 +439,57 @@ func TestExitedProcess(t *testing.T) {
 	}
 	if _, err := c.Process(-1); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Process(-1): %v", err)
+	}
+}
+
+// TestZombieProcess: a process that has exited but is not reaped yet
+// still has its /proc entry, and an empty memory map. Refresh must say it
+// is gone and keep the map it had, so that its last samples resolve; a
+// profiler that symbolizes after the exit (a slow report, a target that
+// ends as its profile is taken) meets exactly this.
+func TestZombieProcess(t *testing.T) {
+	ch := start(t, build(t, "c-nog"))
+	pid := ch.pid
+	p, c := openProcess(t, pid, Options{})
+	before := len(p.Mappings())
+	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.cmd.Wait() })
+	// Until the parent waits, the process stays a zombie.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is not a zombie 5 s after SIGKILL: %s", pid, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err != nil || len(b) != 0 {
+		t.Fatalf("maps of a zombie: %d bytes, %v; the test expects none", len(b), err)
+	}
+
+	if err := p.Refresh(); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Refresh of a zombie: %v, want os.ErrNotExist", err)
+	}
+	if n := len(p.Mappings()); n != before {
+		t.Errorf("%d mappings after Refresh of a zombie, %d before", n, before)
+	}
+	// A miss a while after the last read re-reads the map: it must not
+	// empty it either.
+	p.lastRefresh = time.Now().Add(-2 * refreshInterval)
+	p.Lookup(0x1000)
+	if f := lookupOne(t, p, ch.addr(t, "burn_a")); f.Function != "burn_a" {
+		t.Errorf("a zombie's code after a miss: %+v", f)
+	}
+	if _, err := c.Process(pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Process(%d) of a zombie: %v, want os.ErrNotExist", pid, err)
 	}
 }
 

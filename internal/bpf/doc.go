@@ -23,12 +23,23 @@
 //     a dynamic TLS block; the record it points to, whose ids are taken only
 //     when its valid byte is 1 (FlagNotValid otherwise: being written).
 //
+// Every pid the programs take or write is in the collector's pid
+// namespace ([PidNamespace]), where perf names the processes of its
+// samples and /proc the processes discovery finds: a collector in a
+// container or pod has one of its own. There the programs read a task's
+// number from its struct pid at the collector's level (CO-RE), and a task
+// with no number there (the host's, another pod's) is no target, whatever
+// its pid is elsewhere. Load first runs pidns_self (a syscall program) on
+// one of the collector's threads and refuses to load (ErrPidNamespace)
+// unless it reads the ids getpid and gettid return; in the initial
+// namespace the programs take the task's own fields.
+//
 // With Options.DropOthers the programs return 0 for the samples of
 // processes that are not targets ([Program.AddPlainTarget] keeps a process
 // whose span is not read), so that per-CPU events cost what sampling the
 // targets costs.
 //
-// The scheduler side, not yet used by the engine: schedacct.h is
+// The scheduler side: schedacct.h is
 // internal/sched's Tracker written for BPF (off-CPU time accumulated per
 // thread and state, a group only at a crossing of the interval, the CPU
 // delta of each sample), checked against the Tracker record for record by

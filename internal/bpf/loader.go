@@ -125,6 +125,7 @@ func (o *schedObjects) Close() error {
 // sampling and context-switch events, add target processes, and drain
 // their records.
 type Program struct {
+	ns      PidNamespace
 	objs    objects
 	sched   *schedObjects   // with Options.SchedInterval
 	link    link.Link       // AttachSched
@@ -169,6 +170,13 @@ func Load(opts Options) (_ *Program, err error) {
 	if err != nil {
 		return nil, err
 	}
+	ns, err := checkPidNamespace(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load BPF program spanctx: %w", err)
+	}
+	if err := setPidNamespace(spec, ns); err != nil {
+		return nil, err
+	}
 	for _, kv := range []struct {
 		key, lenVar, name string
 	}{{opts.SpanKey, spanctxVarSpanKeyLen, spanctxVarSpanKey}, {opts.TraceKey, spanctxVarTraceKeyLen, spanctxVarTraceKey}} {
@@ -192,7 +200,7 @@ func Load(opts Options) (_ *Program, err error) {
 	spec.Maps[spanctxMapTargets].MaxEntries = uint32(opts.MaxTargets)
 	spec.Maps[spanctxMapRecords].MaxEntries = uint32(opts.RingBytes)
 
-	p := &Program{}
+	p := &Program{ns: ns}
 	if opts.SchedInterval > 0 {
 		if opts.SchedRingBytes == 0 {
 			opts.SchedRingBytes = 1 << 20
@@ -331,6 +339,10 @@ func effectiveCaps() (uint64, bool) {
 	}
 	return uint64(data[1].Effective)<<32 | uint64(data[0].Effective), true
 }
+
+// PidNamespace is the pid namespace whose ids the programs use, the
+// collector's: the pids of AddTarget and of records are in it.
+func (p *Program) PidNamespace() PidNamespace { return p.ns }
 
 // FD is the file descriptor of the program for cpu-clock sampling events,
 // for PERF_EVENT_IOC_SET_BPF (see perf.Options.BPFProgram).

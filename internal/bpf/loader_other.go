@@ -17,7 +17,14 @@ import (
 var (
 	ErrPermission   = fmt.Errorf("BPF denied")
 	ErrNotSupported = fmt.Errorf("BPF feature not supported by this kernel")
+	ErrPidNamespace = fmt.Errorf("the eBPF programs and the collector disagree on process ids")
 )
+
+// PidNamespace is the pid namespace the programs name processes in.
+type PidNamespace struct {
+	Inode uint64
+	Level uint32
+}
 
 // Options configure [Load].
 type Options struct {
@@ -67,6 +74,5 @@ func (*Program) DrainSched(func(*SchedRecord)) (int, error)       { return 0, ni
 func (*Program) SchedBuffered() int                               { return 0 }
 func (*Program) Stats() (Stats, error)                            { return Stats{}, nil }
 func (*Program) Close() error                                     { return nil }
-
-func (*Program) AttachSched() error                         { return ErrNotSupported }
-func (*Program) DrainSched(func(*SchedRecord)) (int, error) { return 0, nil }
+func (*Program) Buffered() int                                    { return 0 }
+func (*Program) PidNamespace() PidNamespace                       { return PidNamespace{} }

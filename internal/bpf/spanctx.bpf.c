@@ -14,6 +14,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "kernel.h"
 #include "spanctx.h"
@@ -24,6 +25,17 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* drop_others, set by the loader: drop the samples of processes that are
  * not targets (per-CPU events sample every process on their CPU). */
 volatile const __u32 drop_others = 0;
+
+/* The pid namespace whose ids the programs use: the collector's, where
+ * perf names the processes it samples and /proc the processes it finds.
+ * pidns_ino is its inode number (/proc/self/ns/pid) and pidns_level its
+ * depth below the initial namespace, both set by the loader after
+ * pidns_self checked them; pidns_ino 0 when the collector is in the
+ * initial namespace, whose ids the kernel keeps in the task itself. A task
+ * of an ancestor or unrelated namespace has no id there: it is no target,
+ * whatever its pid is elsewhere. */
+volatile const __u32 pidns_ino = 0;
+volatile const __u32 pidns_level = 0;
 
 /* Label keys, set by the loader before loading (zero-padded). */
 volatile const __u64 span_key[SC_KEY_MAX / 8] = {0};
@@ -124,6 +136,7 @@ const struct acct_event *unused_acct_event __attribute__((unused));
 const struct acct_result *unused_acct_result __attribute__((unused));
 const struct acct_batch *unused_acct_batch __attribute__((unused));
 const struct sched_record *unused_sched_record __attribute__((unused));
+const struct pidns_check *unused_pidns_check __attribute__((unused));
 
 /* A Go string header. */
 struct go_string {
@@ -141,6 +154,53 @@ struct go_slice {
 static __always_inline int read_user(void *dst, __u32 size, const void *src)
 {
 	return bpf_probe_read_user(dst, size, src);
+}
+
+/* upid_at reads pid p's number at level, with the namespace it is in:
+ * nr 0 when p has no number there (it is of a shallower namespace). */
+static __always_inline struct upid upid_at(struct pid *p, __u32 level)
+{
+	struct upid u = {};
+
+	if (!p || BPF_CORE_READ(p, level) < level)
+		return u;
+	if (bpf_core_read(&u, sizeof(u), &p->numbers[level]))
+		u.nr = 0;
+	return u;
+}
+
+/* task_ids sets *pid and *tid to t's process and thread ids in the
+ * collector's pid namespace, and returns 0 when t has none there. */
+static __always_inline int task_ids(struct task_struct *t, __u32 *pid, __u32 *tid)
+{
+	if (!pidns_ino) {
+		*pid = BPF_CORE_READ(t, tgid);
+		*tid = BPF_CORE_READ(t, pid);
+		return 1;
+	}
+	struct upid u = upid_at(BPF_CORE_READ(t, thread_pid), pidns_level);
+	if (!u.nr || BPF_CORE_READ(u.ns, ns.inum) != pidns_ino)
+		return 0;
+	/* The threads of a process are in one namespace: the leader's number
+	 * at the same level is the process's. */
+	struct upid l = upid_at(BPF_CORE_READ(t, group_leader, thread_pid), pidns_level);
+	if (!l.nr)
+		return 0;
+	*pid = l.nr;
+	*tid = u.nr;
+	return 1;
+}
+
+/* current_ids is task_ids of the current task. */
+static __always_inline int current_ids(__u32 *pid, __u32 *tid)
+{
+	if (!pidns_ino) {
+		__u64 id = bpf_get_current_pid_tgid();
+		*pid = id >> 32;
+		*tid = (__u32)id;
+		return 1;
+	}
+	return task_ids(bpf_get_current_task_btf(), pid, tid);
 }
 
 /* key_is reports whether the Go string k equals the configured key
@@ -364,13 +424,13 @@ static __always_inline __u32 read_tls(const struct tls_layout *l, struct sample_
 
 static __always_inline int run(__u32 kind)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, zero = 0;
-	struct target *tg;
+	__u32 pid = 0, tid = 0, zero = 0;
+	struct target *tg = 0;
 	struct sample_labels *r;
 	__u64 *st;
 
-	tg = bpf_map_lookup_elem(&targets, &pid);
+	if (current_ids(&pid, &tid))
+		tg = bpf_map_lookup_elem(&targets, &pid);
 	if (!tg) {
 		if (!drop_others)
 			return 1;
@@ -399,7 +459,7 @@ static __always_inline int run(__u32 kind)
 	__builtin_memset(r, 0, sizeof(*r));
 	r->ktime = now;
 	r->pid = pid;
-	r->tid = (__u32)id;
+	r->tid = tid;
 	r->cpu = bpf_get_smp_processor_id();
 	if (ts && !ts->acct.off_cpu) {
 		ts->acct.cpu_delta += acct_elapsed(&ts->acct, now);
@@ -518,11 +578,11 @@ int schedacct_test(struct acct_batch *b)
 static __always_inline struct thread_state *thread_of(struct task_struct *t, __u64 now, int *fresh)
 {
 	struct thread_state *st = bpf_task_storage_get(&threads, t, 0, 0);
+	__u32 pid, tid;
 	*fresh = 0;
 	if (st)
 		return st;
-	__u32 pid = t->tgid;
-	if (!bpf_map_lookup_elem(&targets, &pid))
+	if (!task_ids(t, &pid, &tid) || !bpf_map_lookup_elem(&targets, &pid))
 		return 0;
 	st = bpf_task_storage_get(&threads, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
@@ -539,8 +599,10 @@ static __always_inline struct thread_state *thread_of(struct task_struct *t, __u
  * state here. */
 static __always_inline void capture(__u64 *ctx, struct task_struct *prev, struct thread_state *st, __u64 now)
 {
-	__u32 pid = prev->tgid;
-	struct target *tg = bpf_map_lookup_elem(&targets, &pid);
+	__u32 pid, tid;
+	struct target *tg = 0;
+	if (task_ids(prev, &pid, &tid))
+		tg = bpf_map_lookup_elem(&targets, &pid);
 	if (!tg) {
 		bpf_task_storage_delete(&threads, prev);
 		return;
@@ -568,11 +630,10 @@ static __always_inline void capture(__u64 *ctx, struct task_struct *prev, struct
 
 /* over_rate reports whether next's process has written max_rate groups
  * in the current second, counting this one if not. */
-static __always_inline int over_rate(struct task_struct *next, __u64 now)
+static __always_inline int over_rate(__u32 pid, __u64 now)
 {
 	if (!max_rate)
 		return 0;
-	__u32 pid = next->tgid;
 	struct target *tg = bpf_map_lookup_elem(&targets, &pid);
 	if (!tg)
 		return 0;
@@ -631,7 +692,10 @@ int spanctx_sched_switch(__u64 *ctx)
 		count(STAT_SCHED_SHORT);
 	if (got <= 0)
 		return 0;
-	if (over_rate(next, now)) {
+	__u32 pid, tid;
+	if (!task_ids(next, &pid, &tid))
+		return 0;
+	if (over_rate(pid, now)) {
 		acct_defer(&st->acct, &g, acct_interval);
 		count(STAT_SCHED_DEFERRED);
 		return 0;
@@ -646,8 +710,8 @@ int spanctx_sched_switch(__u64 *ctx)
 	rec->count = g.count;
 	rec->out_time = st->out_time;
 	rec->capture_time = st->capture_time;
-	rec->pid = next->tgid;
-	rec->tid = next->pid;
+	rec->pid = pid;
+	rec->tid = tid;
 	rec->state = g.state;
 	rec->out_flags = st->out_flags;
 	__builtin_memcpy(rec->span_id, st->span_id, 8);
@@ -659,5 +723,27 @@ int spanctx_sched_switch(__u64 *ctx)
 	__builtin_memcpy(rec->ustack, st->ustack, sizeof(rec->ustack));
 	__builtin_memcpy(rec->kstack, st->kstack, sizeof(rec->kstack));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* pidns_self, run by the loader (BPF_PROG_TEST_RUN) on one of the
+ * collector's threads, reads that thread's pid the way task_ids does:
+ * the depth of its namespace (the level pidns_level must be) and its
+ * numbers there, which must be what getpid and gettid returned, in the
+ * namespace whose inode is pidns_ino. It makes sure the programs and the
+ * collector agree on ids before any target is added. */
+SEC("syscall")
+int pidns_self(struct pidns_check *c)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	__u32 level = BPF_CORE_READ(p, level);
+	struct upid u = upid_at(p, level);
+	struct upid l = upid_at(BPF_CORE_READ(t, group_leader, thread_pid), level);
+
+	c->level = level;
+	c->inum = BPF_CORE_READ(u.ns, ns.inum);
+	c->pid = l.nr;
+	c->tid = u.nr;
 	return 0;
 }

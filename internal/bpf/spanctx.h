@@ -97,6 +97,14 @@ enum {
 	STAT_MAX,
 };
 
+/* What pidns_self found of the thread that ran it. */
+struct pidns_check {
+	__u32 level; /* its pid namespace's depth below the initial one */
+	__u32 inum;  /* that namespace's inode number */
+	__u32 pid;   /* its process and thread ids there */
+	__u32 tid;
+};
+
 #define SC_KEY_MAX 32    /* longest label key matched */
 #define SC_LABELS_MAX 16 /* labels looked at per goroutine */
 

@@ -45,6 +45,14 @@ type spanctxAcctResult struct {
 	ShortOff uint32
 }
 
+type spanctxPidnsCheck struct {
+	_     structs.HostLayout
+	Level uint32
+	Inum  uint32
+	Pid   uint32
+	Tid   uint32
+}
+
 type spanctxSampleLabels struct {
 	_        structs.HostLayout
 	Ktime    uint64
@@ -143,6 +151,7 @@ const (
 	spanctxMapStats               = "stats"
 	spanctxMapTargets             = "targets"
 	spanctxMapThreads             = "threads"
+	spanctxProgPidnsSelf          = "pidns_self"
 	spanctxProgSchedacctTest      = "schedacct_test"
 	spanctxProgSpanctxSample      = "spanctx_sample"
 	spanctxProgSpanctxSchedSwitch = "spanctx_sched_switch"
@@ -154,6 +163,8 @@ const (
 	spanctxVarKernelStacks        = "kernel_stacks"
 	spanctxVarMaxRate             = "max_rate"
 	spanctxVarMinBlock            = "min_block"
+	spanctxVarPidnsIno            = "pidns_ino"
+	spanctxVarPidnsLevel          = "pidns_level"
 	spanctxVarSchedOn             = "sched_on"
 	spanctxVarSpanKey             = "span_key"
 	spanctxVarSpanKeyLen          = "span_key_len"
@@ -162,6 +173,7 @@ const (
 	spanctxVarUnusedAcctBatch     = "unused_acct_batch"
 	spanctxVarUnusedAcctEvent     = "unused_acct_event"
 	spanctxVarUnusedAcctResult    = "unused_acct_result"
+	spanctxVarUnusedPidnsCheck    = "unused_pidns_check"
 	spanctxVarUnusedSampleLabels  = "unused_sample_labels"
 	spanctxVarUnusedSchedRecord   = "unused_sched_record"
 	spanctxVarUnusedTarget        = "unused_target"
@@ -209,6 +221,7 @@ type spanctxSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type spanctxProgramSpecs struct {
+	PidnsSelf          *ebpf.ProgramSpec `ebpf:"pidns_self"`
 	SchedacctTest      *ebpf.ProgramSpec `ebpf:"schedacct_test"`
 	SpanctxSample      *ebpf.ProgramSpec `ebpf:"spanctx_sample"`
 	SpanctxSchedSwitch *ebpf.ProgramSpec `ebpf:"spanctx_sched_switch"`
@@ -241,6 +254,8 @@ type spanctxVariableSpecs struct {
 	KernelStacks       *ebpf.VariableSpec `ebpf:"kernel_stacks"`
 	MaxRate            *ebpf.VariableSpec `ebpf:"max_rate"`
 	MinBlock           *ebpf.VariableSpec `ebpf:"min_block"`
+	PidnsIno           *ebpf.VariableSpec `ebpf:"pidns_ino"`
+	PidnsLevel         *ebpf.VariableSpec `ebpf:"pidns_level"`
 	SchedOn            *ebpf.VariableSpec `ebpf:"sched_on"`
 	SpanKey            *ebpf.VariableSpec `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.VariableSpec `ebpf:"span_key_len"`
@@ -249,6 +264,7 @@ type spanctxVariableSpecs struct {
 	UnusedAcctBatch    *ebpf.VariableSpec `ebpf:"unused_acct_batch"`
 	UnusedAcctEvent    *ebpf.VariableSpec `ebpf:"unused_acct_event"`
 	UnusedAcctResult   *ebpf.VariableSpec `ebpf:"unused_acct_result"`
+	UnusedPidnsCheck   *ebpf.VariableSpec `ebpf:"unused_pidns_check"`
 	UnusedSampleLabels *ebpf.VariableSpec `ebpf:"unused_sample_labels"`
 	UnusedSchedRecord  *ebpf.VariableSpec `ebpf:"unused_sched_record"`
 	UnusedTarget       *ebpf.VariableSpec `ebpf:"unused_target"`
@@ -310,6 +326,8 @@ type spanctxVariables struct {
 	KernelStacks       *ebpf.Variable `ebpf:"kernel_stacks"`
 	MaxRate            *ebpf.Variable `ebpf:"max_rate"`
 	MinBlock           *ebpf.Variable `ebpf:"min_block"`
+	PidnsIno           *ebpf.Variable `ebpf:"pidns_ino"`
+	PidnsLevel         *ebpf.Variable `ebpf:"pidns_level"`
 	SchedOn            *ebpf.Variable `ebpf:"sched_on"`
 	SpanKey            *ebpf.Variable `ebpf:"span_key"`
 	SpanKeyLen         *ebpf.Variable `ebpf:"span_key_len"`
@@ -318,6 +336,7 @@ type spanctxVariables struct {
 	UnusedAcctBatch    *ebpf.Variable `ebpf:"unused_acct_batch"`
 	UnusedAcctEvent    *ebpf.Variable `ebpf:"unused_acct_event"`
 	UnusedAcctResult   *ebpf.Variable `ebpf:"unused_acct_result"`
+	UnusedPidnsCheck   *ebpf.Variable `ebpf:"unused_pidns_check"`
 	UnusedSampleLabels *ebpf.Variable `ebpf:"unused_sample_labels"`
 	UnusedSchedRecord  *ebpf.Variable `ebpf:"unused_sched_record"`
 	UnusedTarget       *ebpf.Variable `ebpf:"unused_target"`
@@ -327,6 +346,7 @@ type spanctxVariables struct {
 //
 // It can be passed to loadSpanctxObjects or ebpf.CollectionSpec.LoadAndAssign.
 type spanctxPrograms struct {
+	PidnsSelf          *ebpf.Program `ebpf:"pidns_self"`
 	SchedacctTest      *ebpf.Program `ebpf:"schedacct_test"`
 	SpanctxSample      *ebpf.Program `ebpf:"spanctx_sample"`
 	SpanctxSchedSwitch *ebpf.Program `ebpf:"spanctx_sched_switch"`
@@ -335,6 +355,7 @@ type spanctxPrograms struct {
 
 func (p *spanctxPrograms) Close() error {
 	return _SpanctxClose(
+		p.PidnsSelf,
 		p.SchedacctTest,
 		p.SpanctxSample,
 		p.SpanctxSchedSwitch,

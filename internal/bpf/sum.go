@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "0cb1f1ee17ffd347c5a054a57f7c153dc19897826efc5ce78f18c22442df93e5"
+const sourceSum = "cf25fe6720d1bcce7819e84f0e8cce29db80d0e45467d0bd1768cd9e60f84506"

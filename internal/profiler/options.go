@@ -13,9 +13,16 @@ import (
 type Options struct {
 	// Pids are sampled from Open; each must exist then.
 	Pids []int
-	// Executables are matched (base name of the executable, or comm)
-	// against running processes at Open and every DiscoveryInterval.
-	Executables []string
+	// Executables, Cgroups and ContainerIDs select the running processes
+	// to sample, at Open and every DiscoveryInterval: a process is
+	// sampled when it matches each of them that is not empty. Executables
+	// match the base name of the executable (or its path, or the comm);
+	// Cgroups are path.Match patterns over a process's cgroup paths and
+	// their ancestors; ContainerIDs the container id of its cgroup, or a
+	// prefix of at least 12 characters (container.MatchID).
+	Executables  []string
+	Cgroups      []string
+	ContainerIDs []string
 	// DiscoveryInterval: default 1 s.
 	DiscoveryInterval time.Duration
 

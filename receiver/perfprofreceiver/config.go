@@ -3,6 +3,7 @@ package perfprofreceiver
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -96,16 +97,31 @@ type Config struct {
 	_ struct{}
 }
 
-// TargetsConfig names the processes to sample. A process matches when its
-// pid is listed, or its executable's base name (or comm) is.
+// TargetsConfig names the processes to sample: those whose pid is listed,
+// and those that discovery finds (at start and every discovery_interval
+// after, so that processes started later are sampled too) matching every
+// one of the selectors executables, cgroups and container_ids that is
+// given: `executables: [myapp]` with `cgroups: [...]` samples myapp in the
+// chosen pods only, `cgroups` alone every process in them.
 type TargetsConfig struct {
 	// Pids must exist when the receiver starts; each is released when it
 	// exits.
 	Pids []int `mapstructure:"pids"`
-	// Executables are matched against running processes at start and
-	// every discovery_interval after, so that processes started later are
-	// sampled too.
+	// Executables select processes by the base name of their executable
+	// (or its path, or their comm).
 	Executables []string `mapstructure:"executables"`
+	// Cgroups select processes by their cgroup: path.Match patterns over
+	// the paths of /proc/PID/cgroup (cgroup v2, and each v1 hierarchy),
+	// matched against a process's cgroup and each of its ancestors, so
+	// that a pod's cgroup selects all of its containers. For a per-node
+	// collector: "/kubepods.slice/kubepods-*.slice/kubepods-*-pod<uid>.slice"
+	// (systemd driver; the uid's dashes as underscores) or
+	// "/kubepods/*/pod<uid>" (cgroupfs driver).
+	Cgroups []string `mapstructure:"cgroups"`
+	// ContainerIDs select the processes of these containers, by the id
+	// in their cgroup path: the full id, or a prefix of at least 12
+	// characters, as `docker ps` and `crictl ps` show it.
+	ContainerIDs []string `mapstructure:"container_ids"`
 }
 
 // ProtocolsConfig holds the OTLP servers, as in the standard otlp receiver:
@@ -276,8 +292,19 @@ func createDefaultConfig() *Config {
 // error and prints it.
 func (c *Config) Validate() error {
 	var errs []error
-	if len(c.Targets.Pids) == 0 && len(c.Targets.Executables) == 0 {
-		errs = append(errs, errors.New("targets: name at least one process in targets.pids or targets.executables"))
+	tg := c.Targets
+	if len(tg.Pids) == 0 && len(tg.Executables) == 0 && len(tg.Cgroups) == 0 && len(tg.ContainerIDs) == 0 {
+		errs = append(errs, errors.New("targets: name at least one process in targets.pids, targets.executables, targets.cgroups or targets.container_ids"))
+	}
+	for _, p := range tg.Cgroups {
+		if err := validCgroupPattern(p); err != nil {
+			errs = append(errs, fmt.Errorf("targets.cgroups: %w", err))
+		}
+	}
+	for _, id := range tg.ContainerIDs {
+		if err := validContainerID(id); err != nil {
+			errs = append(errs, fmt.Errorf("targets.container_ids: %w", err))
+		}
 	}
 	for _, p := range c.Targets.Pids {
 		if p <= 0 {
@@ -371,6 +398,8 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		UnwindStackBytes:  c.UnwindStackBytes,
 		Pids:              c.Targets.Pids,
 		Executables:       c.Targets.Executables,
+		Cgroups:           c.Targets.Cgroups,
+		ContainerIDs:      c.Targets.ContainerIDs,
 		DiscoveryInterval: c.DiscoveryInterval,
 		Perf: perf.Options{
 			Scope:        scope,
@@ -399,4 +428,25 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		MaxSpans:           c.Correlation.MaxSpans,
 		Logger:             log,
 	}
+}
+
+// validCgroupPattern checks a targets.cgroups pattern: an absolute
+// path.Match pattern.
+func validCgroupPattern(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%q: a pattern over cgroup paths starts with /", p)
+	}
+	if _, err := path.Match(p, ""); err != nil {
+		return fmt.Errorf("%q: %w", p, err)
+	}
+	return nil
+}
+
+// validContainerID checks a targets.container_ids entry: at least 12
+// characters of a container id, which is one path component.
+func validContainerID(id string) error {
+	if len(id) < 12 || len(id) > 128 || strings.ContainsAny(id, "/ \t\n") {
+		return fmt.Errorf("%q: a container id, or a prefix of it of at least 12 characters, is wanted", id)
+	}
+	return nil
 }

@@ -37,7 +37,9 @@ func TestLoadConfig(t *testing.T) {
 		{
 			id: component.NewIDWithName(metadata.Type, "custom"),
 			want: withDefaults(func(c *Config) {
-				c.Targets = TargetsConfig{Pids: []int{1234}, Executables: []string{"myapp", "worker"}}
+				c.Targets = TargetsConfig{Pids: []int{1234}, Executables: []string{"myapp", "worker"},
+					Cgroups:      []string{"/kubepods.slice/kubepods-*.slice/kubepods-*-pod6b1f2c3d_*.slice"},
+					ContainerIDs: []string{"3f4e5d6c7b8a"}}
 				c.Scope = "system"
 				c.Frequency = 999
 				c.KernelStacks = true
@@ -67,13 +69,16 @@ func TestLoadConfig(t *testing.T) {
 		},
 		{
 			id:      component.NewIDWithName(metadata.Type, "no_targets"),
-			wantErr: []string{"name at least one process in targets.pids or targets.executables"},
+			wantErr: []string{"name at least one process in targets.pids, targets.executables, targets.cgroups or targets.container_ids"},
 		},
 		{
 			id: component.NewIDWithName(metadata.Type, "bad_values"),
 			wantErr: []string{
 				"targets.pids: -3 is not a process id",
 				"targets.executables: empty name",
+				`targets.cgroups: "kubepods.slice": a pattern over cgroup paths starts with /`,
+				`targets.cgroups: "/kubepods/[pod": syntax error in pattern`,
+				`targets.container_ids: "3f4e": a container id, or a prefix of it of at least 12 characters, is wanted`,
 				`scope: "cluster" is not one of "process", "system"`,
 				"frequency: 20000 Hz is outside 1..10000",
 				"report_interval: 10ms is below the minimum of 100ms",

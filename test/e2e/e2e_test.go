@@ -543,7 +543,7 @@ service:
 		{
 			name:     "no targets",
 			receiver: "receivers:\n  perfprof:\n    frequency: 99\n",
-			want:     "targets: name at least one process in targets.pids or targets.executables",
+			want:     "targets: name at least one process in targets.pids, targets.executables, targets.cgroups or targets.container_ids",
 		},
 		{
 			name: "unwritable trace directory",

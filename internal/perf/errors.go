@@ -18,6 +18,9 @@ var (
 	ErrNotSupported = errors.New("perf event not supported by this kernel")
 	// ErrNoProcess is wrapped when a target process does not exist (any more).
 	ErrNoProcess = errors.New("no such process")
+	// ErrProcNamespace is wrapped by CheckProc when /proc belongs to
+	// another pid namespace than this process's.
+	ErrProcNamespace = errors.New("/proc is of another pid namespace")
 )
 
 // Linux capability numbers (<linux/capability.h>).

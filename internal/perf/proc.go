@@ -52,6 +52,27 @@ func ReadProcess(pid int) (Process, error) {
 	return p, nil
 }
 
+// CheckProc makes sure that /proc names processes as perf does: perf gives
+// the pids and tids of samples in the pid namespace of the process that
+// opened the events, and discovery, thread names, symbols and the span
+// readers find processes in /proc, whose pids are those of the namespace
+// that mounted it. A process in a pid namespace of its own that sees an
+// ancestor's /proc (unshare --pid --fork without --mount-proc, or the
+// host's /proc bind-mounted at /proc) would match no sample to any target.
+func CheckProc() error {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("read /proc/self: %w", err)
+	}
+	if self != strconv.Itoa(os.Getpid()) {
+		return fmt.Errorf("%w: it shows this collector as pid %s, while it is pid %d in its own pid namespace, where perf names "+
+			"the processes it samples; fix: mount a /proc of the collector's pid namespace at /proc (a container runtime does; "+
+			"unshare --pid --fork --mount-proc), or run the collector in the pid namespace whose /proc it has (hostPID: true in Kubernetes)",
+			ErrProcNamespace, self, os.Getpid())
+	}
+	return nil
+}
+
 // Alive reports whether p is still running (same pid and start time).
 func (p Process) Alive() bool {
 	q, err := ReadProcess(p.Pid)

@@ -40,6 +40,9 @@ func Open(opts Options) (_ *Profiler, err error) {
 	src := opts.Source
 	var labels *spanReader
 	if src == nil {
+		if err := perf.CheckProc(); err != nil {
+			return nil, err
+		}
 		if opts.Contexts == nil {
 			var err error
 			if labels, err = openEBPF(&opts); err != nil {
@@ -200,6 +203,10 @@ func openEBPF(opts *Options) (*spanReader, error) {
 		opts.Logger.Warn("Spans are read at sample time only with eBPF; joining samples to spans by thread and time", zap.Error(err))
 		decideSched(opts, nil, err)
 		return nil, nil
+	}
+	if ns := g.prog.PidNamespace(); ns.Level > 0 {
+		opts.Logger.Info("The collector is in a pid namespace of its own: the eBPF programs name processes by its pids, and sample only the processes it sees",
+			zap.Uint32("pid_namespace_level", ns.Level), zap.Uint64("pid_namespace_inode", ns.Inode))
 	}
 	opts.Perf.BPFProgram = g.prog.FD()
 	opts.Perf.BPFSwitchProgram = g.prog.SwitchFD()

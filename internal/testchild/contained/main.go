@@ -9,8 +9,8 @@
 //	                        (resource.WithContainer) reads from /proc/self/cgroup
 //	                        ("container.id" alone when it finds none)
 //	tids TID...             with -threads N: the ids, in its own pid namespace,
-//	                        of N threads named worker-0 … worker-N-1, each kept
-//	                        blocked, locked to its goroutine
+//	                        of N threads named worker-0 … worker-N-1, in that
+//	                        order, each kept blocked, locked to its goroutine
 //
 // and then waits until its standard input ends.
 package main
@@ -29,6 +29,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	"golang.org/x/sys/unix"
 )
+
+// init keeps the main goroutine on the main thread, so that no worker
+// locks (and renames) the thread whose name is the process's.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	threads := flag.Int("threads", 0, "start this many named threads and print their ids")
@@ -50,13 +54,14 @@ func main() {
 	fmt.Fprintln(out, strings.TrimSpace("container.id "+id))
 
 	if *threads > 0 {
-		tids := make(chan int)
-		for i := range *threads {
-			go worker(i, tids)
+		tids := make([]chan int, *threads)
+		for i := range tids {
+			tids[i] = make(chan int)
+			go worker(i, tids[i])
 		}
 		line := "tids"
-		for range *threads {
-			line += fmt.Sprintf(" %d", <-tids)
+		for _, tid := range tids {
+			line += fmt.Sprintf(" %d", <-tid)
 		}
 		fmt.Fprintln(out, line)
 	}

@@ -1,5 +1,6 @@
 // Package testchild builds and runs the real workloads that perfprof's tests
-// sample, and decides what a test does when perf events are denied.
+// sample, makes the containers and pods they run in (StartContainer,
+// StartPod), and decides what a test does when perf events are denied.
 package testchild
 
 import (
@@ -126,6 +127,8 @@ type Child struct {
 	Ready []int
 	lines chan string
 	stdin io.WriteCloser
+	// name is the program's, for messages.
+	name string
 }
 
 // Send writes a line to the child's standard input.
@@ -174,37 +177,51 @@ func Start(tb testing.TB, bin string, args ...string) *Child {
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start %s: %v", bin, err)
 	}
-	c := &Child{Cmd: cmd, Pid: cmd.Process.Pid, lines: make(chan string, 64), stdin: in}
+	c := &Child{Cmd: cmd, Pid: cmd.Process.Pid, lines: make(chan string, 64), stdin: in, name: filepath.Base(bin)}
 	tb.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			default:
-			}
+	go readLines(out, c.lines)
+	c.AwaitReady(tb)
+	return c
+}
+
+// readLines sends each line read from r to lines, dropping lines while
+// lines is full, and closes lines at the end of r.
+func readLines(r io.Reader, lines chan<- string) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		select {
+		case lines <- sc.Text():
+		default:
 		}
-		close(c.lines)
-	}()
+	}
+	close(lines)
+}
+
+// AwaitReady waits up to 10 s for the child's next stdout line, which must
+// be "ready" followed by integers, and sets Ready to them. Start calls it;
+// a child started otherwise (StartContainer) calls it when its program
+// prints such a line.
+func (c *Child) AwaitReady(tb testing.TB) {
+	tb.Helper()
+	name := c.name
 	select {
 	case line, ok := <-c.lines:
 		if !ok || !strings.HasPrefix(line, "ready") {
-			tb.Fatalf("%s: expected a ready line, got %q", bin, line)
+			tb.Fatalf("%s: expected a ready line, got %q", name, line)
 		}
 		for _, f := range strings.Fields(line)[1:] {
 			v, err := strconv.Atoi(f)
 			if err != nil {
-				tb.Fatalf("%s: bad ready line %q", bin, line)
+				tb.Fatalf("%s: bad ready line %q", name, line)
 			}
 			c.Ready = append(c.Ready, v)
 		}
 	case <-time.After(10 * time.Second):
-		tb.Fatalf("%s did not get ready in 10 s", bin)
+		tb.Fatalf("%s did not get ready in 10 s", name)
 	}
-	return c
 }
 
 // ThreadCPU returns the CPU time in ns of each live thread of pid, from

@@ -240,3 +240,52 @@ func TestPodContainers(t *testing.T) {
 		t.Errorf("pattern %q selects the wrong containers", one)
 	}
 }
+
+// TestReadIdentity: a container's workload is pid 1 of a namespace below
+// the test's, in its container; the test itself is where it is.
+func TestReadIdentity(t *testing.T) {
+	testchild.RequireContainers(t)
+	spec := testchild.ContainerSpec{ID: strings.Repeat("0123456789abcdef", 4)}
+	c := testchild.StartContainer(t, spec, testchild.Build(t, "contained"))
+	id, err := container.ReadIdentity(c.HostPid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !id.Nested || id.LocalPid != 1 || id.Cgroup.ContainerID != spec.ID {
+		t.Errorf("identity of the container's workload: %+v; want pid 1 of a nested namespace in container %s", id, spec.ID)
+	}
+	self, err := container.ReadIdentity(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.Nested || self.LocalPid != os.Getpid() {
+		t.Errorf("identity of the test: %+v", self)
+	}
+	sel := container.Selector{IDs: []string{spec.ID[:12]}}
+	if !sel.Match(id.Cgroup) || sel.Match(self.Cgroup) {
+		t.Errorf("selector %+v: container %v, test %v", sel, sel.Match(id.Cgroup), sel.Match(self.Cgroup))
+	}
+}
+
+// TestSelector: each list given must match; an empty selector matches all.
+func TestSelector(t *testing.T) {
+	cg := container.Cgroup{ContainerID: strings.Repeat("ab", 32), IDs: []string{strings.Repeat("ab", 32)},
+		Paths: []string{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice/cri-containerd-" + strings.Repeat("ab", 32) + ".scope"}}
+	for _, tc := range []struct {
+		sel  container.Selector
+		want bool
+	}{
+		{container.Selector{}, true},
+		{container.Selector{Paths: []string{"/kubepods.slice/*/*-pod1_2.slice"}}, true},
+		{container.Selector{Paths: []string{"/kubepods.slice/kubepods-besteffort.slice"}}, false},
+		{container.Selector{IDs: []string{"abababababab"}}, true},
+		{container.Selector{IDs: []string{"cdcdcdcdcdcd", "abababababab"}}, true},
+		{container.Selector{IDs: []string{"cdcdcdcdcdcd"}}, false},
+		{container.Selector{Paths: []string{"/kubepods.slice"}, IDs: []string{"cdcdcdcdcdcd"}}, false},
+		{container.Selector{Paths: []string{"/kubepods.slice"}, IDs: []string{"abababababab"}}, true},
+	} {
+		if got := tc.sel.Match(cg); got != tc.want || tc.sel.Empty() != (len(tc.sel.Paths)+len(tc.sel.IDs) == 0) {
+			t.Errorf("%+v: %v, want %v", tc.sel, got, tc.want)
+		}
+	}
+}

@@ -17,6 +17,12 @@ const (
 	ProcessExecutablePath = "process.executable.path"
 	ServiceName           = "service.name"
 	HostName              = "host.name"
+	// ContainerID is the id of the process's container (from its cgroup
+	// path; on spans, what the SDK's container detector found).
+	ContainerID = "container.id"
+	// K8sPodUID is the uid of the process's Kubernetes pod, from its
+	// cgroup path: what the k8sattributes processor associates by.
+	K8sPodUID = "k8s.pod.uid"
 )
 
 // Mapping attributes: the build id of the mapped file, GNU (40 hex digits)

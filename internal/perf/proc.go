@@ -102,6 +102,12 @@ func (p Process) Matches(names []string) bool {
 // Scan lists the running processes that match one of names (see
 // [Process.Matches]), leaving out the calling process.
 func Scan(names []string) ([]Process, error) {
+	return ScanFunc(func(p Process) bool { return p.Matches(names) })
+}
+
+// ScanFunc lists the running processes for which match returns true,
+// leaving out the calling process.
+func ScanFunc(match func(Process) bool) ([]Process, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("list /proc: %w", err)
@@ -117,7 +123,7 @@ func Scan(names []string) ([]Process, error) {
 		if err != nil {
 			continue // exited while we looked
 		}
-		if p.Matches(names) {
+		if match(p) {
 			out = append(out, p)
 		}
 	}

@@ -24,7 +24,7 @@ func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, _ := e.addProcess(p)
+	st, _ := e.addProcess(p, Identity{})
 	e.syms.refresh([]*procState{st}, true)
 	return e, st
 }

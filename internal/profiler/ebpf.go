@@ -383,9 +383,7 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 		e.counts.offCPUUnattached++
 		return
 	}
-	if _, ok := st.threads[r.Tid]; !ok {
-		st.threads[r.Tid] = e.procs.ThreadName(int(r.Pid), int(r.Tid))
-	}
+	e.nameThread(st, r.Tid)
 	t := offCPUTime(r)
 	stack := int32(-1)
 	if len(r.Stack) > 0 || len(r.KernelStack) > 0 {

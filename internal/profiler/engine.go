@@ -59,6 +59,8 @@ type engine struct {
 	// contexts holds the span contexts read at sample time, nil without
 	// Options.Contexts.
 	contexts *contextStore
+	// ids maps the ids spans name their threads by to the collector's.
+	ids *spanIDs
 }
 
 // jitBump is a change of a perf map's generation seen by a poll: its new
@@ -115,9 +117,13 @@ type procKey struct {
 type procState struct {
 	key     procKey
 	info    perf.Process
+	ident   Identity // where it runs: pid namespace, cgroups
 	threads map[uint32]string
-	batch   *batch
-	gone    bool // exited, detached or exec'ed; dropped once its last batch is taken
+	// localTids holds, for a process of a nested pid namespace, the
+	// threads whose id in that namespace was looked up (0: not found).
+	localTids map[uint32]uint32
+	batch     *batch
+	gone      bool // exited, detached or exec'ed; dropped once its last batch is taken
 	// attachedAt is when the engine took the process on (CLOCK_MONOTONIC),
 	// after it was found: a process forked later with its pid is another.
 	attachedAt uint64
@@ -174,6 +180,7 @@ func newEngine(opts Options) *engine {
 		spans:       tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
 		pidResource: map[int]int32{},
 	}
+	e.ids = newSpanIDs(opts.Procs, opts.Logger)
 	e.syms = newSymbols(opts)
 	if opts.Contexts != nil {
 		e.contexts = &contextStore{}
@@ -189,7 +196,7 @@ func newEngine(opts Options) *engine {
 // addProcess makes the state of p live, before its first record can
 // arrive. A previous process with the same pid stays until its samples
 // are taken. It reports false when p is live already.
-func (e *engine) addProcess(p perf.Process) (*procState, bool) {
+func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if old := e.live[p.Pid]; old != nil {
@@ -202,6 +209,7 @@ func (e *engine) addProcess(p perf.Process) (*procState, bool) {
 	st := &procState{
 		key:        procKey{pid: p.Pid, start: p.StartTime},
 		info:       p,
+		ident:      ident,
 		attachedAt: clock.Monotonic(),
 		threads:    map[uint32]string{},
 		batch:      newBatch(),
@@ -216,6 +224,35 @@ func (e *engine) addProcess(p perf.Process) (*procState, bool) {
 	return st, true
 }
 
+// nameThread reads the name of a thread seen for the first time and, in
+// a process of a nested pid namespace, its id there, for the spans that
+// name it by that id. Called with mu held.
+func (e *engine) nameThread(st *procState, tid uint32) {
+	_, named := st.threads[tid]
+	if !st.ident.Nested {
+		if !named {
+			st.threads[tid], _ = e.procs.Thread(st.key.pid, int(tid), false)
+		}
+		return
+	}
+	if _, asked := st.localTids[tid]; asked {
+		return
+	}
+	name, local := e.procs.Thread(st.key.pid, int(tid), true)
+	if !named {
+		st.threads[tid] = name
+	}
+	if st.localTids == nil {
+		st.localTids = map[uint32]uint32{}
+	}
+	if len(st.localTids) < maxLocalTids {
+		st.localTids[tid] = local
+	}
+	if local != 0 {
+		e.ids.thread(st.key.pid, tid, local)
+	}
+}
+
 // dropProcess undoes addProcess when attaching failed.
 func (e *engine) dropProcess(st *procState) {
 	e.mu.Lock()
@@ -223,6 +260,7 @@ func (e *engine) dropProcess(st *procState) {
 	if e.live[st.key.pid] == st {
 		delete(e.live, st.key.pid)
 		e.attached--
+		e.ids.remove(st.key.pid)
 	}
 	if len(st.batch.samples) == 0 {
 		delete(e.all, st.key)
@@ -253,6 +291,7 @@ func (e *engine) releaseProcess(pid int) bool {
 	delete(e.live, pid)
 	st.gone = true
 	e.attached--
+	e.ids.remove(pid)
 	return true
 }
 
@@ -378,9 +417,7 @@ func (e *engine) handle(rec *perf.Record) {
 				return
 			}
 		}
-		if _, ok := st.threads[s.Tid]; !ok {
-			st.threads[s.Tid] = e.procs.ThreadName(int(s.Pid), int(s.Tid))
-		}
+		e.nameThread(st, s.Tid)
 		chain, leaf := s.Callchain, uint64(0)
 		switch {
 		case e.opts.Unwind != UnwindFramePointer:
@@ -443,8 +480,10 @@ func (e *engine) exec(old *procState, comm string) {
 	st := &procState{
 		key:        procKey{pid: info.Pid, start: info.StartTime, gen: old.key.gen + 1},
 		info:       info,
+		ident:      old.ident,
 		attachedAt: old.attachedAt,
 		threads:    old.threads,
+		localTids:  old.localTids,
 		batch:      newBatch(),
 		resource:   resource,
 		mapsDirty:  true,

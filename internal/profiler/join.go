@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"errors"
+	"math"
 
 	"github.com/perfprof/perfprof/internal/tidmap"
 )
@@ -24,6 +25,10 @@ type Span struct {
 	// Resource is the caller's handle of the span's resource (service
 	// name, ...), returned in Snapshot.Resource; -1 when none.
 	Resource int32
+	// ContainerID is the resource's container.id, "" when none. With Pid
+	// and Tid it names the thread as the app sees it: in its own pid
+	// namespace, which may not be the collector's (see spanIDs).
+	ContainerID string
 }
 
 // SpanCounts are the outcomes of AddSpans, cumulative in Stats.
@@ -32,6 +37,10 @@ type SpanCounts struct {
 	Late      int64 // ended before the samples of its time were taken
 	OverLimit int64 // MaxSpans reached
 	Invalid   int64 // no thread, or ends before it starts
+	// Unmapped spans named their process or thread by ids of another
+	// pid namespace that could not be mapped to the collector's (see
+	// spanIDs): they are not joined by thread.
+	Unmapped int64
 	// Unmatched counts spans dropped behind the watermark that no sample
 	// fell in (Stats only).
 	Unmatched int64
@@ -61,10 +70,15 @@ type JoinCounts struct {
 // goroutine; it never waits for the read loop.
 func (e *engine) AddSpans(spans []Span) SpanCounts {
 	var c SpanCounts
+	e.ids.mapSpans(spans)
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
 	for i := range spans {
 		sp := &spans[i]
+		if sp.Tid == unmapped {
+			c.Unmapped++
+			continue
+		}
 		end := e.clock.Mono(sp.End)
 		if end <= e.watermark {
 			// Its samples were taken already: it came later than the
@@ -97,6 +111,7 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 	e.spanCounts.Late += c.Late
 	e.spanCounts.OverLimit += c.OverLimit
 	e.spanCounts.Invalid += c.Invalid
+	e.spanCounts.Unmapped += c.Unmapped
 	return c
 }
 
@@ -104,10 +119,15 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 const maxNamedProcesses = 4096
 
 // NameProcess says that the spans of resource came from process pid (their
-// resource's process.pid): its snapshots carry that resource from now on,
-// also when none of their samples fell in a span.
-func (e *engine) NameProcess(pid int, resource int32) {
-	if resource < 0 {
+// resource's process.pid) of container cid (its container.id, "" when
+// none), as the process sees itself (see spanIDs): its snapshots carry
+// that resource from now on, also when none of their samples fell in a
+// span.
+func (e *engine) NameProcess(pid int, cid string, resource int32) {
+	if resource < 0 || pid <= 0 || pid > math.MaxUint32 {
+		return
+	}
+	if pid = int(e.ids.pid(uint32(pid), cid)); pid == 0 {
 		return
 	}
 	e.spansMu.Lock()

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 )
 
@@ -167,3 +168,13 @@ func (o *Options) setDefaults() {
 // leaves room to recover deeper prologue states later, for little more
 // (the kernel's copy is a memcpy and the record stays under a cache page).
 const leafStackBytes = 512
+
+// discovers says whether discovery looks for processes.
+func (o *Options) discovers() bool {
+	return len(o.Executables) > 0 || !o.cgroups().Empty()
+}
+
+// cgroups is the cgroup part of what discovery looks for.
+func (o *Options) cgroups() container.Selector {
+	return container.Selector{Paths: o.Cgroups, IDs: o.ContainerIDs}
+}

@@ -84,8 +84,8 @@ func Open(opts Options) (_ *Profiler, err error) {
 			return nil, err
 		}
 	}
-	if len(opts.Executables) > 0 {
-		procs, err := p.procs.Scan(opts.Executables)
+	if opts.discovers() {
+		procs, err := p.procs.Scan(opts.Executables, opts.cgroups())
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +119,13 @@ func Open(opts Options) (_ *Profiler, err error) {
 // attach starts sampling a process. Its state exists before its first
 // record can arrive, and its memory map is read now, while it runs.
 func (p *Profiler) attach(proc perf.Process) error {
-	st, fresh := p.addProcess(proc)
+	// Read before its first record can arrive: a thread of a nested
+	// process is looked up in its namespace when first seen.
+	ident, err := p.procs.Identity(proc.Pid)
+	if err != nil {
+		p.log.Debug("Cannot read the pid namespace or cgroups of the process", zap.Int("pid", proc.Pid), zap.Error(err))
+	}
+	st, fresh := p.addProcess(proc, ident)
 	if !fresh {
 		return nil
 	}
@@ -151,6 +157,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 		p.endProcess(st)
 		return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, perf.ErrNoProcess)
 	}
+	p.ids.add(proc.Pid, ident)
 	p.syms.refresh([]*procState{st}, false)
 	if p.opts.Unwind != UnwindFramePointer {
 		// The symbol worker reads its unwind tables; until then its
@@ -181,7 +188,17 @@ func (p *Profiler) attach(proc perf.Process) error {
 		default: // the next report asks
 		}
 	}
-	p.log.Info("Sampling process", zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm))
+	fields := []zap.Field{zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm)}
+	if ident.Nested {
+		fields = append(fields, zap.Int("pid_in_its_namespace", ident.LocalPid))
+	}
+	if c := ident.Cgroup; c.ContainerID != "" {
+		fields = append(fields, zap.String("container.id", c.ContainerID))
+		if c.PodUID != "" {
+			fields = append(fields, zap.String("k8s.pod.uid", c.PodUID))
+		}
+	}
+	p.log.Info("Sampling process", fields...)
 	return nil
 }
 
@@ -303,8 +320,8 @@ func (p *Profiler) discover() {
 			}
 		}
 	}
-	if len(p.opts.Executables) > 0 {
-		procs, err := p.procs.Scan(p.opts.Executables)
+	if p.opts.discovers() {
+		procs, err := p.procs.Scan(p.opts.Executables, p.opts.cgroups())
 		if err != nil {
 			p.log.Warn("Scanning for target processes failed", zap.Error(err))
 		}

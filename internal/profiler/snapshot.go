@@ -27,6 +27,9 @@ type Snapshot struct {
 	// Stacks are the stacks the samples index, leaf first.
 	Stacks  [][]*Location
 	Threads map[uint32]string // names of the samples' threads
+	// ContainerID and PodUID are the process's container and Kubernetes
+	// pod, from its cgroup paths; "" when they name none.
+	ContainerID, PodUID string
 	// ProcessContext is the resource the process publishes itself (OTEP
 	// 4719's OTEL_CTX mapping: service.name, ...), nil when it publishes
 	// none: it names the process before, or without, any span.

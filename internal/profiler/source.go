@@ -1,6 +1,9 @@
 package profiler
 
-import "github.com/perfprof/perfprof/internal/perf"
+import (
+	"github.com/perfprof/perfprof/internal/container"
+	"github.com/perfprof/perfprof/internal/perf"
+)
 
 // Source delivers the perf records of attached processes. *perf.Session is
 // the real one; tests script records (package profilertest).
@@ -24,18 +27,68 @@ type Procs interface {
 	// not exist.
 	Read(pid int) (perf.Process, error)
 	// Scan returns the running processes whose executable or comm is one
-	// of names.
-	Scan(names []string) ([]perf.Process, error)
+	// of names (any, when names is empty) and whose cgroups cgroups
+	// selects.
+	Scan(names []string, cgroups container.Selector) ([]perf.Process, error)
 	// Alive reports whether p still runs (same pid and start time).
 	Alive(p perf.Process) bool
-	// ThreadName returns the comm of a thread, "" when unknown.
-	ThreadName(pid, tid int) string
+	// Thread returns the comm of a thread, "" when unknown, and, with
+	// nested (its process is in a pid namespace below the collector's),
+	// its id in its process's namespace: 0 when unknown, or without
+	// nested.
+	Thread(pid, tid int, nested bool) (name string, local uint32)
+	// Identity says where pid runs: its pid namespace and its cgroups.
+	Identity(pid int) (Identity, error)
+	// ThreadIDs maps the thread ids of pid in its own pid namespace to
+	// the collector's, reading at most max threads.
+	ThreadIDs(pid, max int) (map[uint32]uint32, error)
 }
+
+// Identity is where a process runs (container.Identity).
+type Identity = container.Identity
 
 // procfs is Procs over the real /proc.
 type procfs struct{}
 
-func (procfs) Read(pid int) (perf.Process, error)          { return perf.ReadProcess(pid) }
-func (procfs) Scan(names []string) ([]perf.Process, error) { return perf.Scan(names) }
-func (procfs) Alive(p perf.Process) bool                   { return p.Alive() }
-func (procfs) ThreadName(pid, tid int) string              { return perf.ThreadName(pid, tid) }
+func (procfs) Read(pid int) (perf.Process, error) { return perf.ReadProcess(pid) }
+func (procfs) Alive(p perf.Process) bool          { return p.Alive() }
+
+// Scan reads the cgroups only of the processes the names select:
+// discovery runs every second over every process of the host.
+func (procfs) Scan(names []string, cgroups container.Selector) ([]perf.Process, error) {
+	return perf.ScanFunc(func(p perf.Process) bool {
+		if len(names) > 0 && !p.Matches(names) {
+			return false
+		}
+		if cgroups.Empty() {
+			return true
+		}
+		c, err := container.ReadCgroup(p.Pid)
+		return err == nil && cgroups.Match(c)
+	})
+}
+
+func (procfs) Thread(pid, tid int, nested bool) (string, uint32) {
+	if !nested {
+		return perf.ThreadName(pid, tid), 0
+	}
+	name, ids, err := container.ReadThread(pid, tid)
+	if err != nil || len(ids) == 0 {
+		return perf.ThreadName(pid, tid), 0
+	}
+	return name, uint32(ids[len(ids)-1])
+}
+
+func (procfs) Identity(pid int) (Identity, error) { return container.ReadIdentity(pid) }
+
+func (procfs) ThreadIDs(pid, max int) (map[uint32]uint32, error) {
+	m, err := container.ThreadIDs(pid, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint32]uint32, len(m))
+	for local, tid := range m {
+		out[uint32(local)] = uint32(tid)
+	}
+	return out, nil
+}

@@ -151,16 +151,18 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		e.hintPerfMap(t.st, jit)
 	}
 	s := Snapshot{
-		Pid:       t.st.info.Pid,
-		Exe:       t.st.info.Exe,
-		Comm:      t.st.info.Comm,
-		StartTime: t.st.info.StartTime,
-		Resource:  t.resource,
-		Start:     e.clock.Unix(windowA),
-		End:       e.clock.Unix(windowB),
-		Samples:   make([]Sample, len(t.b.samples)),
-		Stacks:    stacks,
-		Threads:   t.threads,
+		Pid:         t.st.info.Pid,
+		Exe:         t.st.info.Exe,
+		Comm:        t.st.info.Comm,
+		StartTime:   t.st.info.StartTime,
+		ContainerID: t.st.ident.Cgroup.ContainerID,
+		PodUID:      t.st.ident.Cgroup.PodUID,
+		Resource:    t.resource,
+		Start:       e.clock.Unix(windowA),
+		End:         e.clock.Unix(windowB),
+		Samples:     make([]Sample, len(t.b.samples)),
+		Stacks:      stacks,
+		Threads:     t.threads,
 
 		ProcessContext: pctx,
 	}

@@ -28,6 +28,7 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 	}
 	snap := profiler.Snapshot{
 		Pid: 100, Exe: "/app", Comm: "app", Resource: -1, Start: 1, End: 1e9,
+		ContainerID: "3f4e5d6c7b8a", PodUID: "6b1f2c3d-0000-4000-8000-000000000001",
 		Stacks:  [][]*profiler.Location{locs},
 		Threads: map[uint32]string{7: "worker"},
 		Samples: []profiler.Sample{
@@ -63,7 +64,7 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	row := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| (resource|sample|mapping) \\|")
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+)` \\| (resource|sample|mapping) \\|")
 	listed := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
 		listed[m[1]] = m[2]

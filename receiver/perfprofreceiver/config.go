@@ -3,7 +3,6 @@ package perfprofreceiver
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.uber.org/zap"
 
+	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
@@ -297,12 +297,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("targets: name at least one process in targets.pids, targets.executables, targets.cgroups or targets.container_ids"))
 	}
 	for _, p := range tg.Cgroups {
-		if err := validCgroupPattern(p); err != nil {
+		if err := container.ValidatePattern(p); err != nil {
 			errs = append(errs, fmt.Errorf("targets.cgroups: %w", err))
 		}
 	}
 	for _, id := range tg.ContainerIDs {
-		if err := validContainerID(id); err != nil {
+		if err := container.ValidateID(id); err != nil {
 			errs = append(errs, fmt.Errorf("targets.container_ids: %w", err))
 		}
 	}
@@ -428,25 +428,4 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		MaxSpans:           c.Correlation.MaxSpans,
 		Logger:             log,
 	}
-}
-
-// validCgroupPattern checks a targets.cgroups pattern: an absolute
-// path.Match pattern.
-func validCgroupPattern(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("%q: a pattern over cgroup paths starts with /", p)
-	}
-	if _, err := path.Match(p, ""); err != nil {
-		return fmt.Errorf("%q: %w", p, err)
-	}
-	return nil
-}
-
-// validContainerID checks a targets.container_ids entry: at least 12
-// characters of a container id, which is one path component.
-func validContainerID(id string) error {
-	if len(id) < 12 || len(id) > 128 || strings.ContainsAny(id, "/ \t\n") {
-		return fmt.Errorf("%q: a container id, or a prefix of it of at least 12 characters, is wanted", id)
-	}
-	return nil
 }

@@ -76,9 +76,9 @@ func TestLoadConfig(t *testing.T) {
 			wantErr: []string{
 				"targets.pids: -3 is not a process id",
 				"targets.executables: empty name",
-				`targets.cgroups: "kubepods.slice": a pattern over cgroup paths starts with /`,
-				`targets.cgroups: "/kubepods/[pod": syntax error in pattern`,
-				`targets.container_ids: "3f4e": a container id, or a prefix of it of at least 12 characters, is wanted`,
+				`targets.cgroups: cgroup pattern "kubepods.slice": not absolute`,
+				`targets.cgroups: cgroup pattern "/kubepods/[pod": syntax error in pattern`,
+				`targets.container_ids: container id "3f4e": not a container id (want 64 hex digits, a prefix of at least 12`,
 				`scope: "cluster" is not one of "process", "system"`,
 				"frequency: 20000 Hz is outside 1..10000",
 				"report_interval: 10ms is below the minimum of 100ms",

@@ -36,6 +36,7 @@ const maxResources = 4096
 const (
 	maxSpanName     = 1 << 10  // bytes of a span name held for the join
 	maxResourceSize = 64 << 10 // bytes of a remembered resource's attributes
+	maxContainerID  = 256      // bytes of a container.id looked at
 )
 
 // consumeSpans indexes the spans of one export request for the join, then
@@ -64,13 +65,22 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 		if !ok {
 			bigResources++
 		}
-		// SDKs name their process (resource detector process.pid): its
-		// profiles get this resource from now on, and its spans link
-		// only its own samples.
+		// SDKs name their process (resource detector process.pid), and
+		// its spans link only its own samples.
 		var spanPid uint32
 		if pid, ok := intAttr(rs.Resource().Attributes(), convention.ProcessPid); ok && pid > 0 && pid <= math.MaxInt32 {
-			r.prof.NameProcess(int(pid), res)
 			spanPid = uint32(pid)
+		}
+		// An app in a container of its own names its process by its pid
+		// there; the engine maps it (and the threads) to the collector's
+		// ids, choosing the process by the container.
+		var containerID string
+		if v, ok := rs.Resource().Attributes().Get(convention.ContainerID); ok && v.Type() == pcommon.ValueTypeStr && len(v.Str()) <= maxContainerID {
+			containerID = v.Str()
+		}
+		// The process's profiles get this resource from now on.
+		if spanPid != 0 {
+			r.prof.NameProcess(int(spanPid), containerID, res)
 		}
 		for j := 0; j < rs.ScopeSpans().Len(); j++ {
 			ss := rs.ScopeSpans().At(j).Spans()
@@ -109,6 +119,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 					Name:         name,
 					WorkerID:     worker,
 					Resource:     res,
+					ContainerID:  containerID,
 				})
 			}
 		}
@@ -118,7 +129,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	for _, o := range []struct {
 		n       int64
 		outcome string
-	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}} {
+	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}, {c.Unmapped, "unmapped"}} {
 		if o.n > 0 {
 			r.telemetry.ReceiverPerfprofSpans.Add(ctx, o.n, metric.WithAttributes(attribute.String("outcome", o.outcome)))
 		}

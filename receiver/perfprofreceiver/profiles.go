@@ -110,6 +110,12 @@ func buildProfiles(snaps []profiler.Snapshot, p profileParams) (pprofile.Profile
 			}
 		}
 		res.PutInt(convention.ProcessPid, int64(s.Pid))
+		if s.ContainerID != "" {
+			res.PutStr(convention.ContainerID, s.ContainerID)
+		}
+		if s.PodUID != "" {
+			res.PutStr(convention.K8sPodUID, s.PodUID)
+		}
 		if s.Exe != "" {
 			res.PutStr(convention.ProcessExecutableName, filepath.Base(s.Exe))
 			res.PutStr(convention.ProcessExecutablePath, s.Exe)

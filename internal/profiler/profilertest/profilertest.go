@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 )
 
@@ -165,12 +166,16 @@ type Procs struct {
 	mu      sync.Mutex
 	procs   map[int]perf.Process
 	threads map[[2]int]string
+	idents  map[int]container.Identity
+	locals  map[[2]int]uint32 // thread ids in their process's namespace
 	scans   int
+	// ThreadScans counts ThreadIDs calls.
+	ThreadScans int
 }
 
 // NewProcs returns a Procs with the given processes running.
 func NewProcs(procs ...perf.Process) *Procs {
-	p := &Procs{procs: map[int]perf.Process{}, threads: map[[2]int]string{}}
+	p := &Procs{procs: map[int]perf.Process{}, threads: map[[2]int]string{}, idents: map[int]container.Identity{}, locals: map[[2]int]uint32{}}
 	for _, proc := range procs {
 		p.Start(proc)
 	}
@@ -217,17 +222,62 @@ func (p *Procs) Scans() int {
 }
 
 // Scan implements profiler.Procs.
-func (p *Procs) Scan(names []string) ([]perf.Process, error) {
+func (p *Procs) Scan(names []string, cgroups container.Selector) ([]perf.Process, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.scans++
 	var out []perf.Process
 	for _, proc := range p.procs {
-		if proc.Matches(names) {
+		if (len(names) == 0 || proc.Matches(names)) && cgroups.Match(p.identLocked(proc.Pid).Cgroup) {
 			out = append(out, proc)
 		}
 	}
 	return out, nil
+}
+
+// SetIdentity says where process pid runs (its pid namespace and
+// cgroups); without it a process is in the collector's namespace and no
+// container.
+func (p *Procs) SetIdentity(pid int, id container.Identity) {
+	p.mu.Lock()
+	p.idents[pid] = id
+	p.mu.Unlock()
+}
+
+// SetLocalTid gives thread tid of pid the id local in its process's pid
+// namespace.
+func (p *Procs) SetLocalTid(pid, tid int, local uint32) {
+	p.mu.Lock()
+	p.locals[[2]int{pid, tid}] = local
+	p.mu.Unlock()
+}
+
+func (p *Procs) identLocked(pid int) container.Identity {
+	if id, ok := p.idents[pid]; ok {
+		return id
+	}
+	return container.Identity{LocalPid: pid}
+}
+
+// Identity implements profiler.Procs.
+func (p *Procs) Identity(pid int) (container.Identity, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.identLocked(pid), nil
+}
+
+// ThreadIDs implements profiler.Procs.
+func (p *Procs) ThreadIDs(pid, max int) (map[uint32]uint32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ThreadScans++
+	m := map[uint32]uint32{}
+	for k, local := range p.locals {
+		if k[0] == pid && len(m) < max {
+			m[local] = uint32(k[1])
+		}
+	}
+	return m, nil
 }
 
 // Alive implements profiler.Procs.
@@ -238,11 +288,14 @@ func (p *Procs) Alive(proc perf.Process) bool {
 	return ok && q.StartTime == proc.StartTime
 }
 
-// ThreadName implements profiler.Procs.
-func (p *Procs) ThreadName(pid, tid int) string {
+// Thread implements profiler.Procs.
+func (p *Procs) Thread(pid, tid int, nested bool) (string, uint32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.threads[[2]int{pid, tid}]
+	if !nested {
+		return p.threads[[2]int{pid, tid}], 0
+	}
+	return p.threads[[2]int{pid, tid}], p.locals[[2]int{pid, tid}]
 }
 
 // Sample returns an on-CPU sample record of pid/tid at CLOCK_MONOTONIC

@@ -1,0 +1,283 @@
+package profiler
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/perfprof/perfprof/internal/container"
+)
+
+// An app names its process and threads on its spans (the resource's
+// process.pid, the span's thread.id) by the ids of its own pid namespace.
+// Where that is not the collector's (a per-node collector, apps in
+// containers), those ids are not the ones of its samples: pid 1 of every
+// container looks the same, and a container's thread 7 is the host's
+// thread 41234. spanIDs maps them to the collector's: the process by its
+// pid in its own namespace, told apart by the span resource's container.id
+// (or, without one, the one target with that pid), and the thread by the
+// ids the threads of the process have in its namespace, learnt from
+// /proc/PID/task/TID/status (NSpid) when the read loop first sees a thread,
+// or by a scan of the process's threads when a span names one not seen.
+type spanIDs struct {
+	procs Procs
+	log   *zap.Logger
+
+	mu      sync.Mutex
+	byPid   map[int]*procIDs   // live targets by the collector's pid
+	byLocal map[int][]*procIDs // and by their pid in their own namespace
+	// warned is when spans were last said to be unmapped.
+	warned time.Time
+}
+
+// procIDs is what spanIDs knows of one target.
+type procIDs struct {
+	pid   int
+	ident Identity
+	// tids maps the ids of the threads of a nested process in its own
+	// namespace to the collector's.
+	tids map[uint32]uint32
+	// scanned is when the threads were last listed for a span's thread
+	// that was not known.
+	scanned time.Time
+}
+
+// Bounds on the work a span that names an unknown thread may cause: the
+// threads of a process are listed at most once per threadScanGap, at most
+// maxThreadScan of them (a span can name any thread id, and a client may
+// send many).
+const (
+	threadScanGap = time.Second
+	maxThreadScan = 1 << 14
+	// maxLocalTids bounds the thread ids remembered per process.
+	maxLocalTids = 1 << 16
+)
+
+// unmappedWarnGap spaces the warnings about spans that could not be
+// mapped; the counter counts them all.
+const unmappedWarnGap = time.Minute
+
+func newSpanIDs(procs Procs, log *zap.Logger) *spanIDs {
+	return &spanIDs{procs: procs, log: log, byPid: map[int]*procIDs{}, byLocal: map[int][]*procIDs{}}
+}
+
+// add registers a target attached with pid, replacing a process that had
+// its pid.
+func (m *spanIDs) add(pid int, ident Identity) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(pid)
+	p := &procIDs{pid: pid, ident: ident}
+	if ident.Nested {
+		p.tids = map[uint32]uint32{}
+	}
+	m.byPid[pid] = p
+	m.byLocal[ident.LocalPid] = append(m.byLocal[ident.LocalPid], p)
+}
+
+// remove forgets the target of pid.
+func (m *spanIDs) remove(pid int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(pid)
+}
+
+func (m *spanIDs) removeLocked(pid int) {
+	p := m.byPid[pid]
+	if p == nil {
+		return
+	}
+	delete(m.byPid, pid)
+	list := m.byLocal[p.ident.LocalPid]
+	for i, q := range list {
+		if q == p {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(m.byLocal, p.ident.LocalPid)
+	} else {
+		m.byLocal[p.ident.LocalPid] = list
+	}
+}
+
+// thread notes that thread tid of the nested target pid is local in its
+// own namespace.
+func (m *spanIDs) thread(pid int, tid, local uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.byPid[pid]; p != nil && p.tids != nil && (len(p.tids) < maxLocalTids || p.tids[local] != 0) {
+		p.tids[local] = tid
+	}
+}
+
+// unmapped marks a span that mapSpans could not map.
+const unmapped = ^uint32(0)
+
+// mapSpans rewrites the Pid and Tid of spans in place into the collector's
+// ids, and sets the Tid of those it cannot map to unmapped (the caller
+// leaves them out of the thread join). A span with neither process.pid
+// nor container.id keeps its ids: nothing says which process it is of.
+func (m *spanIDs) mapSpans(spans []Span) {
+	// The spans whose process is a nested target but whose thread is not
+	// known yet, with their thread ids in its namespace.
+	type pending struct {
+		i     int
+		p     *procIDs
+		local uint32
+	}
+	var wait []pending
+	m.mu.Lock()
+	for i := range spans {
+		if p, local := m.mapSpan(&spans[i]); p != nil {
+			wait = append(wait, pending{i, p, local})
+		}
+	}
+	m.mu.Unlock()
+	if wait == nil {
+		return
+	}
+	// Threads the read loop has not seen (no sample yet, or only off-CPU
+	// groups read after they exited): list the process's threads, off
+	// the lock, at most once per threadScanGap.
+	now := time.Now()
+	lists := map[*procIDs]map[uint32]uint32{}
+	m.mu.Lock()
+	for _, w := range wait {
+		if _, ok := lists[w.p]; ok || now.Sub(w.p.scanned) < threadScanGap {
+			continue
+		}
+		w.p.scanned = now
+		lists[w.p] = nil
+	}
+	m.mu.Unlock()
+	for p := range lists {
+		if tids, err := m.procs.ThreadIDs(p.pid, maxThreadScan); err == nil {
+			lists[p] = tids
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p, tids := range lists {
+		for local, tid := range tids {
+			if len(p.tids) < maxLocalTids || p.tids[local] != 0 {
+				p.tids[local] = tid
+			}
+		}
+	}
+	for _, w := range wait {
+		sp := &spans[w.i]
+		if tid := w.p.tids[w.local]; tid != 0 {
+			sp.Tid = tid
+		} else {
+			m.warn(sp.Name, fmt.Sprintf("process %d (pid %d in its own pid namespace) has no thread %d there, or it ended before it was seen",
+				w.p.pid, w.p.ident.LocalPid, w.local))
+		}
+	}
+}
+
+// mapSpan maps one span; with the lock held. When the span's process is
+// a nested target that has no known thread of the span's thread id, it
+// marks the span unmapped and returns the target with that id, to list
+// its threads.
+func (m *spanIDs) mapSpan(sp *Span) (*procIDs, uint32) {
+	p, keep, why := m.process(sp.Pid, sp.ContainerID)
+	if p == nil {
+		if !keep {
+			m.warn(sp.Name, why)
+			sp.Tid = unmapped
+		}
+		return nil, 0
+	}
+	sp.Pid = uint32(p.pid)
+	if !p.ident.Nested {
+		return nil, 0
+	}
+	if tid := p.tids[sp.Tid]; tid != 0 {
+		sp.Tid = tid
+		return nil, 0
+	}
+	local := sp.Tid
+	sp.Tid = unmapped
+	return p, local
+}
+
+// process finds the target a resource names by its process.pid (pid, 0
+// when none) and container.id (cid, "" when none): the one whose pid in
+// its own namespace is pid and whose cgroups are of that container. When
+// there is none, keep says whether the ids may stand as they are (they
+// name no target, or nothing says which process), else why names the
+// reason. With the lock held.
+func (m *spanIDs) process(pid uint32, cid string) (p *procIDs, keep bool, why string) {
+	if pid == 0 && cid == "" {
+		return nil, true, ""
+	}
+	var cands []*procIDs
+	if pid != 0 {
+		cands = m.byLocal[int(pid)]
+	} else {
+		for _, p := range m.byPid {
+			cands = append(cands, p)
+		}
+	}
+	if cid != "" {
+		kept := cands[:0:0]
+		for _, p := range cands {
+			if container.MatchID(cid, p.ident.Cgroup) {
+				kept = append(kept, p)
+			}
+		}
+		cands = kept
+	}
+	switch len(cands) {
+	case 1:
+		return cands[0], false, ""
+	case 0:
+		// No target is that process. A process that is not (yet) a
+		// target keeps its ids, unless they name a target that is
+		// another process: a nested target whose pid in the collector's
+		// namespace is the resource's process.pid.
+		if pid != 0 && m.byPid[int(pid)] == nil {
+			return nil, true, ""
+		}
+		return nil, false, fmt.Sprintf("no target is process.pid %d%s in its own pid namespace", pid, inContainer(cid))
+	}
+	return nil, false, fmt.Sprintf("%d targets are process.pid %d%s in their pid namespaces; the resource needs a container.id that tells them apart",
+		len(cands), pid, inContainer(cid))
+}
+
+// pid maps the process a resource names (see process) to the collector's
+// pid, 0 when it names a target it cannot be told from others.
+func (m *spanIDs) pid(pid uint32, cid string) uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, keep, _ := m.process(pid, cid)
+	switch {
+	case p != nil:
+		return uint32(p.pid)
+	case keep:
+		return pid
+	}
+	return 0
+}
+
+func inContainer(id string) string {
+	if id == "" {
+		return ""
+	}
+	return " of container " + id
+}
+
+// warn says, at most once per unmappedWarnGap, why a span is left out of
+// the thread join. With the lock held.
+func (m *spanIDs) warn(span, why string) {
+	if now := time.Now(); now.Sub(m.warned) >= unmappedWarnGap {
+		m.warned = now
+		m.log.Warn("Spans name processes or threads by ids this collector cannot map to its own; they are passed on, but their samples are not joined to them by thread "+
+			"(otelcol_receiver_perfprof_spans{outcome=\"unmapped\"} counts them; this message repeats at most once a minute)",
+			zap.String("reason", why), zap.String("span", span))
+	}
+}

@@ -79,6 +79,9 @@ type profileServer struct {
 	offCPU    int             // off-CPU samples seen (not counted above)
 	offLinked int             // of those, linked to a span
 	offTypes  map[string]bool // type/unit of the profiles that are not "samples"
+	// offStacks are the off-CPU samples, as stacks are the on-CPU ones
+	// (without functions).
+	offStacks []stackCount
 }
 
 type stackCount struct {
@@ -93,6 +96,10 @@ type stackCount struct {
 	trace pcommon.TraceID
 	span  pcommon.SpanID
 	times []uint64
+	// The resource of the sample's process: process.pid, container.id
+	// and k8s.pod.uid ("" when absent).
+	pid            int64
+	container, pod string
 }
 
 func containsAny(set map[string]bool, names []string) bool {
@@ -114,6 +121,13 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 	for i := 0; i < pd.ResourceProfiles().Len(); i++ {
 		rp := pd.ResourceProfiles().At(i)
 		pid, _ := rp.Resource().Attributes().Get("process.pid")
+		var cid, pod string
+		if v, ok := rp.Resource().Attributes().Get(convention.ContainerID); ok {
+			cid = v.Str()
+		}
+		if v, ok := rp.Resource().Attributes().Get(convention.K8sPodUID); ok {
+			pod = v.Str()
+		}
 		for j := 0; j < rp.ScopeProfiles().Len(); j++ {
 			profs := rp.ScopeProfiles().At(j).Profiles()
 			for k := 0; k < profs.Len(); k++ {
@@ -124,11 +138,21 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 					s.offTypes[strs.At(int(st.TypeStrindex()))+"/"+strs.At(int(st.UnitStrindex()))] = true
 					samples := profs.At(k).Samples()
 					for x := 0; x < samples.Len(); x++ {
-						n := samples.At(x).TimestampsUnixNano().Len()
+						smp := samples.At(x)
+						n := smp.TimestampsUnixNano().Len()
 						s.offCPU += n
-						if samples.At(x).LinkIndex() > 0 {
+						sc := stackCount{count: n, linked: smp.LinkIndex() > 0, times: smp.TimestampsUnixNano().AsRaw(), pid: pid.Int(), container: cid, pod: pod}
+						if sc.linked {
 							s.offLinked += n
+							l := dic.LinkTable().At(int(smp.LinkIndex()))
+							sc.trace, sc.span = l.TraceID(), l.SpanID()
 						}
+						for _, ai := range smp.AttributeIndices().AsRaw() {
+							if a := dic.AttributeTable().At(int(ai)); strs.At(int(a.KeyStrindex())) == convention.ThreadID {
+								sc.tid = a.Value().Int()
+							}
+						}
+						s.offStacks = append(s.offStacks, sc)
 					}
 					continue
 				}
@@ -157,7 +181,7 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 						s.functions[name] += n
 					}
 					sc := stackCount{functions: seen, count: n, linked: smp.LinkIndex() > 0, leaf: leaf,
-						times: smp.TimestampsUnixNano().AsRaw()}
+						times: smp.TimestampsUnixNano().AsRaw(), pid: pid.Int(), container: cid, pod: pod}
 					if sc.linked {
 						l := dic.LinkTable().At(int(smp.LinkIndex()))
 						sc.trace, sc.span = l.TraceID(), l.SpanID()

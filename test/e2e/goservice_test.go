@@ -232,97 +232,13 @@ service:
 	t.Logf("%d requests; service %q; truth: %d spans, %d threads", requests, done, len(gt.spans), len(gt.recs))
 
 	// Judge every sample.
-	type tally struct{ samples, placed, linked, ownRequest, ownRoute, exact, onSpanThread int }
-	var all tally
-	byRoute := map[string]*tally{}
-	var bgSamples, bgLinked, total, disagree int
-	// The names of the spans that samples were wrongly linked to: where
-	// the join goes wrong.
-	wrongBG, wrongRoute := map[string]int{}, map[string]int{}
 	srv.mu.Lock()
-	for _, st := range srv.stacks {
-		total += len(st.times)
-		route := ""
-		for fn, r := range routeFunctions {
-			if st.functions[fn] {
-				route = r
-			}
-		}
-		linkTrace, linkSpan := hex.EncodeToString(st.trace[:]), hex.EncodeToString(st.span[:])
-		if route == "" {
-			if st.functions["main.backgroundWork"] {
-				bgSamples += len(st.times)
-				if st.linked {
-					bgLinked += len(st.times)
-					wrongBG[gt.spans[linkSpan].name] += len(st.times)
-				}
-			}
-			continue
-		}
-		tr := byRoute[route]
-		if tr == nil {
-			tr = &tally{}
-			byRoute[route] = tr
-		}
-		for _, ts := range st.times {
-			for _, x := range []*tally{&all, tr} {
-				x.samples++
-			}
-			rec, ok := gt.place(st.tid, ts)
-			if !ok {
-				continue
-			}
-			if rec.route != route {
-				// The truth puts another route's burn on this thread then:
-				// a clock or record error, counted as a check of the truth.
-				disagree++
-				continue
-			}
-			if st.linked && linkTrace != rec.trace {
-				wrongRoute[gt.spans[linkSpan].name]++
-			}
-			var d tally
-			d.placed = 1
-			if gt.spans[rec.span].tid == st.tid {
-				d.onSpanThread = 1
-			}
-			if st.linked {
-				d.linked = 1
-				if linkTrace == rec.trace {
-					d.ownRequest = 1
-				}
-				if gt.routes[linkTrace] == route {
-					d.ownRoute = 1
-				}
-				if linkSpan == rec.span {
-					d.exact = 1
-				}
-			}
-			for _, x := range []*tally{&all, tr} {
-				x.placed += d.placed
-				x.linked += d.linked
-				x.ownRequest += d.ownRequest
-				x.ownRoute += d.ownRoute
-				x.exact += d.exact
-				x.onSpanThread += d.onSpanThread
-			}
-		}
-	}
+	j := judgeGoService(srv.stacks, gt, nil)
 	srv.mu.Unlock()
-
-	share := func(n, of int) float64 {
-		if of == 0 {
-			return 0
-		}
-		return float64(n) / float64(of)
-	}
-	figures := map[string]float64{
-		figOwnRequest: share(all.ownRequest, all.linked),
-		figOwnRoute:   share(all.ownRoute, all.linked),
-		figExactSpan:  share(all.exact, all.linked),
-		figRecall:     share(all.linked, all.placed),
-		figBackground: share(bgLinked, bgSamples),
-	}
+	all, byRoute, figures := j.all, j.byRoute, j.figures
+	total, bgSamples, disagree := j.total, j.bgSamples, j.disagree
+	wrongRoute, wrongBG := j.wrongRoute, j.wrongBG
+	share := j.share
 	// How the requests' work maps to threads: the (thread, time) join
 	// assumes a span's work runs on the thread that started it.
 	var multi int
@@ -370,4 +286,115 @@ service:
 			t.Logf("by thread and time: %s %.1f%% is outside [%.0f%%, %.0f%%]", b.figure, 100*v, 100*b.min, 100*b.max)
 		}
 	}
+}
+
+// goTally counts route samples by what their links say against the truth.
+type goTally struct{ samples, placed, linked, ownRequest, ownRoute, exact, onSpanThread int }
+
+// goJudgement is judgeGoService's verdict on one service's samples.
+type goJudgement struct {
+	all     goTally
+	byRoute map[string]*goTally
+	// Samples in all, in the background goroutine and of those linked,
+	// and route samples the truth puts in another route's burn.
+	total, bgSamples, bgLinked, disagree int
+	// The names of the spans samples were wrongly linked to: where the
+	// join goes wrong.
+	wrongRoute, wrongBG map[string]int
+	figures            map[string]float64
+}
+
+func (goJudgement) share(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
+}
+
+// judgeGoService judges the on-CPU samples of otelhttpsvc against its
+// ground truth. localTid, when not nil, turns a sample's thread id into
+// the id the service knows the thread by (its own pid namespace's), in
+// which the truth names threads.
+func judgeGoService(stacks []stackCount, gt *goTruth, localTid func(int64) int64) goJudgement {
+	j := goJudgement{byRoute: map[string]*goTally{}, wrongRoute: map[string]int{}, wrongBG: map[string]int{}}
+	for _, st := range stacks {
+		j.total += len(st.times)
+		route := ""
+		for fn, r := range routeFunctions {
+			if st.functions[fn] {
+				route = r
+			}
+		}
+		linkTrace, linkSpan := hex.EncodeToString(st.trace[:]), hex.EncodeToString(st.span[:])
+		if route == "" {
+			if st.functions["main.backgroundWork"] {
+				j.bgSamples += len(st.times)
+				if st.linked {
+					j.bgLinked += len(st.times)
+					j.wrongBG[gt.spans[linkSpan].name] += len(st.times)
+				}
+			}
+			continue
+		}
+		tr := j.byRoute[route]
+		if tr == nil {
+			tr = &goTally{}
+			j.byRoute[route] = tr
+		}
+		tid := st.tid
+		if localTid != nil {
+			tid = localTid(tid)
+		}
+		for _, ts := range st.times {
+			for _, x := range []*goTally{&j.all, tr} {
+				x.samples++
+			}
+			rec, ok := gt.place(tid, ts)
+			if !ok {
+				continue
+			}
+			if rec.route != route {
+				// The truth puts another route's burn on this thread then:
+				// a clock or record error, counted as a check of the truth.
+				j.disagree++
+				continue
+			}
+			if st.linked && linkTrace != rec.trace {
+				j.wrongRoute[gt.spans[linkSpan].name]++
+			}
+			var d goTally
+			d.placed = 1
+			if gt.spans[rec.span].tid == tid {
+				d.onSpanThread = 1
+			}
+			if st.linked {
+				d.linked = 1
+				if linkTrace == rec.trace {
+					d.ownRequest = 1
+				}
+				if gt.routes[linkTrace] == route {
+					d.ownRoute = 1
+				}
+				if linkSpan == rec.span {
+					d.exact = 1
+				}
+			}
+			for _, x := range []*goTally{&j.all, tr} {
+				x.placed += d.placed
+				x.linked += d.linked
+				x.ownRequest += d.ownRequest
+				x.ownRoute += d.ownRoute
+				x.exact += d.exact
+				x.onSpanThread += d.onSpanThread
+			}
+		}
+	}
+	j.figures = map[string]float64{
+		figOwnRequest: j.share(j.all.ownRequest, j.all.linked),
+		figOwnRoute:   j.share(j.all.ownRoute, j.all.linked),
+		figExactSpan:  j.share(j.all.exact, j.all.linked),
+		figRecall:     j.share(j.all.linked, j.all.placed),
+		figBackground: j.share(j.bgLinked, j.bgSamples),
+	}
+	return j
 }

@@ -29,9 +29,10 @@
 // RECORDS".
 //
 // drive flags: -url (the service's base URL), -clients (default 8),
-// -duration (default 15s). Each client loops over GET /alpha, /beta and
-// /gamma (4:3:3, at random) on its own keep-alive connection; the driver
-// prints "done REQUESTS ERRORS" at the end.
+// -duration (default 15s), -pause (default 0). Each client loops over GET
+// /alpha, /beta and /gamma (4:3:3, at random) on its own keep-alive
+// connection, waiting -pause after each response; the driver prints "done
+// REQUESTS ERRORS" at the end.
 //
 // # Spans
 //
@@ -40,7 +41,8 @@
 // the server spans included, gets the int64 attribute thread.id = gettid()
 // of the thread that started it, set by a span processor's OnStart, which
 // runs on the goroutine calling Start: what a user following perfprof's
-// README does. Resource: service.name otelhttpsvc, process.pid.
+// README does. Resource: service.name otelhttpsvc, process.pid, and
+// container.id where the SDK's container detector finds one.
 //
 // # Work
 //
@@ -360,7 +362,7 @@ func serve(args []string) {
 	if err != nil {
 		fail("exporter: %v", err)
 	}
-	res, err := resource.New(ctx, resource.WithProcessPID(),
+	res, err := resource.New(ctx, resource.WithProcessPID(), resource.WithContainer(),
 		resource.WithAttributes(attribute.String(convention.ServiceName, "otelhttpsvc")))
 	if err != nil {
 		fail("resource: %v", err)
@@ -448,6 +450,7 @@ func drive(args []string) {
 	base := fs.String("url", "", "the service's base URL, http://H:P")
 	clients := fs.Int("clients", 8, "concurrent clients")
 	duration := fs.Duration("duration", 15*time.Second, "how long to drive")
+	pause := fs.Duration("pause", 0, "each client waits this long after each response")
 	_ = fs.Parse(args)
 	if *base == "" || *clients < 1 {
 		fail("drive needs -url and -clients ≥ 1")
@@ -477,6 +480,7 @@ func drive(args []string) {
 						fmt.Fprintf(os.Stderr, "otelhttpsvc drive: %v\n", err)
 					}
 				}
+				time.Sleep(*pause)
 			}
 		}()
 	}

@@ -21,7 +21,9 @@
 // exporter keeps the SDK's default retries, so spans sent before the
 // endpoint listens are retried rather than lost.
 //
-// Resource: service.name (from -service), process.pid, telemetry.sdk.*.
+// Resource: service.name (from -service), process.pid, telemetry.sdk.*, and
+// container.id where the SDK's container detector finds one in
+// /proc/self/cgroup.
 //
 // Ground truth. Each worker w (0-based) with tid T loops until stopped:
 //
@@ -242,6 +244,7 @@ func main() {
 	res, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
 		resource.WithProcessPID(),
+		resource.WithContainer(), // container.id, from /proc/self/cgroup
 		resource.WithAttributes(attribute.String(convention.ServiceName, *service)),
 	)
 	if err != nil {

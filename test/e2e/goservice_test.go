@@ -301,7 +301,7 @@ type goJudgement struct {
 	// The names of the spans samples were wrongly linked to: where the
 	// join goes wrong.
 	wrongRoute, wrongBG map[string]int
-	figures            map[string]float64
+	figures             map[string]float64
 }
 
 func (goJudgement) share(n, of int) float64 {

@@ -138,7 +138,7 @@ func TestKubernetesExample(t *testing.T) {
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defined := checkConfig(t, path)
+	defined := checkConfig(t, path).components
 	recv, ok := defined["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
 	if !ok {
 		t.Fatalf("the collector's config has no receiver perfprof")

@@ -5,9 +5,9 @@
 // unknown keys) and passes its validation, every component supports the
 // signals of the pipelines it is in, and every pipeline names components
 // that are defined. A broken example then fails here, in seconds, instead
-// of in the e2e test or in a user's first run. The collector configuration
-// of the Kubernetes example (examples/kubernetes) is checked the same way,
-// with its manifest (kubernetes_test.go).
+// of in the e2e test or in a user's first run. The collector configurations
+// of the Kubernetes examples (examples/kubernetes) are checked the same way,
+// with their manifests (kubernetes_test.go).
 package configs
 
 import (
@@ -29,26 +29,94 @@ import (
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/pipeline"
 	"go.opentelemetry.io/collector/pipeline/xpipeline"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver"
 )
 
-// The components of the collector that builder-config.yaml builds.
+// The components of the collector that builder-config.yaml builds, by the
+// package that ocb imports (TestBuilderConfig keeps the two equal).
 var (
-	receivers = factories[receiver.Factory](perfprofreceiver.NewFactory(), otlpreceiver.NewFactory())
-	exporters = factories[exporter.Factory](tracefileexporter.NewFactory(), debugexporter.NewFactory(),
-		otlpexporter.NewFactory(), otlphttpexporter.NewFactory())
+	receivers = factories("receivers", map[string]receiver.Factory{
+		"github.com/perfprof/perfprof/receiver/perfprofreceiver": perfprofreceiver.NewFactory(),
+		"go.opentelemetry.io/collector/receiver/otlpreceiver":    otlpreceiver.NewFactory(),
+	})
+	processors = factories("processors", map[string]processor.Factory{
+		"github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor": k8sattributesprocessor.NewFactory(),
+	})
+	exporters = factories("exporters", map[string]exporter.Factory{
+		"github.com/perfprof/perfprof/exporter/tracefileexporter": tracefileexporter.NewFactory(),
+		"go.opentelemetry.io/collector/exporter/debugexporter":    debugexporter.NewFactory(),
+		"go.opentelemetry.io/collector/exporter/otlpexporter":     otlpexporter.NewFactory(),
+		"go.opentelemetry.io/collector/exporter/otlphttpexporter": otlphttpexporter.NewFactory(),
+	})
 )
 
-func factories[F component.Factory](fs ...F) map[component.Type]F {
+// sections are the component sections of a configuration, in pipeline
+// order, and the stability of a component type of each for a signal.
+var sections = []struct {
+	name      string
+	stability func(component.Type, pipeline.Signal) component.StabilityLevel
+}{
+	{"receivers", func(t component.Type, s pipeline.Signal) component.StabilityLevel { return stability(receivers[t], s) }},
+	{"processors", func(t component.Type, s pipeline.Signal) component.StabilityLevel { return stability(processors[t], s) }},
+	{"exporters", func(t component.Type, s pipeline.Signal) component.StabilityLevel { return stability(exporters[t], s) }},
+}
+
+// imports are the packages of the factories above, by section.
+var imports = map[string][]string{}
+
+func factories[F component.Factory](section string, fs map[string]F) map[component.Type]F {
 	m := map[component.Type]F{}
-	for _, f := range fs {
+	for pkg, f := range fs {
 		m[f.Type()] = f
+		imports[section] = append(imports[section], pkg)
 	}
 	return m
+}
+
+// TestBuilderConfig keeps the factories that these tests decode
+// configurations with equal to the components that builder-config.yaml
+// builds into the collector.
+func TestBuilderConfig(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testdata(".."), "builder-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type module struct {
+		GoMod  string `yaml:"gomod"`
+		Import string `yaml:"import"`
+	}
+	var manifest struct {
+		Receivers  []module `yaml:"receivers"`
+		Processors []module `yaml:"processors"`
+		Exporters  []module `yaml:"exporters"`
+	}
+	if err := yaml.Unmarshal(b, &manifest); err != nil {
+		t.Fatalf("builder-config.yaml: %v", err)
+	}
+	for section, modules := range map[string][]module{
+		"receivers": manifest.Receivers, "processors": manifest.Processors, "exporters": manifest.Exporters,
+	} {
+		want := imports[section]
+		var built []string
+		for _, c := range modules {
+			pkg := c.Import
+			if pkg == "" { // ocb imports the module's root package
+				pkg, _, _ = strings.Cut(c.GoMod, " ")
+			}
+			built = append(built, pkg)
+		}
+		if !sameSet(built, want) {
+			t.Errorf("builder-config.yaml's %s are %v; these tests know %v", section, built, want)
+		}
+	}
 }
 
 // config is a file of testdata/ and the environment it runs with.
@@ -96,17 +164,26 @@ func TestConfigs(t *testing.T) {
 	}
 }
 
-// checkConfig resolves the configuration in path, checks every component
-// and pipeline of it, and returns its receivers and exporters.
-func checkConfig(t *testing.T, path string) map[string]map[component.ID]component.Config {
+// checked is what checkConfig found in a configuration: the decoded config
+// of each component by section ("receivers", "processors", "exporters"),
+// and the components of each pipeline by section.
+type checked struct {
+	components map[string]map[component.ID]component.Config
+	pipelines  map[pipeline.ID]map[string][]component.ID
+}
+
+// checkConfig resolves the configuration in path and checks every
+// component and pipeline of it.
+func checkConfig(t *testing.T, path string) checked {
 	t.Helper()
 	conf := resolve(t, path)
-	defined := map[string]map[component.ID]component.Config{
-		"receivers": components(t, conf, "receivers", receivers),
-		"exporters": components(t, conf, "exporters", exporters),
-	}
-	checkPipelines(t, conf, defined)
-	return defined
+	c := checked{components: map[string]map[component.ID]component.Config{
+		"receivers":  components(t, conf, "receivers", receivers),
+		"processors": components(t, conf, "processors", processors),
+		"exporters":  components(t, conf, "exporters", exporters),
+	}}
+	c.pipelines = checkPipelines(t, conf, c.components)
+	return c
 }
 
 // resolve reads path as the collector does with --config path.
@@ -167,8 +244,9 @@ func components[F component.Factory](t *testing.T, conf *confmap.Conf, section s
 }
 
 // checkPipelines checks that every pipeline names defined components that
-// support its signal, and that every defined component is in a pipeline.
-func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[component.ID]component.Config) {
+// support its signal, and that every defined component is in a pipeline. It
+// returns each pipeline's components by section.
+func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[component.ID]component.Config) map[pipeline.ID]map[string][]component.ID {
 	t.Helper()
 	pipes, err := conf.Sub("service::pipelines")
 	if err != nil {
@@ -177,7 +255,8 @@ func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[com
 	if len(pipes.AllKeys()) == 0 {
 		t.Fatal("no pipelines")
 	}
-	used := map[string]map[component.ID]bool{"receivers": {}, "exporters": {}}
+	used := map[string]map[component.ID]bool{}
+	out := map[pipeline.ID]map[string][]component.ID{}
 	for key := range pipes.ToStringMap() {
 		var pid pipeline.ID
 		if err := pid.UnmarshalText([]byte(key)); err != nil {
@@ -197,24 +276,21 @@ func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[com
 			t.Errorf("pipeline %s: %v", pid, err)
 			continue
 		}
-		if len(p.Processors) > 0 {
-			t.Errorf("pipeline %s: processors %v: the collector is built without processors", pid, p.Processors)
-		}
 		if len(p.Receivers) == 0 || len(p.Exporters) == 0 {
 			t.Errorf("pipeline %s: needs at least one receiver and one exporter", pid)
 		}
-		for section, ids := range map[string][]component.ID{"receivers": p.Receivers, "exporters": p.Exporters} {
-			for _, id := range ids {
-				if _, ok := defined[section][id]; !ok {
-					t.Errorf("pipeline %s: %s %s is not defined under %s", pid, strings.TrimSuffix(section, "s"), id, section)
+		out[pid] = map[string][]component.ID{"receivers": p.Receivers, "processors": p.Processors, "exporters": p.Exporters}
+		for _, sec := range sections {
+			for _, id := range out[pid][sec.name] {
+				if _, ok := defined[sec.name][id]; !ok {
+					t.Errorf("pipeline %s: %s %s is not defined under %s", pid, strings.TrimSuffix(sec.name, "s"), id, sec.name)
 					continue
 				}
-				used[section][id] = true
-				var f factory = exporters[id.Type()]
-				if section == "receivers" {
-					f = receivers[id.Type()]
+				if used[sec.name] == nil {
+					used[sec.name] = map[component.ID]bool{}
 				}
-				if stability(f, pid.Signal()) == component.StabilityLevelUndefined {
+				used[sec.name][id] = true
+				if sec.stability(id.Type(), pid.Signal()) == component.StabilityLevelUndefined {
 					t.Errorf("pipeline %s: %s does not support %s", pid, id, pid.Signal())
 				}
 			}
@@ -227,10 +303,12 @@ func checkPipelines(t *testing.T, conf *confmap.Conf, defined map[string]map[com
 			}
 		}
 	}
+	return out
 }
 
-// factory is what receiver and exporter factories share: a stability
-// level per signal, undefined for a signal the component does not support.
+// factory is what receiver, processor and exporter factories share: a
+// stability level per signal, undefined for a signal the component does not
+// support.
 type factory interface {
 	TracesStability() component.StabilityLevel
 	MetricsStability() component.StabilityLevel
@@ -246,7 +324,8 @@ func stability(f factory, sig pipeline.Signal) component.StabilityLevel {
 	case pipeline.SignalLogs:
 		return f.LogsStability()
 	case xpipeline.SignalProfiles:
-		// Profiles are in the x-factories (xreceiver, xexporter) only.
+		// Profiles are in the x-factories (xreceiver, xprocessor,
+		// xexporter) only.
 		if pf, ok := f.(interface {
 			ProfilesStability() component.StabilityLevel
 		}); ok {

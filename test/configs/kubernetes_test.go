@@ -7,31 +7,56 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/component"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor"
+
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver"
 )
 
-// The Kubernetes example: its manifest, the Dockerfile of its images, and
-// the container that runs the collector.
+// The Kubernetes examples: their folder, the Dockerfile of their images,
+// and the container that runs the collector.
 const (
-	k8sManifest   = "examples/kubernetes/perfprof-sidecar.yaml"
+	k8sDir        = "examples/kubernetes"
 	k8sDockerfile = "examples/kubernetes/Dockerfile"
 	k8sCollector  = "perfprof"
 )
 
+// k8sExamples are the manifests of examples/kubernetes, each with the kind
+// of the workload whose pod runs the collector.
+var k8sExamples = map[string]string{
+	"perfprof-sidecar.yaml":   "Deployment",
+	"perfprof-daemonset.yaml": "DaemonSet",
+}
+
+// fieldRefValues stand for what the downward API gives a container, by
+// fieldPath: the collector's configuration is resolved with them.
+var fieldRefValues = map[string]string{
+	"spec.nodeName":      "node-a",
+	"status.podIP":       "10.1.2.3",
+	"status.hostIP":      "192.0.2.10",
+	"metadata.name":      "perfprof-x7k2p",
+	"metadata.namespace": "perfprof",
+	"metadata.uid":       "0a1b2c3d-1111-2222-3333-444455556666",
+}
+
 // k8sObject is what the test reads of a Kubernetes object: a ConfigMap's
-// data, a Deployment's pod template.
+// data, a Deployment's or DaemonSet's pod template, a ClusterRole's rules,
+// a ClusterRoleBinding's subjects and role.
 type k8sObject struct {
 	Kind     string `yaml:"kind"`
 	Metadata struct {
-		Name string `yaml:"name"`
+		Name      string            `yaml:"name"`
+		Namespace string            `yaml:"namespace"`
+		Labels    map[string]string `yaml:"labels"`
 	} `yaml:"metadata"`
 	Data map[string]string `yaml:"data"`
 	Spec struct {
@@ -39,11 +64,29 @@ type k8sObject struct {
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
+	Rules []struct {
+		APIGroups []string `yaml:"apiGroups"`
+		Resources []string `yaml:"resources"`
+		Verbs     []string `yaml:"verbs"`
+	} `yaml:"rules"`
+	Subjects []struct {
+		Kind      string `yaml:"kind"`
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"subjects"`
+	RoleRef struct {
+		Kind string `yaml:"kind"`
+		Name string `yaml:"name"`
+	} `yaml:"roleRef"`
 }
 
 type podSpec struct {
-	ShareProcessNamespace bool        `yaml:"shareProcessNamespace"`
-	Containers            []container `yaml:"containers"`
+	ShareProcessNamespace bool         `yaml:"shareProcessNamespace"`
+	HostPID               bool         `yaml:"hostPID"`
+	HostNetwork           bool         `yaml:"hostNetwork"`
+	ServiceAccountName    string       `yaml:"serviceAccountName"`
+	Tolerations           []toleration `yaml:"tolerations"`
+	Containers            []container  `yaml:"containers"`
 	Volumes               []struct {
 		Name      string `yaml:"name"`
 		ConfigMap struct {
@@ -52,13 +95,29 @@ type podSpec struct {
 	} `yaml:"volumes"`
 }
 
+type toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"`
+	Effect   string `yaml:"effect"`
+}
+
 type container struct {
 	Name string   `yaml:"name"`
 	Args []string `yaml:"args"`
 	Env  []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom struct {
+			FieldRef struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+		} `yaml:"valueFrom"`
 	} `yaml:"env"`
+	Ports     []containerPort `yaml:"ports"`
+	Resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
@@ -73,76 +132,48 @@ type container struct {
 	} `yaml:"securityContext"`
 }
 
-// TestKubernetesExample keeps examples/kubernetes working: the ConfigMap's
-// config.yaml is checked as the configurations of testdata/ are, the pod
-// shares its process namespace, mounts that ConfigMap where the collector
-// reads its config, points the app's OTLP exporter at the collector's span
-// endpoint, and gives the collector, as a non-root user, exactly the
-// capabilities of README.md's privilege table that its configuration
-// needs, as the Dockerfile's setcap does.
-func TestKubernetesExample(t *testing.T) {
-	objs := readManifest(t, filepath.Join(testdata(".."), k8sManifest))
-	configMaps := map[string]map[string]string{}
-	var pod *podSpec
-	for _, o := range objs {
-		switch o.Kind {
-		case "ConfigMap":
-			configMaps[o.Metadata.Name] = o.Data
-		case "Deployment":
-			if pod != nil {
-				t.Fatalf("%s: more than one Deployment", k8sManifest)
-			}
-			pod = &o.Spec.Template.Spec
-		}
-	}
-	if pod == nil {
-		t.Fatalf("%s: no Deployment", k8sManifest)
-	}
-	if !pod.ShareProcessNamespace {
-		t.Errorf("the pod does not set shareProcessNamespace: the collector would not see the app")
-	}
-	var coll *container
-	var apps []container
-	for i, c := range pod.Containers {
-		if c.Name == k8sCollector {
-			coll = &pod.Containers[i]
-		} else {
-			apps = append(apps, c)
-		}
-	}
-	if coll == nil || len(apps) == 0 {
-		t.Fatalf("the pod needs a container %q and an app container beside it", k8sCollector)
-	}
+type containerPort struct {
+	ContainerPort int `yaml:"containerPort"`
+	HostPort      int `yaml:"hostPort"`
+}
 
-	// The collector's config: the ConfigMap mounted where --config says.
-	configPath := ""
-	if i := slices.Index(coll.Args, "--config"); i >= 0 && i+1 < len(coll.Args) {
-		configPath = coll.Args[i+1]
-	}
-	var config string
-	for _, m := range coll.VolumeMounts {
-		key, ok := strings.CutPrefix(configPath, strings.TrimSuffix(m.MountPath, "/")+"/")
-		if !ok {
-			continue
-		}
-		for _, v := range pod.Volumes {
-			if v.Name == m.Name {
-				config = configMaps[v.ConfigMap.Name][key]
-			}
+// envFrom returns the fieldPath of the downward API that the container's
+// variable name comes from, "" if none.
+func (c *container) envFrom(name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.ValueFrom.FieldRef.FieldPath
 		}
 	}
-	if config == "" {
-		t.Fatalf("the collector's --config %q is no key of a ConfigMap of %s mounted in its container", configPath, k8sManifest)
-	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+	return ""
+}
+
+// TestEveryManifestChecked keeps k8sExamples complete.
+func TestEveryManifestChecked(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testdata(".."), k8sDir, "*.yaml"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	defined := checkConfig(t, path)
-	recv, ok := defined["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
-	if !ok {
-		t.Fatalf("the collector's config has no receiver perfprof")
+	for _, f := range files {
+		if _, ok := k8sExamples[filepath.Base(f)]; !ok {
+			t.Errorf("%s/%s is not checked: add it to k8sExamples and test it", k8sDir, filepath.Base(f))
+		}
 	}
+}
+
+// TestKubernetesSidecar keeps the sidecar example working: the collector's
+// configuration (see k8sExample.checkConfig) and capabilities (see
+// k8sExample.checkCapabilities), a pod that shares its process namespace,
+// and the app's OTLP exporter pointed at the collector's span endpoint.
+func TestKubernetesSidecar(t *testing.T) {
+	e := readK8sExample(t, "perfprof-sidecar.yaml")
+	if !e.pod.ShareProcessNamespace {
+		t.Errorf("the pod does not set shareProcessNamespace: the collector would not see the app")
+	}
+	if len(e.apps) == 0 {
+		t.Fatalf("the pod needs an app container beside the collector %q", k8sCollector)
+	}
+	_, recv := e.checkConfig(t)
 
 	// The app sends its spans to the sidecar's span endpoint.
 	grpc := recv.Protocols.GRPC.Get()
@@ -153,11 +184,11 @@ func TestKubernetesExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("protocols.grpc.endpoint %q: %v", grpc.NetAddr.Endpoint, err)
 	}
-	for _, app := range apps {
+	for _, app := range e.apps {
 		endpoint := ""
-		for _, e := range app.Env {
-			if e.Name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
-				endpoint = e.Value
+		for _, env := range app.Env {
+			if env.Name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+				endpoint = env.Value
 			}
 		}
 		u, err := url.Parse(endpoint)
@@ -166,9 +197,243 @@ func TestKubernetesExample(t *testing.T) {
 		}
 	}
 
-	// Exactly the capabilities of the table, for this configuration.
-	want := neededCapabilities(t, recv.KernelStacks)
-	sc := coll.SecurityContext
+	e.checkCapabilities(t, recv.KernelStacks)
+}
+
+// TestKubernetesDaemonSet keeps the per-node example working: the
+// collector's configuration (see k8sExample.checkConfig) and capabilities
+// (see k8sExample.checkCapabilities); a pod with the host's pids on every
+// node; targets chosen by cgroup, which select pods under both of the
+// kubelet's cgroup drivers but not the collector's own; span endpoints
+// that apps reach at their node's IP through hostPorts; k8s_attributes in
+// every pipeline, filtered by the node name of the downward API and finding
+// pods by what perfprof puts on profiles and by the spans' connection; and
+// the RBAC that k8s_attributes needs.
+func TestKubernetesDaemonSet(t *testing.T) {
+	e := readK8sExample(t, "perfprof-daemonset.yaml")
+	pod := e.pod
+	if !pod.HostPID {
+		t.Errorf("the pod does not set hostPID: the collector would see no process of the node's other pods")
+	}
+	if pod.HostNetwork {
+		t.Errorf("the pod sets hostNetwork, which it does not need: the spans come through hostPorts")
+	}
+	if !slices.ContainsFunc(pod.Tolerations, func(tl toleration) bool {
+		return tl.Key == "" && tl.Operator == "Exists" && tl.Effect == ""
+	}) {
+		t.Errorf("the pod does not tolerate every taint ({operator: Exists}): tainted nodes would go unprofiled")
+	}
+	cfg, recv := e.checkConfig(t)
+	e.checkCapabilities(t, recv.KernelStacks)
+
+	// Targets: the pods chosen by their cgroups.
+	if len(recv.Targets.Cgroups) == 0 {
+		t.Errorf("the perfprof receiver's targets.cgroups is empty: a per-node collector chooses pods by their cgroup")
+	}
+	own := qosClass(pod)
+	for _, driver := range []string{"systemd", "cgroupfs"} {
+		var chosen []string
+		for _, class := range []string{"Guaranteed", "Burstable", "BestEffort"} {
+			if slices.ContainsFunc(recv.Targets.Cgroups, func(p string) bool { return cgroupMatch(p, podCgroups[driver][class]) }) {
+				chosen = append(chosen, class)
+			}
+		}
+		if len(chosen) == 0 {
+			t.Errorf("targets.cgroups %q choose no pod under the kubelet's %s cgroup driver", recv.Targets.Cgroups, driver)
+		}
+		if slices.Contains(chosen, own) {
+			t.Errorf("targets.cgroups %q choose the %s pods under the %s cgroup driver, the collector's own pod among them", recv.Targets.Cgroups, own, driver)
+		}
+	}
+
+	// Spans: the endpoints listen on the pod's IP, on ports the node
+	// forwards to them (the apps send to their node's IP).
+	ports := map[string]string{}
+	if grpc := recv.Protocols.GRPC.Get(); grpc != nil {
+		ports["grpc"] = grpc.NetAddr.Endpoint
+	} else {
+		t.Errorf("the perfprof receiver takes no spans over OTLP/gRPC")
+	}
+	if http := recv.Protocols.HTTP.Get(); http != nil {
+		ports["http"] = http.ServerConfig.NetAddr.Endpoint
+	}
+	for proto, endpoint := range ports {
+		host, port, err := net.SplitHostPort(endpoint)
+		if err != nil {
+			t.Errorf("protocols.%s.endpoint %q: %v", proto, endpoint, err)
+			continue
+		}
+		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+			t.Errorf("protocols.%s.endpoint %q listens on the loopback, which hostPort traffic does not reach", proto, endpoint)
+		}
+		if !slices.ContainsFunc(e.collector.Ports, func(p containerPort) bool {
+			return p.HostPort != 0 && p.HostPort == p.ContainerPort && strconv.Itoa(p.ContainerPort) == port
+		}) {
+			t.Errorf("protocols.%s.endpoint %q: no container port %s with the same hostPort: apps could not reach it at their node's IP", proto, endpoint, port)
+		}
+	}
+
+	// k8s_attributes: in every pipeline, this node's pods, found by what
+	// perfprof puts on profiles and by the spans' connection.
+	kaID := component.MustNewID("k8s_attributes")
+	ka, ok := cfg.components["processors"][kaID].(*k8sattributesprocessor.Config)
+	if !ok {
+		t.Fatalf("the collector's config has no processor %s", kaID)
+	}
+	for pid, ids := range cfg.pipelines {
+		if !slices.Contains(ids["processors"], kaID) {
+			t.Errorf("pipeline %s does not pass through %s", pid, kaID)
+		}
+	}
+	switch node := ka.Filter.NodeFromEnvVar; {
+	case node != "":
+		if from := e.collector.envFrom(node); from != "spec.nodeName" {
+			t.Errorf("%s filters by the node in $%s, which the collector's container does not take from the downward API's spec.nodeName (but %q)", kaID, node, from)
+		}
+	case ka.Filter.Node != fieldRefValues["spec.nodeName"]:
+		t.Errorf("%s filters by node %q, not by the node name of the downward API (filter.node_from_env_var)", kaID, ka.Filter.Node)
+	}
+	for _, want := range []k8sattributesprocessor.PodAssociationSourceConfig{
+		{From: "resource_attribute", Name: "container.id"},
+		{From: "resource_attribute", Name: "k8s.pod.uid"},
+		{From: "connection"},
+	} {
+		if !slices.ContainsFunc(ka.Association, func(a k8sattributesprocessor.PodAssociationConfig) bool {
+			return len(a.Sources) == 1 && a.Sources[0].From == want.From && a.Sources[0].Name == want.Name
+		}) {
+			t.Errorf("%s has no pod_association by %s %s alone", kaID, want.From, want.Name)
+		}
+	}
+
+	// What k8s_attributes reads of the API, and a namespace that admits
+	// the pod.
+	e.checkRBAC(t, []string{"/pods", "/namespaces", "apps/replicasets"}, []string{"get", "watch", "list"})
+	ns := e.workload.Metadata.Namespace
+	if o := e.object("Namespace", "", ns); o == nil {
+		t.Errorf("the manifest does not create the namespace %q of the DaemonSet", ns)
+	} else if level := o.Metadata.Labels["pod-security.kubernetes.io/enforce"]; level != "privileged" {
+		t.Errorf("namespace %s enforces the Pod Security level %q, which refuses hostPID and added capabilities: want privileged", ns, level)
+	}
+}
+
+// k8sExample is a manifest of examples/kubernetes, read: its objects, the
+// workload that runs the collector, its pod, the collector's container and
+// the pod's other containers.
+type k8sExample struct {
+	file      string // relative to the repository
+	objects   []k8sObject
+	workload  *k8sObject
+	pod       *podSpec
+	collector *container
+	apps      []container
+}
+
+func readK8sExample(t *testing.T, name string) *k8sExample {
+	t.Helper()
+	kind, ok := k8sExamples[name]
+	if !ok {
+		t.Fatalf("%s is not in k8sExamples", name)
+	}
+	e := &k8sExample{file: filepath.Join(k8sDir, name)}
+	e.objects = readManifest(t, filepath.Join(testdata(".."), e.file))
+	for i, o := range e.objects {
+		if o.Kind == kind {
+			if e.workload != nil {
+				t.Fatalf("%s: more than one %s", e.file, kind)
+			}
+			e.workload = &e.objects[i]
+		}
+	}
+	if e.workload == nil {
+		t.Fatalf("%s: no %s", e.file, kind)
+	}
+	e.pod = &e.workload.Spec.Template.Spec
+	for i, c := range e.pod.Containers {
+		if c.Name == k8sCollector {
+			e.collector = &e.pod.Containers[i]
+		} else {
+			e.apps = append(e.apps, c)
+		}
+	}
+	if e.collector == nil {
+		t.Fatalf("%s: the %s's pod has no container %q", e.file, kind, k8sCollector)
+	}
+	return e
+}
+
+// object returns the manifest's object of that kind, namespace and name,
+// or nil.
+func (e *k8sExample) object(kind, namespace, name string) *k8sObject {
+	for i, o := range e.objects {
+		if o.Kind == kind && o.Metadata.Namespace == namespace && o.Metadata.Name == name {
+			return &e.objects[i]
+		}
+	}
+	return nil
+}
+
+// checkConfig checks the collector's configuration: the key of a ConfigMap
+// of the manifest, in the workload's namespace, mounted where the
+// collector's --config says, resolved with the collector container's
+// environment (fieldRefValues for the downward API) and checked as the
+// configurations of testdata/ are. It returns what checkConfig found, and
+// the perfprof receiver's config.
+func (e *k8sExample) checkConfig(t *testing.T) (checked, *perfprofreceiver.Config) {
+	t.Helper()
+	coll := e.collector
+	configPath := ""
+	if i := slices.Index(coll.Args, "--config"); i >= 0 && i+1 < len(coll.Args) {
+		configPath = coll.Args[i+1]
+	}
+	var config string
+	for _, m := range coll.VolumeMounts {
+		key, ok := strings.CutPrefix(configPath, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		for _, v := range e.pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if cm := e.object("ConfigMap", e.workload.Metadata.Namespace, v.ConfigMap.Name); cm != nil {
+				config = cm.Data[key]
+			}
+		}
+	}
+	if config == "" {
+		t.Fatalf("the collector's --config %q is no key of a ConfigMap of %s mounted in its container", configPath, e.file)
+	}
+	for _, env := range coll.Env {
+		value := env.Value
+		if from := env.ValueFrom.FieldRef.FieldPath; from != "" {
+			v, ok := fieldRefValues[from]
+			if !ok {
+				t.Fatalf("the collector's $%s comes from the downward API's %s, for which fieldRefValues has no value", env.Name, from)
+			}
+			value = v
+		}
+		t.Setenv(env.Name, value)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := checkConfig(t, path)
+	recv, ok := c.components["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
+	if !ok {
+		t.Fatalf("the collector's config has no receiver perfprof")
+	}
+	return c, recv
+}
+
+// checkCapabilities checks that the collector runs as a non-root user with
+// exactly the capabilities of README.md's privilege table that its
+// configuration needs, and that the Dockerfile's setcap gives its binary
+// the same.
+func (e *k8sExample) checkCapabilities(t *testing.T, kernelStacks bool) {
+	t.Helper()
+	want := neededCapabilities(t, kernelStacks)
+	sc := e.collector.SecurityContext
 	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
 		t.Errorf("the collector's securityContext: want runAsNonRoot and a runAsUser other than 0, as TestLeastPrivilege runs it")
 	}
@@ -185,6 +450,109 @@ func TestKubernetesExample(t *testing.T) {
 	if got := dockerfileCapabilities(t); !sameSet(got, want) {
 		t.Errorf("%s gives the collector's binary %v, want those of README.md's privilege table: %v", k8sDockerfile, got, want)
 	}
+}
+
+// checkRBAC checks that the pod's service account, in the manifest, is
+// bound to a ClusterRole of the manifest that grants the verbs on the
+// resources ("group/resource", "" the core group).
+func (e *k8sExample) checkRBAC(t *testing.T, resources, verbs []string) {
+	t.Helper()
+	sa, ns := e.pod.ServiceAccountName, e.workload.Metadata.Namespace
+	if sa == "" {
+		t.Errorf("the pod names no serviceAccountName: it would run as its namespace's default service account")
+		return
+	}
+	if e.object("ServiceAccount", ns, sa) == nil {
+		t.Errorf("the manifest has no ServiceAccount %s in namespace %q", sa, ns)
+	}
+	granted := map[string]bool{}
+	for _, b := range e.objects {
+		if b.Kind != "ClusterRoleBinding" || b.RoleRef.Kind != "ClusterRole" {
+			continue
+		}
+		bound := false
+		for _, s := range b.Subjects {
+			bound = bound || s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == ns
+		}
+		role := e.object("ClusterRole", "", b.RoleRef.Name)
+		if !bound || role == nil {
+			continue
+		}
+		for _, r := range role.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						granted[g+"/"+res+" "+v] = true
+					}
+				}
+			}
+		}
+	}
+	for _, res := range resources {
+		for _, v := range verbs {
+			if !granted[res+" "+v] {
+				t.Errorf("no ClusterRole bound to the service account %s/%s grants %s on %s", ns, sa, v, res)
+			}
+		}
+	}
+}
+
+// qosClass is the pod's Kubernetes QoS class, which only cpu and memory
+// decide: Guaranteed when every container has limits of both and requests
+// equal to them (a request not given is its limit), BestEffort when no
+// container has a request or limit of either, Burstable else. Quantities
+// are compared as written.
+func qosClass(pod *podSpec) string {
+	guaranteed, bestEffort := true, true
+	for _, c := range pod.Containers {
+		for _, r := range []string{"cpu", "memory"} {
+			req, hasReq := c.Resources.Requests[r]
+			limit, hasLimit := c.Resources.Limits[r]
+			if hasReq || hasLimit {
+				bestEffort = false
+			}
+			if !hasLimit || hasReq && req != limit {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case bestEffort:
+		return "BestEffort"
+	case guaranteed:
+		return "Guaranteed"
+	}
+	return "Burstable"
+}
+
+// podCgroups are the cgroup paths of a container of a pod of each QoS class
+// under each of the kubelet's cgroup drivers (systemd: containerd's scope
+// names; the pod uid's dashes as underscores).
+var podCgroups = map[string]map[string]string{
+	"systemd": {
+		"Guaranteed": "/kubepods.slice/kubepods-pod0a1b2c3d_1111_2222_3333_444455556666.slice/cri-containerd-" + containerID + ".scope",
+		"Burstable":  "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b2c3d_1111_2222_3333_444455556666.slice/cri-containerd-" + containerID + ".scope",
+		"BestEffort": "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0a1b2c3d_1111_2222_3333_444455556666.slice/cri-containerd-" + containerID + ".scope",
+	},
+	"cgroupfs": {
+		"Guaranteed": "/kubepods/pod0a1b2c3d-1111-2222-3333-444455556666/" + containerID,
+		"Burstable":  "/kubepods/burstable/pod0a1b2c3d-1111-2222-3333-444455556666/" + containerID,
+		"BestEffort": "/kubepods/besteffort/pod0a1b2c3d-1111-2222-3333-444455556666/" + containerID,
+	},
+}
+
+const containerID = "4f2a9c6e0b1d3e5f7a9c0b2d4e6f8a0c1e3f5a7b9d0c2e4f6a8b0d1c3e5f7a9b"
+
+// cgroupMatch reports whether pattern matches the cgroup path p or one of
+// its ancestors, as the receiver's targets.cgroups are matched.
+func cgroupMatch(pattern, p string) bool {
+	for ; p != "/" && p != ""; p = path.Dir(p) {
+		if ok, _ := path.Match(pattern, p); ok {
+			return true
+		}
+	}
+	ok, _ := path.Match(pattern, "/")
+	return ok
 }
 
 // readManifest decodes every document of the YAML file path.

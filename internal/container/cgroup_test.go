@@ -328,6 +328,17 @@ var parseCases = []struct {
 		ids:         []string{},
 		sdkMismatch: true,
 	},
+	// A reader in a cgroup namespace of its own (a container's, as
+	// containerd and CRI-O make them on cgroup v2) sees the cgroups of
+	// processes outside it relative to its root.
+	{
+		name:  "another pod, seen from a cgroup namespace",
+		in:    "0::/../../kubepods-burstable-pod4415fd05_2c0f_4533_909b_f2180dca8d7c.slice/cri-containerd-" + idA + ".scope\n",
+		id:    idA,
+		pod:   "4415fd05-2c0f-4533-909b-f2180dca8d7c",
+		paths: []string{"/../../kubepods-burstable-pod4415fd05_2c0f_4533_909b_f2180dca8d7c.slice/cri-containerd-" + idA + ".scope"},
+		ids:   []string{idA},
+	},
 	// Ids touching other hex digits are no ids.
 	{
 		name:        "not an id",

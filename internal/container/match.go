@@ -12,15 +12,14 @@ import (
 const MinIDPrefix = 12
 
 // ValidatePattern reports what is wrong with a cgroup path pattern for
-// MatchPath: it must be absolute, have no empty, "." or ".." component and
-// no trailing "/" (other than the pattern "/"), and be valid path.Match
-// syntax.
+// MatchPath: it must have no empty, "." or ".." component and no trailing
+// "/" (other than the pattern "/"), and be valid path.Match syntax.
 func ValidatePattern(pattern string) error {
-	if !strings.HasPrefix(pattern, "/") {
-		return fmt.Errorf("cgroup pattern %q: not absolute (paths in /proc/PID/cgroup begin with \"/\")", pattern)
+	if pattern == "" {
+		return errors.New("cgroup pattern: empty")
 	}
 	if pattern != "/" {
-		for _, comp := range strings.Split(pattern[1:], "/") {
+		for _, comp := range strings.Split(strings.TrimPrefix(pattern, "/"), "/") {
 			if comp == "" || comp == "." || comp == ".." {
 				return fmt.Errorf("cgroup pattern %q: empty, \".\" or \"..\" component", pattern)
 			}
@@ -35,9 +34,26 @@ func ValidatePattern(pattern string) error {
 // MatchPath reports whether pattern (path.Match syntax, where "*" does not
 // cross a "/") matches one of paths or one of their ancestors, so that a
 // pattern naming a pod's cgroup selects every container of the pod, and
-// "/kubepods.slice" every pod. A malformed pattern matches nothing: check it
-// with ValidatePattern first.
+// "/kubepods.slice" every pod.
+//
+// A pattern that begins with "/" is anchored: it matches the whole path
+// from the root of the reader's cgroup namespace. One that does not
+// matches a run of components at any depth: "kubepods-burstable-pod*.slice"
+// matches the path of every container of a Burstable pod. Only such
+// patterns match the paths of a reader in a cgroup namespace of its own (a
+// container's, on cgroup v2) when they lie outside it: the kernel shows them
+// relative to the reader's root, "/../../kubepods-….slice/…", and the ".."
+// components are not matched. A malformed pattern matches nothing: check
+// it with ValidatePattern first.
 func MatchPath(pattern string, paths []string) bool {
+	if !strings.HasPrefix(pattern, "/") {
+		for _, p := range paths {
+			if matchRun(pattern, p) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, p := range paths {
 		for {
 			if ok, err := path.Match(pattern, p); err != nil {
@@ -53,6 +69,25 @@ func MatchPath(pattern string, paths []string) bool {
 				p = "/"
 			} else {
 				p = p[:i]
+			}
+		}
+	}
+	return false
+}
+
+// matchRun reports whether the unanchored pattern matches a run of
+// consecutive components of p, leading ".." components left out.
+func matchRun(pattern, p string) bool {
+	comps := strings.Split(strings.Trim(p, "/"), "/")
+	for len(comps) > 0 && comps[0] == ".." {
+		comps = comps[1:]
+	}
+	for i := range comps {
+		for j := i + 1; j <= len(comps); j++ {
+			if ok, err := path.Match(pattern, strings.Join(comps[i:j], "/")); err != nil {
+				return false
+			} else if ok {
+				return true
 			}
 		}
 	}

@@ -33,6 +33,19 @@ func TestMatchPath(t *testing.T) {
 		{"/kubepods.slice", nil, false},
 		{"/[", paths, false}, // malformed: matches nothing
 		{"/docker/" + idA, []string{"/docker/" + idA + "/docker/" + idB}, true},
+		// Unanchored: a run of components at any depth.
+		{"kubepods-burstable-pod*.slice", paths, true},
+		{"kubepods-burstable.slice/kubepods-burstable-pod*.slice", paths, true},
+		{"kubepods-besteffort-pod*.slice", paths, false},
+		{"cri-containerd-*.scope", paths, true},
+		{"kubepods", paths, false}, // a whole component, not a part of one
+		{"burstable/pod*", []string{"/kubepods/burstable/pod4415fd05-2c0f-4533-909b-f2180dca8d7c/" + idA}, true},
+		// A reader in a cgroup namespace of its own sees paths outside it
+		// relative to its root: only unanchored patterns match them.
+		{"kubepods-burstable-pod*.slice", []string{"/../../kubepods-burstable-pod4415fd05_2c0f_4533_909b_f2180dca8d7c.slice/cri-containerd-" + idA + ".scope"}, true},
+		{"/kubepods.slice/*", []string{"/../../kubepods-burstable-pod4415fd05_2c0f_4533_909b_f2180dca8d7c.slice/cri-containerd-" + idA + ".scope"}, false},
+		{"..", []string{"/../../x"}, false},
+		{"[", paths, false},
 	} {
 		if got := MatchPath(tc.pattern, tc.paths); got != tc.want {
 			t.Errorf("MatchPath(%q, %q) = %v, want %v", tc.pattern, tc.paths, got, tc.want)
@@ -41,12 +54,12 @@ func TestMatchPath(t *testing.T) {
 }
 
 func TestValidatePattern(t *testing.T) {
-	for _, p := range []string{"/", "/kubepods.slice", "/kubepods.slice/*/*pod1234*", "/a/[bc]/d", "/docker/*"} {
+	for _, p := range []string{"/", "/kubepods.slice", "/kubepods.slice/*/*pod1234*", "/a/[bc]/d", "/docker/*", "kubepods.slice", "kubepods-*-pod*.slice", "burstable/pod*"} {
 		if err := ValidatePattern(p); err != nil {
 			t.Errorf("ValidatePattern(%q) = %v", p, err)
 		}
 	}
-	for _, p := range []string{"", "kubepods.slice", "/kubepods.slice/", "//a", "/a/../b", "/a/./b", "/[", "/a\\"} {
+	for _, p := range []string{"", "/kubepods.slice/", "//a", "/a/../b", "/a/./b", "/[", "/a\\", "..", "a/../b", "a//b", "[", "a/"} {
 		if err := ValidatePattern(p); err == nil {
 			t.Errorf("ValidatePattern(%q) = nil, want an error", p)
 		}

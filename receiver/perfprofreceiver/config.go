@@ -113,10 +113,13 @@ type TargetsConfig struct {
 	// Cgroups select processes by their cgroup: path.Match patterns over
 	// the paths of /proc/PID/cgroup (cgroup v2, and each v1 hierarchy),
 	// matched against a process's cgroup and each of its ancestors, so
-	// that a pod's cgroup selects all of its containers. For a per-node
-	// collector: "/kubepods.slice/kubepods-*.slice/kubepods-*-pod<uid>.slice"
-	// (systemd driver; the uid's dashes as underscores) or
-	// "/kubepods/*/pod<uid>" (cgroupfs driver).
+	// that a pod's cgroup selects all of its containers. A pattern with a
+	// leading "/" is anchored; one without matches a run of components at
+	// any depth, also in the relative paths ("/../../kubepods-….slice/…")
+	// that a collector in a cgroup namespace of its own reads. For a
+	// per-node collector: "kubepods-burstable-pod*.slice" or one pod's
+	// "*-pod<uid>.slice" (systemd driver; the uid's dashes as underscores),
+	// "burstable/pod*" or "pod<uid>" (cgroupfs driver).
 	Cgroups []string `mapstructure:"cgroups"`
 	// ContainerIDs select the processes of these containers, by the id
 	// in their cgroup path: the full id, or a prefix of at least 12

@@ -76,7 +76,7 @@ func TestLoadConfig(t *testing.T) {
 			wantErr: []string{
 				"targets.pids: -3 is not a process id",
 				"targets.executables: empty name",
-				`targets.cgroups: cgroup pattern "kubepods.slice": not absolute`,
+				`targets.cgroups: cgroup pattern "/kubepods/../etc": empty, "." or ".." component`,
 				`targets.cgroups: cgroup pattern "/kubepods/[pod": syntax error in pattern`,
 				`targets.container_ids: container id "3f4e": not a container id (want 64 hex digits, a prefix of at least 12`,
 				`scope: "cluster" is not one of "process", "system"`,

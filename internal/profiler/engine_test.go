@@ -175,7 +175,7 @@ func TestLateSpansAndResources(t *testing.T) {
 	now := clock.Monotonic()
 	src.Push(profilertest.Sample(100, 8, now-20*s, 0x401000)) // no span on its thread
 	src.Sync()
-	p.NameProcess(100, "", 4)
+	p.NameProcess(100, "", "", 4)
 	snaps := p.Take(false)
 	if len(snaps) != 1 || snaps[0].Resource != 4 {
 		t.Fatalf("the process named by its spans' resource gets it without a linked sample: %+v", snaps)

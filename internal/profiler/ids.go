@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,7 +185,7 @@ func (m *spanIDs) mapSpans(spans []Span) {
 // marks the span unmapped and returns the target with that id, to list
 // its threads.
 func (m *spanIDs) mapSpan(sp *Span) (*procIDs, uint32) {
-	p, keep, why := m.process(sp.Pid, sp.ContainerID)
+	p, keep, why := m.process(sp.Pid, sp.ContainerID, sp.PodUID)
 	if p == nil {
 		if !keep {
 			m.warn(sp.Name, why)
@@ -206,13 +207,16 @@ func (m *spanIDs) mapSpan(sp *Span) (*procIDs, uint32) {
 }
 
 // process finds the target a resource names by its process.pid (pid, 0
-// when none) and container.id (cid, "" when none): the one whose pid in
-// its own namespace is pid and whose cgroups are of that container. When
+// when none), container.id (cid, "" when none) and k8s.pod.uid (pod, ""
+// when none): the one whose pid in its own namespace is pid and whose
+// cgroups are of that container, or else of that pod (an app in a cgroup
+// namespace of its own, as containers on cgroup v2 are, finds no
+// container id, but is told its pod's uid by the downward API). When
 // there is none, keep says whether the ids may stand as they are (they
 // name no target, or nothing says which process), else why names the
 // reason. With the lock held.
-func (m *spanIDs) process(pid uint32, cid string) (p *procIDs, keep bool, why string) {
-	if pid == 0 && cid == "" {
+func (m *spanIDs) process(pid uint32, cid, pod string) (p *procIDs, keep bool, why string) {
+	if pid == 0 && cid == "" && pod == "" {
 		return nil, true, ""
 	}
 	var cands []*procIDs
@@ -224,13 +228,10 @@ func (m *spanIDs) process(pid uint32, cid string) (p *procIDs, keep bool, why st
 		}
 	}
 	if cid != "" {
-		kept := cands[:0:0]
-		for _, p := range cands {
-			if container.MatchID(cid, p.ident.Cgroup) {
-				kept = append(kept, p)
-			}
-		}
-		cands = kept
+		cands = filterProcs(cands, func(p *procIDs) bool { return container.MatchID(cid, p.ident.Cgroup) })
+	} else if pod != "" {
+		pod = strings.ToLower(pod)
+		cands = filterProcs(cands, func(p *procIDs) bool { return p.ident.Cgroup.PodUID == pod })
 	}
 	switch len(cands) {
 	case 1:
@@ -243,18 +244,28 @@ func (m *spanIDs) process(pid uint32, cid string) (p *procIDs, keep bool, why st
 		if pid != 0 && m.byPid[int(pid)] == nil {
 			return nil, true, ""
 		}
-		return nil, false, fmt.Sprintf("no target is process.pid %d%s in its own pid namespace", pid, inContainer(cid))
+		return nil, false, fmt.Sprintf("no target is process.pid %d%s in its own pid namespace", pid, inContainer(cid, pod))
 	}
 	return nil, false, fmt.Sprintf("%d targets are process.pid %d%s in their pid namespaces; the resource needs a container.id that tells them apart",
-		len(cands), pid, inContainer(cid))
+		len(cands), pid, inContainer(cid, pod))
+}
+
+func filterProcs(ps []*procIDs, keep func(*procIDs) bool) []*procIDs {
+	var out []*procIDs
+	for _, p := range ps {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // pid maps the process a resource names (see process) to the collector's
 // pid, 0 when it names a target it cannot be told from others.
-func (m *spanIDs) pid(pid uint32, cid string) uint32 {
+func (m *spanIDs) pid(pid uint32, cid, pod string) uint32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, keep, _ := m.process(pid, cid)
+	p, keep, _ := m.process(pid, cid, pod)
 	switch {
 	case p != nil:
 		return uint32(p.pid)
@@ -264,11 +275,14 @@ func (m *spanIDs) pid(pid uint32, cid string) uint32 {
 	return 0
 }
 
-func inContainer(id string) string {
-	if id == "" {
-		return ""
+func inContainer(id, pod string) string {
+	switch {
+	case id != "":
+		return " of container " + id
+	case pod != "":
+		return " of pod " + pod
 	}
-	return " of container " + id
+	return ""
 }
 
 // warn says, at most once per unmappedWarnGap, why a span is left out of

@@ -1,6 +1,7 @@
 package profiler_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/perfprof/perfprof/internal/clock"
@@ -26,7 +27,7 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 	src := profilertest.NewSource()
 	pr := profilertest.NewProcs(host, a, b)
 	pr.SetIdentity(5001, container.Identity{LocalPid: 1, Nested: true, Cgroup: container.Cgroup{ContainerID: idA, PodUID: "pod-a", IDs: []string{idA}}})
-	pr.SetIdentity(6001, container.Identity{LocalPid: 1, Nested: true, Cgroup: container.Cgroup{ContainerID: idB, IDs: []string{idB}}})
+	pr.SetIdentity(6001, container.Identity{LocalPid: 1, Nested: true, Cgroup: container.Cgroup{ContainerID: idB, PodUID: "pod-b", IDs: []string{idB}}})
 	for _, th := range []struct {
 		pid, tid int
 		local    uint32
@@ -48,6 +49,12 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 		s.Pid, s.ContainerID = pid, cid
 		return s
 	}
+	// In a pod, over [18 s, 12 s) ago.
+	inPod := func(id byte, pid, tid uint32, pod string) profiler.Span {
+		s := span{tid: tid, id: id, name: "s", start: 18 * s, end: 12 * s, worker: -1, resource: -1}.of(now)
+		s.Pid, s.PodUID = pid, pod
+		return s
+	}
 	c := p.AddSpans([]profiler.Span{
 		sp(1, 1, 7, idA),      // container A's thread 7
 		sp(2, 1, 7, idB[:12]), // container B's, by a 12-digit prefix
@@ -60,29 +67,34 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 		// and its span is held with its own ids, as the spans of other
 		// processes are; none of the targets is pid 1 here.
 		sp(8, 1, 8, "cccccccccc"+"cc"),
+		// No container.id (an app in a cgroup namespace of its own finds
+		// none), but its pod's uid: pid 1 of that pod.
+		inPod(9, 1, 7, "POD-B"),
+		inPod(11, 1, 7, "pod-c"), // no target in that pod: held as span 8 is
 	})
-	if c.Indexed != 5 || c.Unmapped != 3 {
-		t.Errorf("spans %+v, want 5 indexed, 3 unmapped", c)
+	if c.Indexed != 7 || c.Unmapped != 3 {
+		t.Errorf("spans %+v, want 7 indexed, 3 unmapped", c)
 	}
-	src.Push(profilertest.Sample(5001, 5003, now-25*s, 0x401000))
+	src.Push(profilertest.Sample(5001, 5003, now-25*s, 0x401000), profilertest.Sample(6001, 6002, now-15*s, 0x401000))
 	src.Sync()
 	snaps, err := p.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	links := map[[2]int]byte{}
+	links := map[[2]int][]byte{}
 	for _, sn := range snaps {
 		if sn.Pid == 5001 && (sn.ContainerID != idA || sn.PodUID != "pod-a") {
 			t.Errorf("snapshot of %d: container %q pod %q", sn.Pid, sn.ContainerID, sn.PodUID)
 		}
 		for _, smp := range sn.Samples {
-			links[[2]int{sn.Pid, int(smp.Tid)}] = smp.Link.SpanID[0]
+			links[[2]int{sn.Pid, int(smp.Tid)}] = append(links[[2]int{sn.Pid, int(smp.Tid)}], smp.Link.SpanID[0])
 		}
 	}
-	want := map[[2]int]byte{{5001, 5002}: 1, {6001, 6002}: 2, {100, 101}: 4, {5001, 5003}: 5}
+	want := map[[2]int][]byte{{5001, 5002}: {1}, {6001, 6002}: {2, 9}, {100, 101}: {4}, {5001, 5003}: {5}}
 	for k, w := range want {
-		if links[k] != w {
-			t.Errorf("pid %d tid %d: linked to span %d, want %d (all: %v)", k[0], k[1], links[k], w, links)
+		got := slices.Sorted(slices.Values(links[k]))
+		if !slices.Equal(got, w) {
+			t.Errorf("pid %d tid %d: samples linked to spans %v, want %v (all: %v)", k[0], k[1], got, w, links)
 		}
 	}
 	if pr.ThreadScans != 1 {
@@ -90,7 +102,9 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 	}
 	// Spans naming unknown threads again within a second list no threads.
 	for i := range 100 {
-		p.AddSpans([]profiler.Span{sp(byte(10+i), 1, uint32(200+i), idA)})
+		if c := p.AddSpans([]profiler.Span{sp(byte(20+i), 1, uint32(200+i), idA)}); c.Unmapped != 1 {
+			t.Errorf("span of unknown thread %d: %+v", 200+i, c)
+		}
 	}
 	if pr.ThreadScans > 2 {
 		t.Errorf("%d scans of threads after 100 more unknown threads, want ≤ 2", pr.ThreadScans)

@@ -25,10 +25,11 @@ type Span struct {
 	// Resource is the caller's handle of the span's resource (service
 	// name, ...), returned in Snapshot.Resource; -1 when none.
 	Resource int32
-	// ContainerID is the resource's container.id, "" when none. With Pid
-	// and Tid it names the thread as the app sees it: in its own pid
-	// namespace, which may not be the collector's (see spanIDs).
-	ContainerID string
+	// ContainerID and PodUID are the resource's container.id and
+	// k8s.pod.uid, "" when none. With Pid and Tid they name the thread as
+	// the app sees it: in its own pid namespace, which may not be the
+	// collector's (see spanIDs).
+	ContainerID, PodUID string
 }
 
 // SpanCounts are the outcomes of AddSpans, cumulative in Stats.
@@ -119,15 +120,15 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 const maxNamedProcesses = 4096
 
 // NameProcess says that the spans of resource came from process pid (their
-// resource's process.pid) of container cid (its container.id, "" when
-// none), as the process sees itself (see spanIDs): its snapshots carry
-// that resource from now on, also when none of their samples fell in a
-// span.
-func (e *engine) NameProcess(pid int, cid string, resource int32) {
+// resource's process.pid) of container cid and pod pod (its container.id
+// and k8s.pod.uid, "" when none), as the process sees itself (see
+// spanIDs): its snapshots carry that resource from now on, also when none
+// of their samples fell in a span.
+func (e *engine) NameProcess(pid int, cid, pod string, resource int32) {
 	if resource < 0 || pid <= 0 || pid > math.MaxUint32 {
 		return
 	}
-	if pid = int(e.ids.pid(uint32(pid), cid)); pid == 0 {
+	if pid = int(e.ids.pid(uint32(pid), cid, pod)); pid == 0 {
 		return
 	}
 	e.spansMu.Lock()

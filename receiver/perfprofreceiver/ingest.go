@@ -74,13 +74,10 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 		// An app in a container of its own names its process by its pid
 		// there; the engine maps it (and the threads) to the collector's
 		// ids, choosing the process by the container.
-		var containerID string
-		if v, ok := rs.Resource().Attributes().Get(convention.ContainerID); ok && v.Type() == pcommon.ValueTypeStr && len(v.Str()) <= maxContainerID {
-			containerID = v.Str()
-		}
+		containerID, podUID := strAttr(rs.Resource().Attributes(), convention.ContainerID), strAttr(rs.Resource().Attributes(), convention.K8sPodUID)
 		// The process's profiles get this resource from now on.
 		if spanPid != 0 {
-			r.prof.NameProcess(int(spanPid), containerID, res)
+			r.prof.NameProcess(int(spanPid), containerID, podUID, res)
 		}
 		for j := 0; j < rs.ScopeSpans().Len(); j++ {
 			ss := rs.ScopeSpans().At(j).Spans()
@@ -120,6 +117,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 					WorkerID:     worker,
 					Resource:     res,
 					ContainerID:  containerID,
+					PodUID:       podUID,
 				})
 			}
 		}
@@ -145,6 +143,15 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	if c.OverLimit > 0 {
 		r.log.Warn("Spans not joined: correlation.max_spans reached", zap.Int64("spans", c.OverLimit), zap.Int("max_spans", r.cfg.Correlation.MaxSpans))
 	}
+}
+
+// strAttr reads a string attribute that names a container or a pod: ""
+// when absent, not a string or too long to be one.
+func strAttr(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr && len(v.Str()) <= maxContainerID {
+		return v.Str()
+	}
+	return ""
 }
 
 // intAttr reads an integer attribute (see convention.Int).

@@ -46,6 +46,22 @@ type ContainerSpec struct {
 	// QoS is the pod's Kubernetes QoS class: "besteffort" (when empty),
 	// "burstable" or "guaranteed".
 	QoS string
+	// CgroupNS runs the workload in a cgroup namespace of its own, rooted
+	// at its container's cgroup, as containerd and CRI-O run containers
+	// on cgroup v2: it sees its own cgroup as "/", and those of processes
+	// outside its container relative to it ("/../../…"). Exec does not
+	// enter it.
+	CgroupNS bool
+}
+
+// inCgroupNS returns the command line that runs name with args as spec
+// says: in a cgroup namespace of its own with spec.CgroupNS, made once the
+// shell that runs it has moved into the container's cgroups.
+func inCgroupNS(spec ContainerSpec, name string, args []string) (string, []string) {
+	if !spec.CgroupNS {
+		return name, args
+	}
+	return "unshare", append([]string{"--cgroup", name}, args...)
 }
 
 // A Container is a process tree in a pid and mount namespace of its own,
@@ -97,7 +113,31 @@ func StartContainer(tb testing.TB, spec ContainerSpec, name string, args ...stri
 		c.Stop(tb)
 		removeCgroups(tb, hs, comps, len(comps))
 	})
+	name, args = inCgroupNS(spec, name, args)
 	c.proc = startInNamespaces(tb, []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}, leaves, name, args)
+	c.Child, c.HostPid = c.proc.child, c.proc.child.Pid
+	return c
+}
+
+// StartHostContainer runs name with args in a container that shares the
+// test's pid and mount namespaces, as a Kubernetes pod with hostPID: true
+// does (a per-node collector's DaemonSet): in the container cgroup
+// StartContainer places its workload in, and with spec.CgroupNS in a cgroup
+// namespace of its own. HostPid is its pid, as the workload sees it too.
+// It is killed and its cgroups removed at the end of the test.
+func StartHostContainer(tb testing.TB, spec ContainerSpec, name string, args ...string) *Container {
+	tb.Helper()
+	hs := requireContainers(tb)
+	spec = fillSpec(tb, spec)
+	comps := append(podSlice(spec.QoS, spec.PodUID), containerScope(spec.ID))
+	leaves := makeCgroups(tb, hs, comps)
+	c := &Container{ID: spec.ID, PodUID: spec.PodUID, QoS: spec.QoS, Cgroups: leaves}
+	tb.Cleanup(func() {
+		c.Stop(tb)
+		removeCgroups(tb, hs, comps, len(comps))
+	})
+	name, args = inCgroupNS(spec, name, args)
+	c.proc = startInNamespaces(tb, []string{"unshare", "--fork", "--kill-child"}, leaves, name, args)
 	c.Child, c.HostPid = c.proc.child, c.proc.child.Pid
 	return c
 }
@@ -188,6 +228,7 @@ func (p *Pod) Exec(tb testing.TB, spec ContainerSpec, name string, args ...strin
 		// The pod's slices are the pod's to remove.
 		removeCgroups(tb, p.hs, comps, 1)
 	})
+	name, args = inCgroupNS(spec, name, args)
 	c.proc = startInNamespaces(tb, []string{"nsenter", "--target", strconv.Itoa(p.Sandbox.HostPid), "--pid", "--", "unshare", "--mount", "--mount-proc"}, leaves, name, args)
 	c.Child, c.HostPid = c.proc.child, c.proc.child.Pid
 	return c

@@ -170,3 +170,50 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// cgroupNSOf returns the cgroup namespace of pid, as its /proc link names it.
+func cgroupNSOf(t *testing.T, pid int) string {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// TestCgroupNamespace checks containers in cgroup namespaces of their own,
+// as containerd makes them on cgroup v2: the workload sees its cgroup as
+// "/", so the OpenTelemetry Go SDK finds no container id in it, while the
+// test sees its container's cgroups; and a host container (hostPID) shares
+// the test's pid namespace but not its cgroup namespace, and sees the
+// other container's cgroup relative to its own.
+func TestCgroupNamespace(t *testing.T) {
+	RequireContainers(t)
+	bin := Build(t, "contained")
+	c := StartContainer(t, ContainerSpec{CgroupNS: true}, bin)
+	c.AwaitReady(t)
+	if got := readContainerID(t, c.Child); got != "" {
+		t.Errorf("in a cgroup namespace of its own, the SDK reports container.id %q, want none", got)
+	}
+	if cgroupNSOf(t, c.HostPid) == cgroupNSOf(t, os.Getpid()) {
+		t.Errorf("the container shares the test's cgroup namespace")
+	}
+	if b := must(os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", c.HostPid))); !strings.Contains(string(b), "cri-containerd-"+c.ID+".scope") {
+		t.Errorf("the test reads the container's cgroups as %q", b)
+	}
+
+	h := StartHostContainer(t, ContainerSpec{QoS: "guaranteed", CgroupNS: true}, "sh", "-c", `echo ready $$; cat /proc/$0/cgroup; exec sleep 60`, fmt.Sprint(c.HostPid))
+	h.AwaitReady(t)
+	if len(h.Ready) != 1 || h.Ready[0] != h.HostPid || nsOf(t, h.HostPid) != nsOf(t, os.Getpid()) {
+		t.Errorf("host container: ready %v, host pid %d; want the test's pid namespace", h.Ready, h.HostPid)
+	}
+	if cgroupNSOf(t, h.HostPid) == cgroupNSOf(t, os.Getpid()) {
+		t.Errorf("the host container shares the test's cgroup namespace")
+	}
+	// The guaranteed pod's container is two levels below kubepods.slice,
+	// the other's three: its path is relative, up to kubepods.slice.
+	line := h.Line(t, 10*time.Second)
+	if want := "/../../kubepods-besteffort.slice/kubepods-besteffort-pod"; !strings.Contains(line, want) || !strings.HasSuffix(line, "cri-containerd-"+c.ID+".scope") {
+		t.Errorf("the host container reads the other's cgroup as %q, want it relative (%s…)", line, want)
+	}
+}

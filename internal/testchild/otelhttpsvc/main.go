@@ -41,8 +41,9 @@
 // the server spans included, gets the int64 attribute thread.id = gettid()
 // of the thread that started it, set by a span processor's OnStart, which
 // runs on the goroutine calling Start: what a user following perfprof's
-// README does. Resource: service.name otelhttpsvc, process.pid, and
-// container.id where the SDK's container detector finds one.
+// README does. Resource: service.name otelhttpsvc, process.pid,
+// container.id where the SDK's container detector finds one, and
+// OTEL_RESOURCE_ATTRIBUTES.
 //
 // # Work
 //
@@ -362,7 +363,7 @@ func serve(args []string) {
 	if err != nil {
 		fail("exporter: %v", err)
 	}
-	res, err := resource.New(ctx, resource.WithProcessPID(), resource.WithContainer(),
+	res, err := resource.New(ctx, resource.WithProcessPID(), resource.WithContainer(), resource.WithFromEnv(),
 		resource.WithAttributes(attribute.String(convention.ServiceName, "otelhttpsvc")))
 	if err != nil {
 		fail("resource: %v", err)

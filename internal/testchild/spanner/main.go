@@ -23,7 +23,7 @@
 //
 // Resource: service.name (from -service), process.pid, telemetry.sdk.*, and
 // container.id where the SDK's container detector finds one in
-// /proc/self/cgroup.
+// /proc/self/cgroup, and OTEL_RESOURCE_ATTRIBUTES.
 //
 // Ground truth. Each worker w (0-based) with tid T loops until stopped:
 //
@@ -245,6 +245,7 @@ func main() {
 		resource.WithTelemetrySDK(),
 		resource.WithProcessPID(),
 		resource.WithContainer(), // container.id, from /proc/self/cgroup
+		resource.WithFromEnv(),   // OTEL_RESOURCE_ATTRIBUTES: k8s.pod.uid, from the downward API
 		resource.WithAttributes(attribute.String(convention.ServiceName, *service)),
 	)
 	if err != nil {

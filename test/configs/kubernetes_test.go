@@ -19,6 +19,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/k8sattributesprocessor"
 
+	cgroups "github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver"
 )
 
@@ -230,19 +231,34 @@ func TestKubernetesDaemonSet(t *testing.T) {
 	if len(recv.Targets.Cgroups) == 0 {
 		t.Errorf("the perfprof receiver's targets.cgroups is empty: a per-node collector chooses pods by their cgroup")
 	}
+	// Each pod's cgroup as the host shows it (cgroup v1, or a collector in
+	// the host's cgroup namespace) and as a collector in a cgroup
+	// namespace of its own sees it (containerd and CRI-O on cgroup v2):
+	// relative to the collector's own cgroup, a container of the
+	// collector's own QoS class.
 	own := qosClass(pod)
 	for _, driver := range []string{"systemd", "cgroupfs"} {
-		var chosen []string
-		for _, class := range []string{"Guaranteed", "Burstable", "BestEffort"} {
-			if slices.ContainsFunc(recv.Targets.Cgroups, func(p string) bool { return cgroupMatch(p, podCgroups[driver][class]) }) {
-				chosen = append(chosen, class)
+		self := podCgroups[driver][own]
+		for _, view := range []string{"host", "cgroup namespace"} {
+			var chosen []string
+			for _, class := range []string{"Guaranteed", "Burstable", "BestEffort"} {
+				p := podCgroups[driver][class]
+				if view != "host" {
+					p = relativeCgroup(self, p)
+				}
+				if slices.ContainsFunc(recv.Targets.Cgroups, func(pat string) bool { return cgroups.MatchPath(pat, []string{p}) }) {
+					chosen = append(chosen, class)
+				}
+			}
+			if len(chosen) == 0 {
+				t.Errorf("targets.cgroups %q choose no pod under the kubelet's %s cgroup driver, seen from the %s", recv.Targets.Cgroups, driver, view)
+			}
+			if slices.Contains(chosen, own) {
+				t.Errorf("targets.cgroups %q choose the %s pods under the %s cgroup driver, seen from the %s: the collector's own pod among them", recv.Targets.Cgroups, own, driver, view)
 			}
 		}
-		if len(chosen) == 0 {
-			t.Errorf("targets.cgroups %q choose no pod under the kubelet's %s cgroup driver", recv.Targets.Cgroups, driver)
-		}
-		if slices.Contains(chosen, own) {
-			t.Errorf("targets.cgroups %q choose the %s pods under the %s cgroup driver, the collector's own pod among them", recv.Targets.Cgroups, own, driver)
+		if slices.ContainsFunc(recv.Targets.Cgroups, func(pat string) bool { return cgroups.MatchPath(pat, []string{"/"}) }) {
+			t.Errorf("targets.cgroups %q choose the collector's own cgroup as it sees it in its cgroup namespace", recv.Targets.Cgroups)
 		}
 	}
 
@@ -543,16 +559,17 @@ var podCgroups = map[string]map[string]string{
 
 const containerID = "4f2a9c6e0b1d3e5f7a9c0b2d4e6f8a0c1e3f5a7b9d0c2e4f6a8b0d1c3e5f7a9b"
 
-// cgroupMatch reports whether pattern matches the cgroup path p or one of
-// its ancestors, as the receiver's targets.cgroups are matched.
-func cgroupMatch(pattern, p string) bool {
-	for ; p != "/" && p != ""; p = path.Dir(p) {
-		if ok, _ := path.Match(pattern, p); ok {
-			return true
-		}
+// relativeCgroup returns the cgroup path p as a process in a cgroup
+// namespace rooted at self reads it in /proc/PID/cgroup: relative to self,
+// through their common ancestor ("/../../kubepods-burstable.slice/…").
+func relativeCgroup(self, p string) string {
+	a, b := strings.Split(strings.Trim(self, "/"), "/"), strings.Split(strings.Trim(p, "/"), "/")
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
 	}
-	ok, _ := path.Match(pattern, "/")
-	return ok
+	rel := slices.Repeat([]string{".."}, len(a)-n)
+	return "/" + path.Join(append(rel, b[n:]...)...)
 }
 
 // readManifest decodes every document of the YAML file path.

@@ -43,12 +43,20 @@ type deployLayout struct {
 	// byID selects the targets by container id, not by cgroup path
 	// (containers only).
 	byID bool
+	// cgroupNS: every container has a cgroup namespace of its own, as
+	// containerd and CRI-O make them on cgroup v2 (the per-node
+	// collector's too: it runs in a container of the host's pid
+	// namespace). An app there finds no container id in its cgroup, and
+	// is told its pod's uid (OTEL_RESOURCE_ATTRIBUTES, as the downward
+	// API gives it); the collector sees the apps' cgroups relative to its
+	// own.
+	cgroupNS bool
 }
 
 var deployLayouts = []deployLayout{
 	{name: "host", spanners: 2},
-	{name: "pod", pod: true, spanners: 2},
-	{name: "container", containers: true, spanners: 1},
+	{name: "pod", pod: true, spanners: 2, cgroupNS: true},
+	{name: "container", containers: true, spanners: 1, cgroupNS: true},
 	{name: "twin_containers", containers: true, spanners: 2, byID: true},
 }
 
@@ -77,13 +85,16 @@ var spanFunctions = map[string]string{"main.spanAlpha": "alpha", "main.spanBeta"
 //   - host: collector and apps in the test's namespaces (the baseline);
 //   - pod: collector and apps containers of one pod, sharing its pid
 //     namespace: the collector's pids are not the host's;
-//   - container: the collector on the host (a per-node collector), the
-//     spanner and the service each in a container of its own, both pid 1
-//     there, selected by their cgroups; their spans name their processes
-//     and threads by the ids of their own namespaces;
-//   - twin_containers: as container, with two spanners whose processes and
-//     threads have the same ids in their namespaces, selected by container
-//     id.
+//   - container: the collector in a container of the host's pid namespace
+//     (a per-node collector, hostPID), the spanner and the service each in
+//     a container of its own, both pid 1 there, selected by their cgroups;
+//     their spans name their processes and threads by the ids of their
+//     own namespaces, and their pods by k8s.pod.uid: every container has
+//     a cgroup namespace of its own, as on cgroup v2 (pod too);
+//   - twin_containers: the collector on the host, with two spanners whose
+//     processes and threads have the same ids in their namespaces, in
+//     containers of the host's cgroup namespace (cgroup v1), selected by
+//     container id; their spans name their containers by container.id.
 //
 // In each it checks that the apps' on-CPU and off-CPU sample counts in a
 // fixed window are the host run's within 10%, that the spanner's samples
@@ -155,8 +166,9 @@ type deployApp struct {
 	pid, local int
 	c          *testchild.Container // nil on the host
 	// key names the app in samples and spans: its container id, or its
-	// pid where the apps share the collector's namespace.
-	key string
+	// pid where the apps share the collector's namespace. Its spans name
+	// it by pod instead where it finds no container id.
+	key, pod string
 	// cpu is the CPU time the app's threads had in the window.
 	cpu time.Duration
 }
@@ -192,7 +204,10 @@ func runDeployment(t *testing.T, l deployLayout, spannerBin, serviceBin string) 
 	n := l.spanners + 1
 	specs := make([]testchild.ContainerSpec, n)
 	for i := range specs {
-		specs[i] = testchild.ContainerSpec{ID: fmt.Sprintf("%02x%s", i+1, strings.Repeat("c0ffee", 10)+"ab")}
+		specs[i] = testchild.ContainerSpec{ID: fmt.Sprintf("%02x%s", i+1, strings.Repeat("c0ffee", 10)+"ab"), CgroupNS: l.cgroupNS}
+		if l.containers {
+			specs[i].PodUID = fmt.Sprintf("%08x-0000-4000-8000-%012x", i+1, os.Getpid())
+		}
 	}
 	targets := fmt.Sprintf("{executables: [%s, %s]}", filepath.Base(spannerBin), filepath.Base(serviceBin))
 	switch {
@@ -203,11 +218,10 @@ func runDeployment(t *testing.T, l deployLayout, spannerBin, serviceBin string) 
 		}
 		targets = fmt.Sprintf("{container_ids: [%s]}", strings.Join(ids, ", "))
 	case l.containers:
-		self, err := container.ReadCgroup(os.Getpid())
-		if err != nil {
-			t.Fatal(err)
-		}
-		targets = fmt.Sprintf("{cgroups: [%q]}", filepath.Join(self.Paths[0], "kubepods.slice"))
+		// Unanchored: it matches the pods' cgroups seen from the
+		// collector's cgroup namespace ("/../../kubepods-besteffort.slice/
+		// kubepods-besteffort-pod….slice/…") as from the host's.
+		targets = `{cgroups: ["kubepods-besteffort-pod*.slice"]}`
 	}
 	config := fmt.Sprintf(`receivers:
   perfprof:
@@ -229,7 +243,7 @@ service:
     profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
     traces: {receivers: [perfprof], exporters: [otlp_grpc]}
 `, targets, spansAddr, sinkAddr, strings.Split(metricsAddr, ":")[1])
-	coll := startDeployCollector(t, pod, dir, config)
+	coll := startDeployCollector(t, l, pod, dir, config)
 	coll.wait(t, "Everything is ready")
 	if strings.Contains(coll.log(), "Spans are read at sample time only with eBPF") || !strings.Contains(coll.log(), "Capturing context switches in the kernel") {
 		t.Fatalf("the eBPF programs do not run in layout %s:\n%s", l.name, coll.log())
@@ -248,6 +262,11 @@ service:
 	var apps []*deployApp
 	start := func(i int, kind, bin string, args ...string) *deployApp {
 		a := &deployApp{kind: kind}
+		if l.cgroupNS {
+			// Its pod's uid, as the downward API would give it.
+			args = append([]string{"OTEL_RESOURCE_ATTRIBUTES=k8s.pod.uid=" + specs[i].PodUID, bin}, args...)
+			bin = "env"
+		}
 		switch {
 		case l.pod:
 			a.c = pod.Exec(t, specs[i], bin, args...)
@@ -259,6 +278,9 @@ service:
 		if a.c != nil {
 			a.child = a.c.Child
 			a.child.AwaitReady(t)
+			if l.cgroupNS {
+				a.pod = a.c.PodUID
+			}
 		}
 		a.pid, a.local = a.child.Pid, a.child.Ready[0]
 		a.key = fmt.Sprint(a.local)
@@ -411,8 +433,7 @@ func judgeDeployment(t *testing.T, l deployLayout, apps []*deployApp, profiles *
 			x.onWindow += inWindow(st.times)
 		}
 		if st.linked {
-			sp, ok := spans.spans[st.span]
-			if ok && sp.key(l.containers) != a.key {
+			if sp, ok := spans.spans[st.span]; ok && !sp.of(a, l.containers) {
 				x.wrongApp += len(st.times)
 			}
 		}
@@ -466,7 +487,15 @@ func judgeDeployment(t *testing.T, l deployLayout, apps []*deployApp, profiles *
 			t.Errorf("%s %s: %d samples linked to spans of another app", a.kind, a.key, x.wrongApp)
 		}
 		if a.c != nil {
-			want := fmt.Sprintf("container.id=%s k8s.pod.uid=%s", a.c.ID, a.c.PodUID)
+			// A collector in the pod, in a cgroup namespace of its own,
+			// sees the other containers' cgroups relative to its own
+			// ("/../cri-containerd-….scope"): their pod's slice, its
+			// own, is not in them. Their container ids are.
+			pod := a.c.PodUID
+			if l.pod && l.cgroupNS {
+				pod = ""
+			}
+			want := fmt.Sprintf("container.id=%s k8s.pod.uid=%s", a.c.ID, pod)
 			if len(x.resources) != 1 || !x.resources[want] {
 				t.Errorf("%s %s: resources %v, want %s", a.kind, a.key, x.resources, want)
 			}
@@ -520,17 +549,22 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 
 // deploySpan is a span the collector passed on, with its resource.
 type deploySpan struct {
-	name      string
-	pid       int64
-	container string
+	name           string
+	pid            int64
+	container, pod string
 }
 
-// key names the app of a span as deployApp.key does.
-func (s deploySpan) key(containers bool) string {
-	if containers {
-		return s.container
+// of reports whether s is a span of app a: of its container (or pod,
+// when its resource names no container), or of its pid where the apps
+// share the collector's namespace.
+func (s deploySpan) of(a *deployApp, containers bool) bool {
+	switch {
+	case !containers:
+		return fmt.Sprint(s.pid) == a.key
+	case s.container != "":
+		return s.container == a.key
 	}
-	return fmt.Sprint(s.pid)
+	return s.pod != "" && s.pod == a.pod
 }
 
 // spanSink is an OTLP/gRPC traces endpoint that keeps every span by id.
@@ -550,6 +584,9 @@ func (s *spanSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptra
 		}
 		if v, ok := rs.Resource().Attributes().Get(convention.ContainerID); ok {
 			res.container = v.Str()
+		}
+		if v, ok := rs.Resource().Attributes().Get(convention.K8sPodUID); ok {
+			res.pod = v.Str()
 		}
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, sp := range ss.Spans().All() {
@@ -587,8 +624,11 @@ type deployCollector struct {
 	logPath string
 }
 
-func startDeployCollector(t *testing.T, pod *testchild.Pod, dir, config string) *deployCollector {
-	if pod == nil {
+// startDeployCollector starts the collector of layout l: a container of
+// pod, a container of the host's pid namespace (per node, with cgroup
+// namespaces), or a process of the test.
+func startDeployCollector(t *testing.T, l deployLayout, pod *testchild.Pod, dir, config string) *deployCollector {
+	if pod == nil && !(l.containers && l.cgroupNS) {
 		cmd, out := runCollector(t, config, nil)
 		return &deployCollector{cmd: cmd, out: out}
 	}
@@ -597,8 +637,16 @@ func startDeployCollector(t *testing.T, pod *testchild.Pod, dir, config string) 
 		t.Fatal(err)
 	}
 	dc := &deployCollector{logPath: filepath.Join(dir, "collector.log")}
-	dc.c = pod.Exec(t, testchild.ContainerSpec{}, "sh", "-c", `exec "$@" >"$0" 2>&1`, dc.logPath,
-		collector, "--config", path, "--feature-gates=service.profilesSupport")
+	// Guaranteed, as the DaemonSet's pod is (examples/kubernetes): no
+	// pattern for the apps' besteffort pods selects it.
+	spec := testchild.ContainerSpec{QoS: "guaranteed", CgroupNS: l.cgroupNS}
+	args := []string{"-c", `exec "$@" >"$0" 2>&1`, dc.logPath, collector, "--config", path, "--feature-gates=service.profilesSupport"}
+	if pod != nil {
+		spec.QoS = ""
+		dc.c = pod.Exec(t, spec, "sh", args...)
+	} else {
+		dc.c = testchild.StartHostContainer(t, spec, "sh", args...)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("collector output:\n%s", dc.log())
@@ -638,7 +686,7 @@ func (dc *deployCollector) waitN(t *testing.T, want string, n int) {
 // stop stops the collector with SIGTERM and waits for its clean exit.
 func (dc *deployCollector) stop(t *testing.T) {
 	t.Helper()
-	if dc.cmd != nil {
+	if dc.c == nil {
 		if err := dc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -656,7 +704,7 @@ func (dc *deployCollector) stop(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the collector in the pod did not exit 10 s after it logged its shutdown")
+			t.Fatal("the collector's container did not exit 10 s after it logged its shutdown")
 		}
 	}
 }

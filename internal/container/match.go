@@ -138,6 +138,18 @@ func MatchID(want string, c Cgroup) bool {
 	return prefixed == 1 && len(w) >= MinIDPrefix && isHexString(w)
 }
 
+// IDKey returns the key under which an index finds the cgroups whose
+// IDs want may match (MatchID): its first MinIDPrefix characters after
+// MatchID's normalization, or "" when it is shorter (it then matches only
+// an id equal to it, whose key is itself).
+func IDKey(want string) string {
+	w := normalizeID(want)
+	if len(w) > MinIDPrefix {
+		return w[:MinIDPrefix]
+	}
+	return w
+}
+
 // normalizeID trims spaces and a "<runtime>://" prefix from a container id
 // and lowercases it.
 func normalizeID(id string) string {

@@ -125,3 +125,20 @@ func TestValidateID(t *testing.T) {
 		}
 	}
 }
+
+// TestIDKey: an id matches (MatchID) only the cgroups indexed under its key.
+func TestIDKey(t *testing.T) {
+	c := Cgroup{ContainerID: idA, IDs: []string{idA, "abc"}}
+	for _, want := range []string{idA, idA[:12], idA[:20], "containerd://" + strings.ToUpper(idA), "abc"} {
+		if !MatchID(want, c) {
+			t.Fatalf("MatchID(%q) = false", want)
+		}
+		k := IDKey(want)
+		if k != IDKey(idA) && k != IDKey("abc") {
+			t.Errorf("IDKey(%q) = %q, the key of no id of %v", want, k, c.IDs)
+		}
+	}
+	if IDKey(idA) != idA[:MinIDPrefix] || IDKey("abc") != "abc" {
+		t.Errorf("IDKey(%q) = %q, IDKey(abc) = %q", idA, IDKey(idA), IDKey("abc"))
+	}
+}

@@ -1,13 +1,18 @@
 package profiler
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/perfprof/perfprof/internal/bpf"
+	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
 	"github.com/perfprof/perfprof/internal/testchild"
@@ -246,5 +251,42 @@ func BenchmarkHandleSampleUnwind(b *testing.B) {
 		rec.Sample = samples[i%len(samples)]
 		rec.Sample.Time = uint64(i)
 		e.handle(&rec)
+	}
+}
+
+// BenchmarkMapSpans: mapping the spans of a request to the collector's ids
+// on a node of 1000 containers, each app pid 1 of its own namespace,
+// per span: a request's spans of one container (found once, then
+// remembered for the request), and a client that gives every span another
+// container id (each looked up in the index, none a target).
+func BenchmarkMapSpans(b *testing.B) {
+	// Container ids are random: a digest of i for the benchmark's.
+	id := func(i int) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprint(i)))) }
+	m := newSpanIDs(nil, zap.NewNop())
+	for i := range 1000 {
+		id := id(i)
+		m.add(100000+i, Identity{LocalPid: 1, Nested: true, Cgroup: container.Cgroup{ContainerID: id, IDs: []string{id}}})
+		m.thread(100000+i, uint32(200000+i), 1)
+	}
+	for _, c := range []struct {
+		name string
+		cid  func(i int) string
+	}{
+		{"one_container", func(int) string { return id(500) }},
+		{"unknown_containers", func(i int) string { return id(1_000_000 + i) }},
+	} {
+		spans := make([]Span, 512)
+		for i := range spans {
+			spans[i] = Span{Pid: 1, Tid: 1, ContainerID: c.cid(i)}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			batch := make([]Span, len(spans))
+			b.ReportAllocs()
+			for b.Loop() {
+				copy(batch, spans)
+				m.mapSpans(batch)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+		})
 	}
 }

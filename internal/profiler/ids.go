@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,11 @@ type spanIDs struct {
 	mu      sync.Mutex
 	byPid   map[int]*procIDs   // live targets by the collector's pid
 	byLocal map[int][]*procIDs // and by their pid in their own namespace
+	// byID and byPod index the live targets by the container.IDKey of
+	// each of their cgroups' ids and by their pod's uid, so that a span
+	// names its process in a few map lookups, however many targets a
+	// node has, and whatever container ids a client sends.
+	byID, byPod map[string][]*procIDs
 	// warned is when spans were last said to be unmapped.
 	warned time.Time
 }
@@ -61,7 +67,8 @@ const (
 const unmappedWarnGap = time.Minute
 
 func newSpanIDs(procs Procs, log *zap.Logger) *spanIDs {
-	return &spanIDs{procs: procs, log: log, byPid: map[int]*procIDs{}, byLocal: map[int][]*procIDs{}}
+	return &spanIDs{procs: procs, log: log, byPid: map[int]*procIDs{}, byLocal: map[int][]*procIDs{},
+		byID: map[string][]*procIDs{}, byPod: map[string][]*procIDs{}}
 }
 
 // add registers a target attached with pid, replacing a process that had
@@ -76,6 +83,39 @@ func (m *spanIDs) add(pid int, ident Identity) {
 	}
 	m.byPid[pid] = p
 	m.byLocal[ident.LocalPid] = append(m.byLocal[ident.LocalPid], p)
+	for _, k := range idKeys(ident.Cgroup) {
+		m.byID[k] = append(m.byID[k], p)
+	}
+	if pod := ident.Cgroup.PodUID; pod != "" {
+		m.byPod[pod] = append(m.byPod[pod], p)
+	}
+}
+
+// idKeys returns the distinct index keys of the ids of c.
+func idKeys(c container.Cgroup) []string {
+	var keys []string
+	for _, id := range c.IDs {
+		if k := container.IDKey(id); k != "" && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// dropFrom removes p from the list of m under key.
+func dropFrom[K comparable](m map[K][]*procIDs, key K, p *procIDs) {
+	list := m[key]
+	for i, q := range list {
+		if q == p {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(m, key)
+	} else {
+		m[key] = list
+	}
 }
 
 // remove forgets the target of pid.
@@ -91,17 +131,12 @@ func (m *spanIDs) removeLocked(pid int) {
 		return
 	}
 	delete(m.byPid, pid)
-	list := m.byLocal[p.ident.LocalPid]
-	for i, q := range list {
-		if q == p {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
+	dropFrom(m.byLocal, p.ident.LocalPid, p)
+	for _, k := range idKeys(p.ident.Cgroup) {
+		dropFrom(m.byID, k, p)
 	}
-	if len(list) == 0 {
-		delete(m.byLocal, p.ident.LocalPid)
-	} else {
-		m.byLocal[p.ident.LocalPid] = list
+	if pod := p.ident.Cgroup.PodUID; pod != "" {
+		dropFrom(m.byPod, pod, p)
 	}
 }
 
@@ -131,9 +166,12 @@ func (m *spanIDs) mapSpans(spans []Span) {
 		local uint32
 	}
 	var wait []pending
+	// The spans of a request come a resource at a time: its process is
+	// found once.
+	memo := map[resourceIDs]found{}
 	m.mu.Lock()
 	for i := range spans {
-		if p, local := m.mapSpan(&spans[i]); p != nil {
+		if p, local := m.mapSpan(&spans[i], memo); p != nil {
 			wait = append(wait, pending{i, p, local})
 		}
 	}
@@ -184,8 +222,14 @@ func (m *spanIDs) mapSpans(spans []Span) {
 // a nested target that has no known thread of the span's thread id, it
 // marks the span unmapped and returns the target with that id, to list
 // its threads.
-func (m *spanIDs) mapSpan(sp *Span) (*procIDs, uint32) {
-	p, keep, why := m.process(sp.Pid, sp.ContainerID, sp.PodUID)
+func (m *spanIDs) mapSpan(sp *Span, memo map[resourceIDs]found) (*procIDs, uint32) {
+	key := resourceIDs{sp.Pid, sp.ContainerID, sp.PodUID}
+	f, ok := memo[key]
+	if !ok {
+		f.p, f.keep, f.why = m.process(sp.Pid, sp.ContainerID, sp.PodUID)
+		memo[key] = f
+	}
+	p, keep, why := f.p, f.keep, f.why
 	if p == nil {
 		if !keep {
 			m.warn(sp.Name, why)
@@ -206,6 +250,19 @@ func (m *spanIDs) mapSpan(sp *Span) (*procIDs, uint32) {
 	return p, local
 }
 
+// resourceIDs are what a span's resource names its process by.
+type resourceIDs struct {
+	pid      uint32
+	cid, pod string
+}
+
+// found is what process found for a resourceIDs.
+type found struct {
+	p    *procIDs
+	keep bool
+	why  string
+}
+
 // process finds the target a resource names by its process.pid (pid, 0
 // when none), container.id (cid, "" when none) and k8s.pod.uid (pod, ""
 // when none): the one whose pid in its own namespace is pid and whose
@@ -219,19 +276,17 @@ func (m *spanIDs) process(pid uint32, cid, pod string) (p *procIDs, keep bool, w
 	if pid == 0 && cid == "" && pod == "" {
 		return nil, true, ""
 	}
+	// From the smallest index that holds the process, the others checked.
+	ofPid := func(p *procIDs) bool { return pid == 0 || p.ident.LocalPid == int(pid) }
 	var cands []*procIDs
-	if pid != 0 {
-		cands = m.byLocal[int(pid)]
-	} else {
-		for _, p := range m.byPid {
-			cands = append(cands, p)
-		}
-	}
-	if cid != "" {
-		cands = filterProcs(cands, func(p *procIDs) bool { return container.MatchID(cid, p.ident.Cgroup) })
-	} else if pod != "" {
+	switch {
+	case cid != "":
+		cands = filterProcs(m.byID[container.IDKey(cid)], func(p *procIDs) bool { return ofPid(p) && container.MatchID(cid, p.ident.Cgroup) })
+	case pod != "":
 		pod = strings.ToLower(pod)
-		cands = filterProcs(cands, func(p *procIDs) bool { return p.ident.Cgroup.PodUID == pod })
+		cands = filterProcs(m.byPod[pod], ofPid)
+	default:
+		cands = m.byLocal[int(pid)]
 	}
 	switch len(cands) {
 	case 1:

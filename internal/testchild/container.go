@@ -104,6 +104,13 @@ type Container struct {
 // the container is killed and waited for, and the cgroups are removed.
 func StartContainer(tb testing.TB, spec ContainerSpec, name string, args ...string) *Container {
 	tb.Helper()
+	return startContainer(tb, spec, []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}, name, args)
+}
+
+// startContainer makes the cgroups of a container of its own pod under
+// spec and runs name with args there through launcher.
+func startContainer(tb testing.TB, spec ContainerSpec, launcher []string, name string, args []string) *Container {
+	tb.Helper()
 	hs := requireContainers(tb)
 	spec = fillSpec(tb, spec)
 	comps := append(podSlice(spec.QoS, spec.PodUID), containerScope(spec.ID))
@@ -114,7 +121,7 @@ func StartContainer(tb testing.TB, spec ContainerSpec, name string, args ...stri
 		removeCgroups(tb, hs, comps, len(comps))
 	})
 	name, args = inCgroupNS(spec, name, args)
-	c.proc = startInNamespaces(tb, []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}, leaves, name, args)
+	c.proc = startInNamespaces(tb, launcher, leaves, name, args)
 	c.Child, c.HostPid = c.proc.child, c.proc.child.Pid
 	return c
 }
@@ -127,19 +134,7 @@ func StartContainer(tb testing.TB, spec ContainerSpec, name string, args ...stri
 // It is killed and its cgroups removed at the end of the test.
 func StartHostContainer(tb testing.TB, spec ContainerSpec, name string, args ...string) *Container {
 	tb.Helper()
-	hs := requireContainers(tb)
-	spec = fillSpec(tb, spec)
-	comps := append(podSlice(spec.QoS, spec.PodUID), containerScope(spec.ID))
-	leaves := makeCgroups(tb, hs, comps)
-	c := &Container{ID: spec.ID, PodUID: spec.PodUID, QoS: spec.QoS, Cgroups: leaves}
-	tb.Cleanup(func() {
-		c.Stop(tb)
-		removeCgroups(tb, hs, comps, len(comps))
-	})
-	name, args = inCgroupNS(spec, name, args)
-	c.proc = startInNamespaces(tb, []string{"unshare", "--fork", "--kill-child"}, leaves, name, args)
-	c.Child, c.HostPid = c.proc.child, c.proc.child.Pid
-	return c
+	return startContainer(tb, spec, []string{"unshare", "--fork", "--kill-child"}, name, args)
 }
 
 // Stop kills every process of the container and waits until they are

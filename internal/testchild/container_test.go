@@ -23,7 +23,13 @@ func readContainerID(t *testing.T, c *Child) string {
 // nsOf returns the pid namespace of pid, as its /proc link names it.
 func nsOf(t *testing.T, pid int) string {
 	t.Helper()
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	return nsLink(t, pid, "pid")
+}
+
+// nsLink returns the namespace of kind of pid, as its /proc link names it.
+func nsLink(t *testing.T, pid int, kind string) string {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,16 +177,6 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// cgroupNSOf returns the cgroup namespace of pid, as its /proc link names it.
-func cgroupNSOf(t *testing.T, pid int) string {
-	t.Helper()
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
 // TestCgroupNamespace checks containers in cgroup namespaces of their own,
 // as containerd makes them on cgroup v2: the workload sees its cgroup as
 // "/", so the OpenTelemetry Go SDK finds no container id in it, while the
@@ -195,7 +191,7 @@ func TestCgroupNamespace(t *testing.T) {
 	if got := readContainerID(t, c.Child); got != "" {
 		t.Errorf("in a cgroup namespace of its own, the SDK reports container.id %q, want none", got)
 	}
-	if cgroupNSOf(t, c.HostPid) == cgroupNSOf(t, os.Getpid()) {
+	if nsLink(t, c.HostPid, "cgroup") == nsLink(t, os.Getpid(), "cgroup") {
 		t.Errorf("the container shares the test's cgroup namespace")
 	}
 	if b := must(os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", c.HostPid))); !strings.Contains(string(b), "cri-containerd-"+c.ID+".scope") {
@@ -207,7 +203,7 @@ func TestCgroupNamespace(t *testing.T) {
 	if len(h.Ready) != 1 || h.Ready[0] != h.HostPid || nsOf(t, h.HostPid) != nsOf(t, os.Getpid()) {
 		t.Errorf("host container: ready %v, host pid %d; want the test's pid namespace", h.Ready, h.HostPid)
 	}
-	if cgroupNSOf(t, h.HostPid) == cgroupNSOf(t, os.Getpid()) {
+	if nsLink(t, h.HostPid, "cgroup") == nsLink(t, os.Getpid(), "cgroup") {
 		t.Errorf("the host container shares the test's cgroup namespace")
 	}
 	// The guaranteed pod's container is two levels below kubepods.slice,

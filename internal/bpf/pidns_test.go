@@ -180,6 +180,12 @@ func checkLayout(t *testing.T, targetNS bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the programs cost here, where the kernel counts it
+	// (Options.RunStats; needs CAP_SYS_ADMIN): every run, of every
+	// sample and context switch on the machine, targets or not.
+	if st.RunCount > 0 {
+		t.Logf("the programs ran %d times, %v a run on average (pid namespace level %d)", st.RunCount, st.RunTime/time.Duration(st.RunCount), ns.Level)
+	}
 	want := int(cpu.Seconds() * 999)
 	t.Logf("1.5 s at 999 Hz: %d samples of the target (its %v of CPU: %d expected) on %d threads (%d without their record), %d of other processes; records by pid %v; "+
 		"%d off-CPU groups (%v); the programs dropped %d samples of other processes",

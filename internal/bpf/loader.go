@@ -172,7 +172,7 @@ func Load(opts Options) (_ *Program, err error) {
 	}
 	ns, err := checkPidNamespace(spec)
 	if err != nil {
-		return nil, fmt.Errorf("load BPF program spanctx: %w", err)
+		return nil, err
 	}
 	if err := setPidNamespace(spec, ns); err != nil {
 		return nil, err

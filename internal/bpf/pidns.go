@@ -43,17 +43,24 @@ func checkPidNamespace(spec *ebpf.CollectionSpec) (PidNamespace, error) {
 	var ns PidNamespace
 	fi, err := os.Stat("/proc/self/ns/pid")
 	if err != nil {
-		return ns, fmt.Errorf("read this collector's pid namespace: %w", err)
+		return ns, fmt.Errorf("load BPF program spanctx: read this collector's pid namespace: %w", err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return ns, fmt.Errorf("read this collector's pid namespace: no inode in %T", fi.Sys())
+		return ns, fmt.Errorf("load BPF program spanctx: read this collector's pid namespace: no inode in %T", fi.Sys())
 	}
 	ns.Inode = st.Ino
 	var objs struct {
 		Self *ebpf.Program `ebpf:"pidns_self"`
 	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		// Without CAP_PERFMON the kernel refuses this program its
+		// helpers (EINVAL, with the verifier's log) before it would
+		// refuse the others their loading (EPERM): say what is missing,
+		// as they would.
+		if eff, ok := effectiveCaps(); ok && eff&(1<<capSysAdmin) == 0 && (eff&(1<<capPerfmon) == 0 || eff&(1<<capBPF) == 0) {
+			return ns, fmt.Errorf("load BPF program spanctx: %w", deniedError(err, eff, ok))
+		}
 		return ns, explainLoadError(err)
 	}
 	defer objs.Self.Close()
@@ -63,10 +70,10 @@ func checkPidNamespace(spec *ebpf.CollectionSpec) (PidNamespace, error) {
 	defer runtime.UnlockOSThread()
 	var got pidnsCheck
 	if _, err := objs.Self.Run(&ebpf.RunOptions{Context: pidnsCheck{}, ContextOut: &got}); err != nil {
-		return ns, fmt.Errorf("run the pid namespace check: %w", err)
+		return ns, fmt.Errorf("load BPF program spanctx: run the pid namespace check: %w", err)
 	}
 	if err := verifyPidNamespace(got, ns.Inode, os.Getpid(), unix.Gettid()); err != nil {
-		return ns, err
+		return ns, fmt.Errorf("load BPF program spanctx: %w", err)
 	}
 	ns.Level = got.Level
 	return ns, nil

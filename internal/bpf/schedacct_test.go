@@ -417,8 +417,15 @@ func TestSchedLossCounted(t *testing.T) {
 	if refN < 300 || rs.SchedDropped != 0 {
 		t.Fatalf("reference: %d groups, %d dropped: want ≥ 300 and none", refN, rs.SchedDropped)
 	}
-	if ss.SchedDropped == 0 || smallN+int(ss.SchedDropped) != refN {
-		t.Errorf("one-page ring: %d groups + %d dropped, want some dropped and %d in all", smallN, ss.SchedDropped, refN)
+	// Each program reads the clock itself, some microseconds after the
+	// one attached before it (the first records of the two rings differ
+	// by 8.5 µs): at a switch-in close to a crossing of the interval one
+	// may write a group that the other writes at the thread's next
+	// switch-in, after the end of the run. So they may differ by one
+	// group; a loss that went uncounted would be one every time the ring
+	// is full, hundreds here.
+	if d := smallN + int(ss.SchedDropped) - refN; ss.SchedDropped == 0 || d < -1 || d > 1 {
+		t.Errorf("one-page ring: %d groups + %d dropped, want some dropped and %d in all (± 1)", smallN, ss.SchedDropped, refN)
 	}
 	secs := int(wall/time.Second) + 1
 	if cappedN > 50*secs || cs.SchedDeferred == 0 || cappedTime > refTime || cappedTime < refTime/3 {

@@ -43,6 +43,10 @@ type unprivRun struct {
 
 var unprivRuns = []unprivRun{
 	{name: "cap_perfmon_only", caps: []uintptr{sysunix.CAP_PERFMON}},
+	// CAP_BPF alone loads programs of some types, not of the tracing
+	// ones the profiler needs: the first refusal must still name
+	// CAP_PERFMON.
+	{name: "cap_bpf_only", caps: []uintptr{sysunix.CAP_BPF}},
 	{name: "no_capabilities"},
 }
 
@@ -138,6 +142,8 @@ func unprivChild(t *testing.T, mode string) {
 	switch mode {
 	case "cap_perfmon_only":
 		wantCaps = 1 << sysunix.CAP_PERFMON
+	case "cap_bpf_only":
+		wantCaps = 1 << sysunix.CAP_BPF
 	case "no_capabilities":
 	default:
 		t.Fatalf("unknown %s %q", unprivModeEnv, mode)
@@ -218,8 +224,12 @@ func unprivChild(t *testing.T, mode string) {
 	}
 	// It names what this process lacks, and no red herring: the memory
 	// lock limit plays no part since Linux 5.11.
-	if !errors.Is(reason, bpf.ErrPermission) || !strings.Contains(reason.Error(), "lacks CAP_BPF") || strings.Contains(reason.Error(), "MEMLOCK") {
-		t.Errorf("reason %q: want bpf.ErrPermission, saying this process lacks CAP_BPF", reason)
+	lacks := "lacks CAP_BPF"
+	if mode == "cap_bpf_only" {
+		lacks = "lacks CAP_PERFMON"
+	}
+	if !errors.Is(reason, bpf.ErrPermission) || !strings.Contains(reason.Error(), lacks) || strings.Contains(reason.Error(), "MEMLOCK") {
+		t.Errorf("reason %q: want bpf.ErrPermission, saying this process %s", reason, lacks)
 	}
 	var ebpfWarns []observer.LoggedEntry
 	for _, e := range logs.All() {

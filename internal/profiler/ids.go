@@ -145,19 +145,31 @@ func (m *spanIDs) removeLocked(pid int) {
 func (m *spanIDs) thread(pid int, tid, local uint32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p := m.byPid[pid]; p != nil && p.tids != nil && (len(p.tids) < maxLocalTids || p.tids[local] != 0) {
+	if p := m.byPid[pid]; p != nil && p.tids != nil {
+		p.learn(local, tid)
+	}
+}
+
+// learn notes that the thread local of p in its namespace is tid, up to
+// maxLocalTids threads. With the lock held.
+func (p *procIDs) learn(local, tid uint32) {
+	if len(p.tids) < maxLocalTids || p.tids[local] != 0 {
 		p.tids[local] = tid
 	}
 }
 
-// unmapped marks a span that mapSpans could not map.
-const unmapped = ^uint32(0)
-
 // mapSpans rewrites the Pid and Tid of spans in place into the collector's
-// ids, and sets the Tid of those it cannot map to unmapped (the caller
-// leaves them out of the thread join). A span with neither process.pid
-// nor container.id keeps its ids: nothing says which process it is of.
-func (m *spanIDs) mapSpans(spans []Span) {
+// ids, and returns which it could not map (nil when it mapped them all):
+// the caller leaves those out of the thread join. A span that names its
+// process by none of process.pid, container.id and k8s.pod.uid keeps its
+// ids: nothing says which process it is of.
+func (m *spanIDs) mapSpans(spans []Span) (unmapped []bool) {
+	mark := func(i int) {
+		if unmapped == nil {
+			unmapped = make([]bool, len(spans))
+		}
+		unmapped[i] = true
+	}
 	// The spans whose process is a nested target but whose thread is not
 	// known yet, with their thread ids in its namespace.
 	type pending struct {
@@ -171,13 +183,17 @@ func (m *spanIDs) mapSpans(spans []Span) {
 	memo := map[resourceIDs]found{}
 	m.mu.Lock()
 	for i := range spans {
-		if p, local := m.mapSpan(&spans[i], memo); p != nil {
+		p, local, ok := m.mapSpan(&spans[i], memo)
+		switch {
+		case !ok:
+			mark(i)
+		case p != nil:
 			wait = append(wait, pending{i, p, local})
 		}
 	}
 	m.mu.Unlock()
 	if wait == nil {
-		return
+		return unmapped
 	}
 	// Threads the read loop has not seen (no sample yet, or only off-CPU
 	// groups read after they exited): list the process's threads, off
@@ -202,9 +218,7 @@ func (m *spanIDs) mapSpans(spans []Span) {
 	defer m.mu.Unlock()
 	for p, tids := range lists {
 		for local, tid := range tids {
-			if len(p.tids) < maxLocalTids || p.tids[local] != 0 {
-				p.tids[local] = tid
-			}
+			p.learn(local, tid)
 		}
 	}
 	for _, w := range wait {
@@ -212,17 +226,19 @@ func (m *spanIDs) mapSpans(spans []Span) {
 		if tid := w.p.tids[w.local]; tid != 0 {
 			sp.Tid = tid
 		} else {
+			mark(w.i)
 			m.warn(sp.Name, fmt.Sprintf("process %d (pid %d in its own pid namespace) has no thread %d there, or it ended before it was seen",
 				w.p.pid, w.p.ident.LocalPid, w.local))
 		}
 	}
+	return unmapped
 }
 
-// mapSpan maps one span; with the lock held. When the span's process is
-// a nested target that has no known thread of the span's thread id, it
-// marks the span unmapped and returns the target with that id, to list
-// its threads.
-func (m *spanIDs) mapSpan(sp *Span, memo map[resourceIDs]found) (*procIDs, uint32) {
+// mapSpan maps one span; with the lock held. It reports false when the
+// span cannot be mapped. When the span's process is a nested target that
+// has no known thread of the span's thread id, it returns the target and
+// that id, to list its threads.
+func (m *spanIDs) mapSpan(sp *Span, memo map[resourceIDs]found) (*procIDs, uint32, bool) {
 	key := resourceIDs{sp.Pid, sp.ContainerID, sp.PodUID}
 	f, ok := memo[key]
 	if !ok {
@@ -233,21 +249,18 @@ func (m *spanIDs) mapSpan(sp *Span, memo map[resourceIDs]found) (*procIDs, uint3
 	if p == nil {
 		if !keep {
 			m.warn(sp.Name, why)
-			sp.Tid = unmapped
 		}
-		return nil, 0
+		return nil, 0, keep
 	}
 	sp.Pid = uint32(p.pid)
 	if !p.ident.Nested {
-		return nil, 0
+		return nil, 0, true
 	}
 	if tid := p.tids[sp.Tid]; tid != 0 {
 		sp.Tid = tid
-		return nil, 0
+		return nil, 0, true
 	}
-	local := sp.Tid
-	sp.Tid = unmapped
-	return p, local
+	return p, sp.Tid, true
 }
 
 // resourceIDs are what a span's resource names its process by.

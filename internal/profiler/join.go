@@ -71,12 +71,12 @@ type JoinCounts struct {
 // goroutine; it never waits for the read loop.
 func (e *engine) AddSpans(spans []Span) SpanCounts {
 	var c SpanCounts
-	e.ids.mapSpans(spans)
+	unmapped := e.ids.mapSpans(spans)
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
 	for i := range spans {
 		sp := &spans[i]
-		if sp.Tid == unmapped {
+		if unmapped != nil && unmapped[i] {
 			c.Unmapped++
 			continue
 		}

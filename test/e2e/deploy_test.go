@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -472,7 +473,7 @@ func judgeDeployment(t *testing.T, l deployLayout, apps []*deployApp, profiles *
 	for _, a := range apps {
 		x := tallies[a]
 		t.Logf("%s %s (pid %d here, %d in its namespace): %d on-CPU and %d off-CPU samples (%d and %d in the %.1f s window); resources %v",
-			a.kind, a.key, a.pid, a.local, x.on, x.off, x.onWindow, x.offWindow, float64(to-from)/1e9, slices.Sorted(mapKeys(x.resources)))
+			a.kind, a.key, a.pid, a.local, x.on, x.off, x.onWindow, x.offWindow, float64(to-from)/1e9, slices.Sorted(maps.Keys(x.resources)))
 		c := counts[a.kind]
 		c.onCPU += float64(x.onWindow)
 		c.offCPU += float64(x.offWindow)
@@ -535,16 +536,6 @@ func judgeDeployment(t *testing.T, l deployLayout, apps []*deployApp, profiles *
 		}
 	}
 	return counts
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // deploySpan is a span the collector passed on, with its resource.

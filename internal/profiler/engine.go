@@ -245,9 +245,7 @@ func (e *engine) nameThread(st *procState, tid uint32) {
 	if st.localTids == nil {
 		st.localTids = map[uint32]uint32{}
 	}
-	if len(st.localTids) < maxLocalTids {
-		st.localTids[tid] = local
-	}
+	putBounded(st.localTids, tid, local)
 	if local != 0 {
 		e.ids.thread(st.key.pid, tid, local)
 	}

@@ -150,12 +150,20 @@ func (m *spanIDs) thread(pid int, tid, local uint32) {
 	}
 }
 
-// learn notes that the thread local of p in its namespace is tid, up to
-// maxLocalTids threads. With the lock held.
-func (p *procIDs) learn(local, tid uint32) {
-	if len(p.tids) < maxLocalTids || p.tids[local] != 0 {
-		p.tids[local] = tid
+// learn notes that the thread local of p in its namespace is tid. With
+// the lock held.
+func (p *procIDs) learn(local, tid uint32) { putBounded(p.tids, local, tid) }
+
+// putBounded sets m[k] = v, first forgetting all of m when it holds
+// maxLocalTids keys and not k: a process that makes a thread per request
+// has had millions over its life, and those of its last threads must
+// stay known. What is forgotten is learnt again (a thread's first sample,
+// or a scan of the process's threads) when a span names it.
+func putBounded(m map[uint32]uint32, k, v uint32) {
+	if _, ok := m[k]; !ok && len(m) >= maxLocalTids {
+		clear(m)
 	}
+	m[k] = v
 }
 
 // mapSpans rewrites the Pid and Tid of spans in place into the collector's

@@ -147,7 +147,8 @@ type HTTPConfig struct {
 type CorrelationConfig struct {
 	// Window is how long a sample waits for the spans that cover it: SDKs
 	// export spans in batches, seconds after they end. A sample is joined
-	// and emitted once it is older than Window.
+	// and emitted once it is older than Window. Without protocols no span
+	// can come: samples are emitted at the next report.
 	Window time.Duration `mapstructure:"window"`
 	// ThreadIDAttribute names the integer span attribute that holds the OS
 	// thread id (gettid) the span ran on.
@@ -291,6 +292,16 @@ func createDefaultConfig() *Config {
 	}
 }
 
+// window is how long samples wait for their spans: correlation.window when
+// spans can arrive, none when the receiver takes no spans (no protocols),
+// so that its samples go out at the next report.
+func (c *Config) window() time.Duration {
+	if !c.Protocols.GRPC.HasValue() && !c.Protocols.HTTP.HasValue() {
+		return 0
+	}
+	return c.Correlation.Window
+}
+
 // Validate checks the configuration; the collector refuses to start on an
 // error and prints it.
 func (c *Config) Validate() error {
@@ -426,7 +437,7 @@ func (c *Config) options(log *zap.Logger) profiler.Options {
 		LinkAmbiguous:      c.Correlation.Ambiguous == ambiguousLatest,
 		TraceLabelKey:      c.Correlation.TraceIDLabel,
 		JVMRefreshInterval: c.JVM.RefreshInterval,
-		Window:             c.Correlation.Window,
+		Window:             c.window(),
 		MaxBufferedSamples: c.Correlation.MaxBufferedSamples,
 		MaxSpans:           c.Correlation.MaxSpans,
 		Logger:             log,

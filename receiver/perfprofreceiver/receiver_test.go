@@ -271,3 +271,43 @@ func TestProfilesSignalFlushesWhenItStops(t *testing.T) {
 	require.NoError(t, traces.Shutdown(context.Background()))
 	require.Equal(t, n, sink.SampleCount(), "a report after the profiles signal stopped")
 }
+
+// TestSamplesWaitOnlyForSpansThatCanCome runs the receiver on a busy child
+// twice, reporting every 500 ms: without protocols no span can come, and
+// its samples are emitted at the first reports; with span ingest on they
+// wait for correlation.window (here 4 s) first.
+func TestSamplesWaitOnlyForSpansThatCanCome(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.Build(t, "burner")
+	for _, ingest := range []bool{false, true} {
+		child := testchild.Start(t, bin, "-alpha", "1.0", "-beta", "1.0")
+		cfg := createDefaultConfig()
+		cfg.Targets.Pids = []int{child.Pid}
+		cfg.ReportInterval = 500 * time.Millisecond
+		cfg.Correlation.Window = 4 * time.Second
+		if ingest {
+			cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = freeAddr(t)
+		}
+		sink := new(consumertest.ProfilesSink)
+		start := time.Now()
+		r := startReceiver(t, cfg, sink)
+		var first time.Duration
+		for first == 0 && time.Since(start) < 8*time.Second {
+			time.Sleep(50 * time.Millisecond)
+			if len(flatten(t, sink.AllProfiles())) > 0 {
+				first = time.Since(start)
+			}
+		}
+		require.NoError(t, r.Shutdown(context.Background()))
+		child.Cmd.Process.Kill()
+		t.Logf("span ingest %v: first samples after %v", ingest, first)
+		switch {
+		case first == 0:
+			t.Errorf("span ingest %v: no samples in 8 s", ingest)
+		case !ingest && first > 2*time.Second:
+			t.Errorf("without span ingest the first samples came after %v, want the first reports (500 ms apart)", first)
+		case ingest && first < cfg.Correlation.Window:
+			t.Errorf("with span ingest the first samples came after %v, before the %v window", first, cfg.Correlation.Window)
+		}
+	}
+}

@@ -182,3 +182,107 @@ func onlineCPUs() ([]int, error) {
 	}
 	return cpus, nil
 }
+
+// scanFullEvery is how many scans of a Scanner with an ExecWatcher go by
+// between two that read every process: the watcher sees every process
+// start, end, exec and rename, but a process moved into another cgroup
+// (which a cgroup selector matches) without any of these only a full scan
+// finds.
+const scanFullEvery = 30
+
+// A Scanner finds processes as ScanFunc does, reading only the processes
+// that started, ended, exec'd or renamed a thread since its last scan (told
+// by an ExecWatcher), and the ones that matched. Discovery runs every
+// second over every process of the host: at ~15 µs a process, a full scan
+// of a node with 2 000 processes takes 3% of a CPU; listing /proc alone is
+// a third of that. Without a watcher, or when it lost records, a scan is
+// full.
+type Scanner struct {
+	watch *ExecWatcher
+	seen  map[int]bool // pid → matched at its last read
+	scans int
+	stats ScanStats
+}
+
+// ScanStats count the work of a Scanner.
+type ScanStats struct {
+	Scans, Full int64 // scans, and of them those that read every process
+	Reads       int64 // processes read from /proc
+}
+
+// NewScanner returns a Scanner that uses w (nil: none). The Scanner
+// closes w.
+func NewScanner(w *ExecWatcher) *Scanner {
+	return &Scanner{watch: w, seen: map[int]bool{}}
+}
+
+// Scan lists the running processes for which match returns true, leaving
+// out the calling process. match must answer the same for a process as
+// long as it neither execs nor renames a thread.
+func (s *Scanner) Scan(match func(Process) bool) ([]Process, error) {
+	changed := map[int]bool{}
+	full := s.watch == nil || s.scans%scanFullEvery == 0
+	if s.watch != nil && !s.watch.Changed(func(pid int) { changed[pid] = true }) {
+		full = true
+	}
+	s.scans++
+	s.stats.Scans++
+	self := os.Getpid()
+	var out []Process
+	read := func(pid int) {
+		s.stats.Reads++
+		p, err := ReadProcess(pid)
+		if err != nil {
+			delete(s.seen, pid) // gone
+			return
+		}
+		m := match(p)
+		s.seen[pid] = m
+		if m {
+			out = append(out, p)
+		}
+	}
+	if !full {
+		for pid, matched := range s.seen {
+			if matched && !changed[pid] {
+				read(pid)
+			}
+		}
+		for pid := range changed {
+			if pid != self {
+				read(pid)
+			}
+		}
+		return out, nil
+	}
+	s.stats.Full++
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	clear(s.seen)
+	for _, name := range names {
+		if pid, err := strconv.Atoi(name); err == nil && pid != self {
+			read(pid)
+		}
+	}
+	return out, nil
+}
+
+// Stats returns the counters of s.
+func (s *Scanner) Stats() ScanStats { return s.stats }
+
+// Close releases the watcher.
+func (s *Scanner) Close() error {
+	if s.watch == nil {
+		return nil
+	}
+	err := s.watch.Close()
+	s.watch = nil
+	return err
+}

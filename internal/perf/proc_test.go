@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
@@ -56,5 +58,91 @@ func TestCheckProc(t *testing.T) {
 		if strings.Contains(string(out), "pid 1 in its own") {
 			t.Logf("%s: %s", tc.name, out[strings.Index(string(out), "checkproc"):])
 		}
+	}
+}
+
+// TestScannerFollowsExec runs a shell that execs a program of a name no
+// other process has, after the Scanner saw it as a shell: the scan after
+// the exec must find it although it reads only what changed, and a scan
+// with nothing new must read next to nothing.
+func TestScannerFollowsExec(t *testing.T) {
+	w, err := perf.OpenExecWatcher()
+	testchild.RequirePerf(t, err)
+	s := perf.NewScanner(w)
+	defer s.Close()
+
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep in PATH")
+	}
+	name := fmt.Sprintf("scanexec%d", os.Getpid()%100000)
+	bin := filepath.Join(t.TempDir(), name)
+	if b, err := os.ReadFile(sleep); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatalf("copy sleep: %v", err)
+	}
+	match := func(p perf.Process) bool { return p.Matches([]string{name}) }
+
+	// The first scan reads every process.
+	if got, err := s.Scan(match); err != nil || len(got) != 0 {
+		t.Fatalf("first scan: %v, %v", got, err)
+	}
+	all := s.Stats().Reads
+	sh := exec.Command("sh", "-c", "read x; exec "+bin+" 30")
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sh.Process.Kill(); sh.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+
+	// The shell is new: read, and it does not match.
+	before := s.Stats().Reads
+	if got, err := s.Scan(match); err != nil || len(got) != 0 {
+		t.Fatalf("scan before the exec: %v, %v", got, err)
+	}
+	if n := s.Stats().Reads - before; n > all/2 {
+		t.Errorf("scan before the exec read %d processes of %d: want only the new ones", n, all)
+	}
+	// Idle: nothing new, nothing changed.
+	before = s.Stats().Reads
+	s.Scan(match)
+	idle := s.Stats().Reads - before
+
+	in.Write([]byte("go\n"))
+	var found []perf.Process
+	deadline := time.Now().Add(5 * time.Second)
+	for len(found) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		found, err = s.Scan(match)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats()
+	t.Logf("%d processes; an idle scan read %d; %d scans, %d full, %d reads", all, idle, st.Scans, st.Full, st.Reads)
+	if len(found) != 1 || found[0].Pid != sh.Process.Pid {
+		t.Fatalf("after the exec: found %v, want pid %d", found, sh.Process.Pid)
+	}
+	if st.Full > 1 {
+		t.Errorf("%d full scans: the exec was found by a full scan, not by the watcher", st.Full)
+	}
+	if idle > 3 {
+		t.Errorf("an idle scan read %d processes", idle)
+	}
+}
+
+// TestScannerWithoutWatcher: every scan reads every process.
+func TestScannerWithoutWatcher(t *testing.T) {
+	s := perf.NewScanner(nil)
+	for range 3 {
+		if _, err := s.Scan(func(perf.Process) bool { return false }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Full != 3 || st.Reads < 3*10 {
+		t.Errorf("without a watcher: %+v, want 3 full scans of every process", st)
 	}
 }

@@ -57,6 +57,9 @@ func Open(opts Options) (_ *Profiler, err error) {
 			return nil, err
 		}
 		src = s
+		if pf, ok := opts.Procs.(procfs); ok && pf.scan == nil && opts.discovers() {
+			opts.Procs = newProcfs(opts.Logger)
+		}
 	}
 	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64), labels: labels}
 	defer func() {
@@ -69,6 +72,9 @@ func Open(opts Options) (_ *Profiler, err error) {
 				labels.release()
 			}
 			_ = p.syms.close()
+			if pf, ok := opts.Procs.(procfs); ok {
+				pf.close()
+			}
 		}
 	}()
 	if opts.Perf.KernelStacks {
@@ -448,6 +454,10 @@ type Stats struct {
 	EBPF      EBPFStats
 	OffCPU    OffCPUStats
 	Unwind    UnwindStats
+	// Discovery counts the scans for target processes (with
+	// Options.Executables or cgroups): how many read every process, and
+	// the processes read.
+	Discovery perf.ScanStats
 }
 
 // OffCPUStats say how context switches are captured, and what became of
@@ -495,6 +505,9 @@ func (p *Profiler) Stats() Stats {
 	p.spansMu.Unlock()
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()
+	if pf, ok := p.procs.(procfs); ok {
+		s.Discovery = pf.stats()
+	}
 	s.JIT = p.syms.jitStats()
 	s.EBPF.Reason = p.opts.ebpfErr
 	if p.labels != nil {
@@ -518,6 +531,9 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 			err = errors.Join(err, c.Close())
 		}
 		p.wg.Wait()
+		if pf, ok := p.procs.(procfs); ok {
+			err = errors.Join(err, pf.close())
+		}
 		if p.labels != nil {
 			err = errors.Join(err, p.labels.release())
 		}

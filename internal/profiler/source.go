@@ -1,6 +1,10 @@
 package profiler
 
 import (
+	"sync"
+
+	"go.uber.org/zap"
+
 	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 )
@@ -47,16 +51,55 @@ type Procs interface {
 // Identity is where a process runs (container.Identity).
 type Identity = container.Identity
 
-// procfs is Procs over the real /proc.
-type procfs struct{}
+// procfs is Procs over the real /proc. With a scanner, discovery reads
+// again only the processes that are new or changed (see perf.Scanner).
+type procfs struct {
+	scan *scanner
+}
+
+// scanner is a perf.Scanner for the discovery goroutine (and Open, before
+// it starts).
+type scanner struct {
+	mu sync.Mutex
+	s  *perf.Scanner
+}
+
+// newProcfs returns procfs with a scanner that follows execs when the
+// kernel lets this process watch them, and says why not otherwise.
+func newProcfs(log *zap.Logger) procfs {
+	w, err := perf.OpenExecWatcher()
+	if err != nil {
+		log.Info("Discovery reads every process at every scan: cannot watch the host's execs", zap.Error(err))
+		w = nil
+	}
+	return procfs{scan: &scanner{s: perf.NewScanner(w)}}
+}
+
+func (p procfs) close() error {
+	if p.scan == nil {
+		return nil
+	}
+	p.scan.mu.Lock()
+	defer p.scan.mu.Unlock()
+	return p.scan.s.Close()
+}
+
+func (p procfs) stats() perf.ScanStats {
+	if p.scan == nil {
+		return perf.ScanStats{}
+	}
+	p.scan.mu.Lock()
+	defer p.scan.mu.Unlock()
+	return p.scan.s.Stats()
+}
 
 func (procfs) Read(pid int) (perf.Process, error) { return perf.ReadProcess(pid) }
 func (procfs) Alive(p perf.Process) bool          { return p.Alive() }
 
 // Scan reads the cgroups only of the processes the names select:
 // discovery runs every second over every process of the host.
-func (procfs) Scan(names []string, cgroups container.Selector) ([]perf.Process, error) {
-	return perf.ScanFunc(func(p perf.Process) bool {
+func (p procfs) Scan(names []string, cgroups container.Selector) ([]perf.Process, error) {
+	match := func(p perf.Process) bool {
 		if len(names) > 0 && !p.Matches(names) {
 			return false
 		}
@@ -65,7 +108,13 @@ func (procfs) Scan(names []string, cgroups container.Selector) ([]perf.Process, 
 		}
 		c, err := container.ReadCgroup(p.Pid)
 		return err == nil && cgroups.Match(c)
-	})
+	}
+	if p.scan == nil {
+		return perf.ScanFunc(match)
+	}
+	p.scan.mu.Lock()
+	defer p.scan.mu.Unlock()
+	return p.scan.s.Scan(match)
 }
 
 func (procfs) Thread(pid, tid int, nested bool) (string, uint32) {

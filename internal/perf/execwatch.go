@@ -1,0 +1,106 @@
+package perf
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// execWatchPages is the data area of each CPU's ring of an ExecWatcher:
+// FORK and EXIT records are 32 bytes, COMM records 40 or so, so 8 pages
+// hold ~1 000 between two polls: a thread or process started and ended
+// every 2 ms on each CPU. Past that the ring says records were lost and the
+// caller scans everything, as it would without a watcher.
+const execWatchPages = 8
+
+// An ExecWatcher tells which processes of the host started, ended, or
+// changed what they run or are called: it receives the kernel's FORK, EXIT
+// and COMM records (COMM is written at every exec and every rename of a
+// thread, prctl PR_SET_NAME) from a dummy software event on every CPU, as
+// perf record -a follows processes. Discovery uses it to read only the
+// processes that changed instead of every process every second; the
+// records are polled, never waited for, so the watcher wakes nothing.
+//
+// It needs what system-wide perf events need: CAP_PERFMON (or
+// CAP_SYS_ADMIN), or kernel.perf_event_paranoid ≤ 0.
+type ExecWatcher struct {
+	fds   []int
+	rings []*ring
+	rec   Record
+	f     format
+}
+
+// OpenExecWatcher opens the watcher's events on every online CPU.
+func OpenExecWatcher() (_ *ExecWatcher, err error) {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	w := &ExecWatcher{}
+	defer func() {
+		if err != nil {
+			w.Close()
+		}
+	}()
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_SOFTWARE,
+		Config: unix.PERF_COUNT_SW_DUMMY,
+		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Bits:   unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+	}
+	for _, cpu := range cpus {
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			return nil, explainOpenError(fmt.Sprintf("open exec watch on cpu %d", cpu), err, 0)
+		}
+		w.fds = append(w.fds, fd)
+		r, err := newRing(fd, cpu, execWatchPages)
+		if err != nil {
+			return nil, err
+		}
+		w.rings = append(w.rings, r)
+	}
+	return w, nil
+}
+
+// Changed calls fn with the pid of every process that started, ended,
+// exec'd or renamed a thread since the last call (a pid may come more than
+// once, and records of different CPUs in any order: the caller reads the
+// process as it is now). The start and end of threads other than a
+// process's first are not reported. It returns false when records were
+// lost: then some changes are not known, and the caller must look at
+// every process.
+func (w *ExecWatcher) Changed(fn func(pid int)) (complete bool) {
+	complete = true
+	for _, r := range w.rings {
+		st := r.read(&w.f, &w.rec, func(rec *Record) {
+			switch rec.Type {
+			case RecordComm:
+				fn(int(rec.Comm.Pid))
+			case RecordFork, RecordExit:
+				if rec.Task.Pid == rec.Task.Tid {
+					fn(int(rec.Task.Pid))
+				}
+			case RecordLost:
+				complete = false
+			}
+		})
+		if st.corrupt > 0 {
+			complete = false
+		}
+	}
+	return complete
+}
+
+// Close releases the events and rings. It is idempotent.
+func (w *ExecWatcher) Close() error {
+	var errs []error
+	for _, r := range w.rings {
+		errs = append(errs, r.close())
+	}
+	closeAll(w.fds)
+	w.rings, w.fds = nil, nil
+	return errors.Join(errs...)
+}

@@ -7,6 +7,7 @@ import (
 
 func TestNextPoll(t *testing.T) {
 	const ms = time.Millisecond
+	const spanReaderDrainAt = 1 << 18
 	for _, c := range []struct {
 		prev, now int
 		d, want   time.Duration

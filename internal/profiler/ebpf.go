@@ -3,6 +3,7 @@ package profiler
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -38,19 +39,39 @@ const (
 // and looks again when, at the rate it filled since the last look, it
 // would reach that: between spanReaderPollMin and spanReaderPollMax.
 // Draining every 100 ms cost the collector ~7 ms of CPU a second, its
-// wake-ups alone ~3 ms. The ring (spanReaderRing) holds 16 000 records:
-// 8 s of 999 Hz on 2 CPUs.
+// wake-ups alone ~3 ms.
 //
-// The scheduler program's ring (schedReaderRing) holds 4 800 groups of
-// off-CPU time (864 bytes each, most of it the stacks): at the shortest
-// poll, 48 000 a second, 480 s of off-CPU time a second at 10 ms.
+// The ring's kernel memory is mapped twice into the collector (the
+// ring buffer's data pages are, so that records never wrap), and all of
+// it counts in its RSS: rings are sized for what they must hold. The
+// records ring (spanRingBytes) holds 2 s of records at the sampling rate
+// of every CPU, at least 256 KiB (4 000 records); where context switches
+// write records too (perf's switch events, when the scheduler program
+// cannot run) it is 1 MiB, 16 000 records. The scheduler program writes a
+// group of off-CPU time (864 bytes, most of it the stacks) only when a
+// thread's off-CPU time crosses off_cpu_interval, at its switch-in: its
+// ring (schedReaderRing) holds 1 200, 12 000 a second at the shortest
+// poll.
 const (
 	spanReaderPollMin = 100 * time.Millisecond
 	spanReaderPollMax = time.Second
-	spanReaderRing    = 1 << 20
-	spanReaderDrainAt = spanReaderRing / 4
-	schedReaderRing   = 4 << 20
+	schedReaderRing   = 1 << 20
+	spanRecordBytes   = 64 // bpf.Record and the ring's header
 )
+
+// spanRingBytes sizes the records ring (see above) for sampling at
+// frequency Hz on cpus CPUs, with a record at every context switch or not.
+func spanRingBytes(frequency, cpus int, switches bool) int {
+	const least, most = 256 << 10, 8 << 20
+	n := least
+	if switches {
+		n = 1 << 20
+	}
+	for n < 2*frequency*cpus*spanRecordBytes && n < most {
+		n *= 2
+	}
+	return n
+}
 
 // nextPoll returns when to look at a ring again, given that it held prev
 // bytes d ago and holds now bytes, and is drained from drainAt bytes.
@@ -73,10 +94,11 @@ func nextPoll(prev, now int, d time.Duration, drainAt int) time.Duration {
 // target's running goroutine carries in its pprof labels, or the one a
 // native target's thread publishes in its OTEP 4947 context record.
 type spanReader struct {
-	prog *bpf.Program
-	log  *zap.Logger
-	stop chan struct{}
-	once sync.Once
+	prog      *bpf.Program
+	ringBytes int // of the records ring, drained when a quarter full
+	log       *zap.Logger
+	stop      chan struct{}
+	once      sync.Once
 
 	mu sync.Mutex
 	// labelled holds the processes that showed a span (a goroutine
@@ -100,7 +122,9 @@ type spanReader struct {
 // Perf.Sched it loads and attaches the scheduler program too; when that
 // fails, the others are loaded alone and schedErr says why.
 func loadEBPF(opts Options) (*spanReader, error) {
-	bo := bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, RingBytes: spanReaderRing, DropOthers: true, RunStats: opts.EBPFRunStats}
+	cpus := runtime.NumCPU()
+	bo := bpf.Options{SpanKey: opts.SpanLabelKey, TraceKey: opts.TraceLabelKey, DropOthers: true, RunStats: opts.EBPFRunStats,
+		RingBytes: spanRingBytes(int(opts.Perf.Frequency), cpus, false)}
 	var prog *bpf.Program
 	var schedErr error
 	if opts.Perf.Sched {
@@ -121,13 +145,16 @@ func loadEBPF(opts Options) (*spanReader, error) {
 		}
 	}
 	if prog == nil {
+		// Without the scheduler program, perf's switch events run the
+		// programs too, and write a record at every switch.
+		bo.RingBytes = spanRingBytes(int(opts.Perf.Frequency), cpus, opts.Perf.Sched)
 		p, err := bpf.Load(bo)
 		if err != nil {
 			return nil, fmt.Errorf("load the eBPF programs that read the running span: %w", err)
 		}
 		prog = p
 	}
-	return &spanReader{prog: prog, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{},
+	return &spanReader{prog: prog, ringBytes: bo.RingBytes, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{},
 		sched: opts.Perf.Sched && schedErr == nil, schedErr: schedErr}, nil
 }
 
@@ -225,13 +252,13 @@ func (g *spanReader) Read(fn func(SpanContext)) error {
 		case <-t.C:
 		}
 		n, now := g.prog.Buffered(), time.Now()
-		if n >= spanReaderDrainAt {
+		if n >= g.ringBytes/4 {
 			if _, err := g.prog.Drain(deliver); err != nil {
 				return err
 			}
 			n = 0
 		}
-		next := nextPoll(prev, n, now.Sub(prevAt), spanReaderDrainAt)
+		next := nextPoll(prev, n, now.Sub(prevAt), g.ringBytes/4)
 		if g.sched {
 			sn := g.prog.SchedBuffered()
 			if sn >= schedReaderRing/4 {

@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,7 +60,7 @@ type Options struct {
 	// UnwindAuto and UnwindDWARF each on-CPU sample copies
 	// UnwindStackBytes of its user stack (default
 	// DefaultUnwindStackBytes, at most MaxUnwindStackBytes), and the
-	// rings default to unwindRingPages.
+	// rings default to stackRingPages.
 	Unwind           UnwindMode
 	UnwindStackBytes uint32
 
@@ -121,6 +122,23 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// stackRingPages sizes the ring of each CPU when samples copy stacks: half
+// a second of samples of one CPU at frequency Hz (a CPU runs one thread at
+// a time, so its samples come at most at that rate), at least 64 pages and
+// at most unwindRingPages. The reader passes over the rings every 100 ms
+// and at a quarter full, so half a second leaves it 5 passes of slack; at
+// 99 Hz a ring is 1 MiB (2 MiB at 999 Hz), memory that is locked and that
+// the collector's RSS counts.
+func stackRingPages(frequency, stackBytes int) int {
+	const perSample = 1 << 10 // header, registers, callchain
+	want := frequency * (stackBytes + perSample) / 2 / os.Getpagesize()
+	pages := 64
+	for pages < want && pages < unwindRingPages {
+		pages *= 2
+	}
+	return pages
+}
+
 func (o *Options) setDefaults() {
 	if o.DiscoveryInterval <= 0 {
 		o.DiscoveryInterval = time.Second
@@ -154,7 +172,7 @@ func (o *Options) setDefaults() {
 		o.UnwindStackBytes = min(o.UnwindStackBytes, MaxUnwindStackBytes)
 		o.Perf.StackUser = o.UnwindStackBytes
 		if o.Perf.RingPages == 0 {
-			o.Perf.RingPages = unwindRingPages
+			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes))
 		}
 	case o.RecoverLeafCaller:
 		o.Perf.StackUser = leafStackBytes

@@ -79,7 +79,10 @@ type Memory struct {
 	HWM      uint64 // VmHWM: the peak of VmRSS since the process started
 	RSSAnon  uint64 // RssAnon: resident anonymous memory (heaps, stacks)
 	RSSFile  uint64 // RssFile: resident file mappings (the binary, libraries)
-	RSSShmem uint64 // RssShmem: resident shared memory (e.g. perf rings)
+	RSSShmem uint64 // RssShmem: resident shared memory
+	// VmPin: pages pinned in memory outside RSS, such as the perf rings
+	// a process maps (the kernel charges them to pinned_vm).
+	Pinned uint64
 }
 
 // ReadMemory reads the Memory of pid.
@@ -89,7 +92,7 @@ func ReadMemory(pid int) (Memory, error) {
 		return Memory{}, fmt.Errorf("read memory of pid %d: %w", pid, err)
 	}
 	var m Memory
-	fields := map[string]*uint64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssAnon": &m.RSSAnon, "RssFile": &m.RSSFile, "RssShmem": &m.RSSShmem}
+	fields := map[string]*uint64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssAnon": &m.RSSAnon, "RssFile": &m.RSSFile, "RssShmem": &m.RSSShmem, "VmPin": &m.Pinned}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		dst := fields[k]
@@ -102,7 +105,7 @@ func ReadMemory(pid int) (Memory, error) {
 		delete(fields, k)
 	}
 	if len(fields) > 0 {
-		return Memory{}, fmt.Errorf("read memory of pid %d: /proc/%d/status lacks %d of VmRSS, VmHWM, RssAnon, RssFile, RssShmem", pid, pid, len(fields))
+		return Memory{}, fmt.Errorf("read memory of pid %d: /proc/%d/status lacks %d of VmRSS, VmHWM, RssAnon, RssFile, RssShmem, VmPin", pid, pid, len(fields))
 	}
 	return m, nil
 }

@@ -83,6 +83,8 @@ type result struct {
 	wall time.Duration // the window, as measured
 	cpu  time.Duration // the collector's utime+stime over the window
 	mem  measure.Memory
+	// The target's utime+stime over the window (target rows).
+	targetCPU time.Duration
 
 	// Counters over the window, from the collector's own metrics.
 	samples, offCPU, lost, dropped   uint64
@@ -92,6 +94,9 @@ type result struct {
 }
 
 func (r result) cpuPct() float64 { return 100 * r.cpu.Seconds() / r.wall.Seconds() }
+
+// targetCores is the target's CPU time over the window's wall time.
+func (r result) targetCores() float64 { return r.targetCPU.Seconds() / r.wall.Seconds() }
 
 func perSec(n uint64, d time.Duration) float64 { return float64(n) / d.Seconds() }
 
@@ -185,14 +190,14 @@ func (t *tool) runCase(ctx context.Context, c *costCase) (res result) {
 		return fail(err)
 	}
 	cpid := col.Pid()
-	before, err := t.sample(ctx, cpid, port, s)
+	before, err := t.sample(ctx, cpid, pid, port, s)
 	if err != nil {
 		return fail(err)
 	}
 	if err := t.hold(ctx, t.window, col, tg); err != nil {
 		return fail(err)
 	}
-	after, err := t.sample(ctx, cpid, port, s)
+	after, err := t.sample(ctx, cpid, pid, port, s)
 	if err != nil {
 		return fail(err)
 	}
@@ -201,6 +206,7 @@ func (t *tool) runCase(ctx context.Context, c *costCase) (res result) {
 	}
 	res.wall = after.at.Sub(before.at)
 	res.cpu = after.cpu - before.cpu
+	res.targetCPU = after.targetCPU - before.targetCPU
 	d := func(name string) uint64 { return after.m[name] - min(before.m[name], after.m[name]) }
 	res.samples = d("otelcol_receiver_perfprof_samples")
 	res.offCPU = d("otelcol_receiver_perfprof_off_cpu_samples")
@@ -228,18 +234,26 @@ func (t *tool) runCase(ctx context.Context, c *costCase) (res result) {
 
 // snapshot is what is read at each end of the window.
 type snapshot struct {
-	at   time.Time
-	cpu  time.Duration
-	m    map[string]uint64
-	sink uint64
+	at        time.Time
+	cpu       time.Duration // the collector's
+	targetCPU time.Duration
+	m         map[string]uint64
+	sink      uint64
 }
 
-func (t *tool) sample(ctx context.Context, pid, port int, s *sink) (snapshot, error) {
+// sample reads the CPU time of the collector (pid) and of the target
+// (target, 0 for none), the collector's metrics and the sink's count.
+func (t *tool) sample(ctx context.Context, pid, target, port int, s *sink) (snapshot, error) {
 	var sn snapshot
 	var err error
 	sn.at = time.Now()
 	if sn.cpu, err = measure.StatCPU(pid); err != nil {
 		return sn, err
+	}
+	if target > 0 {
+		if sn.targetCPU, err = measure.StatCPU(target); err != nil {
+			return sn, fmt.Errorf("the target: %w", err)
+		}
 	}
 	if sn.m, err = measure.Scrape(ctx, port); err != nil {
 		return sn, fmt.Errorf("read the collector's metrics: %w", err)

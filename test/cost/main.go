@@ -71,6 +71,8 @@
 //     libraries mapped), VmHWM, the peak RSS over the whole run, start-up
 //     included, and VmPin, memory pinned outside RSS: the perf rings
 //     (the eBPF programs' maps are kernel memory, in no figure here);
+//   - the target's CPU time over the window, in cores (its utime+stime
+//     over the wall time): the samples to expect are about that × HZ;
 //   - from the collector's own metrics (its Prometheus endpoint, internal
 //     telemetry at level basic): the samples it took
 //     (receiver_perfprof_samples, on-CPU), its off-CPU samples, records lost
@@ -258,12 +260,13 @@ func run() error {
 	t.printHeader(cases, skipped, tgs)
 	start := time.Now()
 	results := map[*costCase][]result{}
+rounds:
 	for r := 0; r < t.rounds && len(cases) > 0; r++ {
 		for i := range cases {
 			c := cases[(i+r)%len(cases)]
 			res := t.runCase(ctx, c)
 			if ctx.Err() != nil {
-				return ctx.Err()
+				break rounds // the run cut short is not counted
 			}
 			results[c] = append(results[c], res)
 			logRun(r+1, t.rounds, c, res)
@@ -272,6 +275,9 @@ func run() error {
 	t.printTables(cases, skipped, results)
 	fmt.Printf("\nload average at the end: %s\nrun time: %s (%d rounds × %d rows)\n",
 		measure.LoadAvg(), time.Since(start).Round(time.Second), t.rounds, len(cases))
+	if ctx.Err() != nil {
+		return errors.New("interrupted: the tables hold the runs that finished")
+	}
 	return nil
 }
 
@@ -285,7 +291,7 @@ func logRun(round, rounds int, c *costCase, r result) {
 	msg += fmt.Sprintf("CPU %.2f%% of a core, RSS %.1f MiB (peak %.1f)", r.cpuPct(), mib(r.mem.RSS), mib(r.mem.HWM))
 	switch c.kind {
 	case kindTarget:
-		msg += fmt.Sprintf(", %.0f samples/s, %.2f ms per 1k samples", perSec(r.samples, r.wall), perK(r.cpu, r.samples))
+		msg += fmt.Sprintf(", target %.2f cores, %.0f samples/s, %.2f ms per 1k samples", r.targetCores(), perSec(r.samples, r.wall), perK(r.cpu, r.samples))
 		if r.lost > 0 || r.dropped > 0 {
 			msg += fmt.Sprintf(", LOST %d records, DROPPED %d samples", r.lost, r.dropped)
 		}

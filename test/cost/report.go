@@ -79,21 +79,22 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 	}
 	if len(prof) > 0 || len(skipped) > 0 {
 		fmt.Printf("\nThe collector profiling one process, receiver defaults (medians of %d rounds; %s warm-up, %s window):\n\n", t.rounds, t.warmup, t.window)
-		fmt.Println("| row | runs | CPU, % of a core (min–max) | on-CPU samples/s | CPU ms per 1k samples | off-CPU samples/s | RSS MiB | RssAnon | RssFile | pinned (VmPin: perf rings) | peak RSS (VmHWM) MiB |")
-		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Println("| row | runs | CPU, % of a core (min–max) | target CPU, cores | on-CPU samples/s | CPU ms per 1k samples | off-CPU samples/s | RSS MiB | RssAnon | RssFile | pinned (VmPin: perf rings) | peak RSS (VmHWM) MiB |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, c := range prof {
 			ok, runs := okResults(results[c])
 			if len(ok) == 0 {
-				fmt.Printf("| %s | %s | FAILED: %s | | | | | | | | |\n", c.name, runs, cell(firstErr(results[c])))
+				fmt.Printf("| %s | %s | %s | | | | | | | | | |\n", c.name, runs, failedCell(results[c]))
 				continue
 			}
-			samples, perKs, off := "–", "–", "–"
+			cores, samples, perKs, off := "–", "–", "–", "–"
 			if c.kind == kindTarget {
+				cores = f2(med(ok, result.targetCores))
 				samples = f0(med(ok, func(r result) float64 { return perSec(r.samples, r.wall) }))
 				perKs = f2(med(ok, func(r result) float64 { return perK(r.cpu, r.samples) }))
 				off = f0(med(ok, func(r result) float64 { return perSec(r.offCPU, r.wall) }))
 			}
-			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.name, runs, cpuCell(ok), samples, perKs, off,
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.name, runs, cpuCell(ok), cores, samples, perKs, off,
 				memCell(ok, func(m measure.Memory) uint64 { return m.RSS }),
 				memCell(ok, func(m measure.Memory) uint64 { return m.RSSAnon }),
 				memCell(ok, func(m measure.Memory) uint64 { return m.RSSFile }),
@@ -101,7 +102,7 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 				memCell(ok, func(m measure.Memory) uint64 { return m.HWM }))
 		}
 		for _, c := range skipped {
-			fmt.Printf("| %s | 0 | SKIPPED: %s | | | | | | | | |\n", c.name, cell(c.target.skip))
+			fmt.Printf("| %s | 0 | SKIPPED: %s | | | | | | | | | |\n", c.name, cell(c.target.skip))
 		}
 		var lossy []string
 		for _, c := range prof {
@@ -125,7 +126,7 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 		for _, c := range spans {
 			ok, runs := okResults(results[c])
 			if len(ok) == 0 {
-				fmt.Printf("| %s | %s | FAILED: %s | | | | | | | |\n", c.name, runs, cell(firstErr(results[c])))
+				fmt.Printf("| %s | %s | %s | | | | | | | |\n", c.name, runs, failedCell(results[c]))
 				continue
 			}
 			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.name, runs,
@@ -199,13 +200,14 @@ func okResults(rs []result) ([]result, string) {
 	return ok, fmt.Sprintf("%d of %d", len(ok), len(rs))
 }
 
-func firstErr(rs []result) string {
+// failedCell is the text of a row none of whose runs succeeded.
+func failedCell(rs []result) string {
 	for _, r := range rs {
 		if r.err != nil {
-			return r.err.Error()
+			return "FAILED: " + cell(r.err.Error())
 		}
 	}
-	return "no run"
+	return "not run (interrupted)"
 }
 
 // cell is the first line of s, fit for a markdown table cell.

@@ -24,10 +24,11 @@
 //	                         -fno-omit-frame-pointer;
 //	                 c-nofp  the same built as gcc builds by default (-O2, no
 //	                         frame pointers), as testchild.NoFP builds it;
-//	                 go      a Go service: internal/testchild/otelhttpsvc, net/http
-//	                         with the otelhttp handler and the OTel Go SDK
-//	                         (its spans go to this tool's sink, not to the
-//	                         collector), GOMAXPROCS=2, driven by two clients;
+//	                 go      a Go service (internal/testchild/otelhttpsvc):
+//	                         net/http with the otelhttp handler and the OTel
+//	                         Go SDK (its spans go to this tool's sink, not
+//	                         to the collector), GOMAXPROCS=2, driven by two
+//	                         clients of its own;
 //	                 node    a Node.js service in miniature: three threads
 //	                         burning in JS functions that V8 keeps
 //	                         recompiling, with --perf-basic-prof
@@ -50,7 +51,8 @@
 //	               them;
 //	spans-otlp     the same load through the stock otlp receiver of the
 //	               same collector build, to the same kind of sink, through
-//	               the same exporter.
+//	               the same exporter. A line below their table gives
+//	               the ratios perfprof / stock of the medians.
 //
 // Without -targets, -idle or -spans every row is run; with any of them,
 // only the rows they select (-targets picks the target rows, -freqs their
@@ -65,7 +67,8 @@
 // Over the window, of the collector process:
 //
 //   - CPU: utime+stime from /proc/PID/stat (all threads, those that exited
-//     included; 10 ms ticks), as % of one core over the window's wall time;
+//     included), as % of one core over the window's wall time: counted in
+//     10 ms ticks, steps of 0.03% of a core over a 30 s window;
 //   - memory, from /proc/PID/status at the end of the window: VmRSS, its
 //     split into RssAnon (heap, stacks) and RssFile (the binary and
 //     libraries mapped), VmHWM, the peak RSS over the whole run, start-up
@@ -80,8 +83,8 @@
 //     sent; and the spans the sink received. CPU per 1000 samples or spans
 //     divides the window's CPU by them.
 //
-// The table gives, per row, the median over the runs that succeeded and,
-// for CPU, the min–max spread. A run fails, and is shown as failed with the
+// The tables give, per row, the median over the runs that succeeded and,
+// for CPU and CPU per 1000, the min–max spread. A run fails, and is shown as failed with the
 // reason, when the collector does not start, when it or the load exits,
 // when no samples were taken of a target, or when no span reached the sink;
 // a target this machine cannot run (no JDK, no node) is a skipped row, with
@@ -89,8 +92,8 @@
 //
 // The window should span whole report intervals (10 s by default), since a
 // report's work is a large part of the collector's CPU: the defaults
-// (15 s of warm-up, 30 s windows) do. The lead's measurements want a quiet
-// machine: the collector shares two CPUs with its target.
+// (15 s of warm-up, 30 s windows) do. Measure on a quiet machine: on two
+// CPUs the collector shares them with its target.
 package main
 
 import (

@@ -78,8 +78,8 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 		}
 	}
 	if len(prof) > 0 || len(skipped) > 0 {
-		fmt.Printf("\nThe collector profiling one process, receiver defaults (medians of %d rounds; %s warm-up, %s window):\n\n", t.rounds, t.warmup, t.window)
-		fmt.Println("| row | runs | CPU, % of a core (min–max) | target CPU, cores | on-CPU samples/s | CPU ms per 1k samples | off-CPU samples/s | RSS MiB | RssAnon | RssFile | pinned (VmPin: perf rings) | peak RSS (VmHWM) MiB |")
+		fmt.Printf("\nThe collector profiling one process, receiver defaults (%s; %s warm-up, %s window):\n\n", t.medians(), t.warmup, t.window)
+		fmt.Println("| row | runs | CPU, % of a core (min–max) | target CPU, cores | on-CPU samples/s | CPU ms per 1k samples (min–max) | off-CPU samples/s | RSS MiB | RssAnon | RssFile | pinned (VmPin: perf rings) | peak RSS (VmHWM) MiB |")
 		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, c := range prof {
 			ok, runs := okResults(results[c])
@@ -91,7 +91,7 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 			if c.kind == kindTarget {
 				cores = f2(med(ok, result.targetCores))
 				samples = f0(med(ok, func(r result) float64 { return perSec(r.samples, r.wall) }))
-				perKs = f2(med(ok, func(r result) float64 { return perK(r.cpu, r.samples) }))
+				perKs = spreadCell(ok, func(r result) float64 { return perK(r.cpu, r.samples) })
 				off = f0(med(ok, func(r result) float64 { return perSec(r.offCPU, r.wall) }))
 			}
 			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.name, runs, cpuCell(ok), cores, samples, perKs, off,
@@ -120,8 +120,8 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 		}
 	}
 	if len(spans) > 0 {
-		fmt.Printf("\nThe collector taking %d spans/s over OTLP/gRPC and exporting them over OTLP/gRPC to a sink (medians of %d rounds; %s warm-up, %s window):\n\n", t.spanRate, t.rounds, t.warmup, t.window)
-		fmt.Println("| row | runs | spans/s accepted | spans/s at the sink | CPU, % of a core (min–max) | CPU ms per 1k spans | RSS MiB | RssAnon | RssFile | peak RSS (VmHWM) MiB |")
+		fmt.Printf("\nThe collector taking %d spans/s over OTLP/gRPC and exporting them over OTLP/gRPC to a sink (%s; %s warm-up, %s window):\n\n", t.spanRate, t.medians(), t.warmup, t.window)
+		fmt.Println("| row | runs | spans/s accepted | spans/s at the sink | CPU, % of a core (min–max) | CPU ms per 1k spans (min–max) | RSS MiB | RssAnon | RssFile | peak RSS (VmHWM) MiB |")
 		fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 		for _, c := range spans {
 			ok, runs := okResults(results[c])
@@ -133,7 +133,7 @@ func (t *tool) printTables(cases, skipped []*costCase, results map[*costCase][]r
 				f0(med(ok, func(r result) float64 { return perSec(r.spansIn, r.wall) })),
 				f0(med(ok, func(r result) float64 { return perSec(r.spansSink, r.wall) })),
 				cpuCell(ok),
-				f2(med(ok, func(r result) float64 { return perK(r.cpu, r.spansIn) })),
+				spreadCell(ok, func(r result) float64 { return perK(r.cpu, r.spansIn) }),
 				memCell(ok, func(m measure.Memory) uint64 { return m.RSS }),
 				memCell(ok, func(m measure.Memory) uint64 { return m.RSSAnon }),
 				memCell(ok, func(m measure.Memory) uint64 { return m.RSSFile }),
@@ -185,6 +185,14 @@ func (t *tool) printRatio(spans []*costCase, results map[*costCase][]result) {
 		ratio(func(r result) float64 { return float64(r.mem.HWM) }))
 }
 
+// medians says what the cells are.
+func (t *tool) medians() string {
+	if t.rounds == 1 {
+		return "one round"
+	}
+	return fmt.Sprintf("medians of %d rounds", t.rounds)
+}
+
 // okResults returns the runs that succeeded and the runs cell: "3", or
 // "2 of 3" when some failed.
 func okResults(rs []result) ([]result, string) {
@@ -217,8 +225,13 @@ func cell(s string) string {
 }
 
 func cpuCell(rs []result) string {
-	v := values(rs, result.cpuPct)
-	return fmt.Sprintf("**%.2f** (%.2f–%.2f)", medianOf(v), slices.Min(v), slices.Max(v))
+	return "**" + strings.Replace(spreadCell(rs, result.cpuPct), " ", "** ", 1)
+}
+
+// spreadCell is the median of f over rs and its min–max.
+func spreadCell(rs []result, f func(result) float64) string {
+	v := values(rs, f)
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", medianOf(v), slices.Min(v), slices.Max(v))
 }
 
 func memCell(rs []result, f func(measure.Memory) uint64) string {

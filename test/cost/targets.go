@@ -299,7 +299,14 @@ func (t *tool) prepareJVM(ctx context.Context) (*target, error) {
 			stdin.Close()
 			return nil, err
 		}
-		return &running{pid: p.Pid(), procs: []*measure.Process{p}, stdin: stdin}, nil
+		// Killed, the JVM leaves its performance data file behind.
+		hsperf := func() {
+			files, _ := filepath.Glob(filepath.Join(os.TempDir(), "hsperfdata_*", strconv.Itoa(p.Pid())))
+			for _, f := range files {
+				os.Remove(f)
+			}
+		}
+		return &running{pid: p.Pid(), procs: []*measure.Process{p}, stdin: stdin, cleanup: []func(){hsperf}}, nil
 	}
 	return tg, nil
 }

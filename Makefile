@@ -15,7 +15,7 @@ BENCHCOUNT ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead browser-deps
+.PHONY: all run build demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps
 
 all: build
 
@@ -79,6 +79,15 @@ bench:
 overhead: build
 	@command -v perf >/dev/null || (apt-get update -qq && apt-get install -y -qq linux-perf)
 	$(GO) run ./test/overhead -collector $(COLLECTOR) $(OVERHEAD_FLAGS)
+
+## cost: the collector's own CPU and memory in steady state, side by side: profiling
+## a C program (with and without frame pointers), a Go service, a Node.js service and
+## a JVM at 99 and 999 Hz with the receiver's defaults, idle, and taking 5 000 spans/s
+## beside the stock otlp receiver; interleaved rounds, medians as markdown tables.
+## COST_FLAGS picks rows and lengths (-targets c-fp,c-nofp,go,node,jvm -freqs 99,999
+## -idle -spans -rounds 3 -warmup 15s -window 30s -collector PATH; see test/cost)
+cost: build
+	$(GO) run ./test/cost -collector $(COLLECTOR) $(COST_FLAGS)
 
 ## generate: regenerate mdatagen output (metadata.yaml → internal/metadata, tests, docs)
 ## and the eBPF objects (generate-bpf)

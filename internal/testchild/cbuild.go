@@ -1,6 +1,9 @@
 package testchild
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +81,34 @@ func OTelCtxPublisherDlopen(tb testing.TB) (bin, lib string) {
 // zlib.h is missing.
 func NoFP(tb testing.TB, name string) string {
 	tb.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := "\x00nofp-" + name
+	if p, ok := built[key]; ok {
+		return p
+	}
+	ensureBuildDir(tb)
+	out := filepath.Join(buildDir, "nofp-"+name)
+	cmd, err := NoFPCommand(name, out)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		NeedRuntime(tb, "%v", err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, b)
+	}
+	built[key] = out
+	return out
+}
+
+// NoFPCommand is the command with which NoFP builds the program name into
+// out, for a tool outside the tests (make cost). extraFlags go last, where
+// they override: "-fno-omit-frame-pointer" builds the same C program with
+// frame pointers, for comparison. When the toolchain or zlib.h is missing
+// the error wraps exec.ErrNotFound or fs.ErrNotExist.
+func NoFPCommand(name, out string, extraFlags ...string) (*exec.Cmd, error) {
 	_, self, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(self), "nofp")
 	var tool string
@@ -86,7 +117,7 @@ func NoFP(tb testing.TB, name string) string {
 	switch name {
 	case "c":
 		if _, err := os.Stat("/usr/include/zlib.h"); err != nil {
-			NeedRuntime(tb, "no zlib.h (zlib1g-dev): %v", err)
+			return nil, fmt.Errorf("no zlib.h (zlib1g-dev): %w", err)
 		}
 		tool, args = "gcc", append(c, filepath.Join(dir, "nofp.c"), "-lz")
 	case "signal", "vdso":
@@ -96,25 +127,13 @@ func NoFP(tb testing.TB, name string) string {
 	case "rust":
 		tool, args = "rustc", []string{"-C", "opt-level=3", filepath.Join(dir, "nofp.rs")}
 	default:
-		tb.Fatalf("no nofp program %q", name)
+		return nil, fmt.Errorf("no nofp program %q", name)
 	}
 	if _, err := exec.LookPath(tool); err != nil {
-		NeedRuntime(tb, "%s not installed: %v", tool, err)
+		return nil, fmt.Errorf("%s not installed: %w", tool, err)
 	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	key := "\x00nofp-" + name
-	if p, ok := built[key]; ok {
-		return p
-	}
-	ensureBuildDir(tb)
-	out := filepath.Join(buildDir, "nofp-"+name)
-	args = append(args, "-o", out)
-	if b, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("%s %s: %v\n%s", tool, strings.Join(args, " "), err, b)
-	}
-	built[key] = out
-	return out
+	args = append(append(args, extraFlags...), "-o", out)
+	return exec.Command(tool, args...), nil
 }
 
 // ChurnName is the executable name of the Churn program, by which a test

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/perfprof/perfprof/test/measure"
 )
 
 // reportInterval is the collector's report_interval: how long after the
@@ -47,13 +44,9 @@ service:
     profiles: {receivers: [perfprof], exporters: [debug]}
 `
 
-func collectorArgs(config string) []string {
-	return []string{"--config", config, "--feature-gates=service.profilesSupport"}
-}
-
 // collectorRun is the collector of one perfprof run.
 type collectorRun struct {
-	*watched
+	*measure.Process
 	port    int
 	baseCPU time.Duration
 }
@@ -97,7 +90,7 @@ func collectorYAML(pid, hz, port any, m mode) string {
 // "Sampling process" for it; its CPU time is read then, so that start-up
 // does not count.
 func (h *harness) startCollector(ctx context.Context, pid int, m mode) (*collectorRun, error) {
-	port, err := freePort()
+	port, err := measure.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -105,50 +98,52 @@ func (h *harness) startCollector(ctx context.Context, pid int, m mode) (*collect
 	if err := os.WriteFile(config, []byte(collectorYAML(pid, m.hz, port, m)), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, h.collector, collectorArgs(config)...)
-	w, err := startWatched("collector", cmd)
+	cmd := exec.CommandContext(ctx, h.collector, measure.CollectorArgs(config)...)
+	w, err := measure.Start("collector", cmd)
 	if err != nil {
 		return nil, err
 	}
-	c := &collectorRun{watched: w, port: port}
-	i, what, err := c.waitLine(ctx, 0, time.Minute, "Sampling process", "Cannot attach to process")
+	c := &collectorRun{Process: w, port: port}
+	i, what, err := c.WaitLine(ctx, 0, time.Minute, "Sampling process", "Cannot attach to process")
 	if err == nil && what != "Sampling process" {
-		err = fmt.Errorf("collector: %s", c.line(i))
+		err = fmt.Errorf("collector: %s", c.Line(i))
 	}
 	if err == nil {
-		c.baseCPU, err = taskCPU(cmd.Process.Pid)
+		c.baseCPU, err = measure.TaskCPU(cmd.Process.Pid)
 	}
 	if err != nil {
-		c.kill()
-		return nil, fmt.Errorf("%w\ncollector output:\n%s", err, c.tail(20))
+		c.Kill()
+		return nil, fmt.Errorf("%w\ncollector output:\n%s", err, c.Tail(20))
 	}
 	return c, nil
 }
+
+func (c *collectorRun) kill() { c.Kill() }
 
 // finish waits until the collector released the exited child and exported
 // its last profiles, reads its CPU time, peak RSS and sample counters, and
 // stops it with SIGTERM.
 func (c *collectorRun) finish(ctx context.Context, res *result) error {
-	pid := c.cmd.Process.Pid
+	pid := c.Pid()
 	// Discovery notices the exit within a second.
-	i, _, err := c.waitLine(ctx, 0, 10*time.Second, "Released process")
+	i, _, err := c.WaitLine(ctx, 0, 10*time.Second, "Released process")
 	if err != nil {
-		return fmt.Errorf("%w\ncollector output:\n%s", err, c.tail(20))
+		return fmt.Errorf("%w\ncollector output:\n%s", err, c.Tail(20))
 	}
 	// The next report sends what is left, if anything is: no Profiles line
 	// within a report interval means nothing was.
-	if _, _, err := c.waitLine(ctx, i+1, reportInterval+time.Second, "\tProfiles\t"); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w\ncollector output:\n%s", err, c.tail(20))
+	if _, _, err := c.WaitLine(ctx, i+1, reportInterval+time.Second, "\tProfiles\t"); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w\ncollector output:\n%s", err, c.Tail(20))
 	}
-	cpu, err := taskCPU(pid)
+	cpu, err := measure.TaskCPU(pid)
 	if err != nil {
 		return err
 	}
 	res.profCPU = cpu - c.baseCPU
-	if res.rssKB, err = peakRSS(pid); err != nil {
+	if res.rssKB, err = measure.PeakRSS(pid); err != nil {
 		return err
 	}
-	m, err := scrape(ctx, c.port)
+	m, err := measure.Scrape(ctx, c.port)
 	if err != nil {
 		return fmt.Errorf("read the collector's sample counter: %w", err)
 	}
@@ -161,60 +156,8 @@ func (c *collectorRun) finish(ctx context.Context, res *result) error {
 	if d := m["otelcol_receiver_perfprof_dropped_samples"]; d > 0 {
 		return fmt.Errorf("the collector dropped %d samples", d)
 	}
-	if err := c.stop(syscall.SIGTERM, 20*time.Second); err != nil {
-		return fmt.Errorf("stop the collector: %w\ncollector output:\n%s", err, c.tail(20))
+	if err := c.Stop(syscall.SIGTERM, 20*time.Second); err != nil {
+		return fmt.Errorf("stop the collector: %w\ncollector output:\n%s", err, c.Tail(20))
 	}
 	return nil
-}
-
-// scrape reads the collector's Prometheus endpoint and returns the value of
-// every metric, summed over labels, by name (without a _total suffix).
-func scrape(ctx context.Context, port int) (map[string]uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	m := map[string]uint64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			continue
-		}
-		name, val := line[:sp], line[sp+1:]
-		if j := strings.IndexByte(name, '{'); j >= 0 {
-			name = name[:j]
-		}
-		v, err := strconv.ParseFloat(val, 64)
-		if err != nil || v < 0 {
-			continue
-		}
-		m[strings.TrimSuffix(name, "_total")] += uint64(v)
-	}
-	return m, sc.Err()
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -166,7 +166,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/perfprof/perfprof/internal/perf"
+	"github.com/perfprof/perfprof/test/measure"
 )
 
 const defaultModes = "none,perfprof-99,perfprof-999,perf-record-999"
@@ -393,7 +393,7 @@ func run() error {
 		}
 	}
 
-	root, err := moduleRoot()
+	root, err := measure.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -423,7 +423,7 @@ func run() error {
 		}
 	}
 	if maxHz > 0 {
-		if err := checkPerfEvents(uint64(maxHz)); err != nil {
+		if err := measure.CheckPerfEvents(uint64(maxHz)); err != nil {
 			return err
 		}
 	}
@@ -466,36 +466,8 @@ func run() error {
 	}
 	h.printTable(results)
 	fmt.Printf("\nload average at the end: %s\nharness run time: %s (%d rounds × %d modes + warm-up)\n",
-		loadAvg(), time.Since(start).Round(time.Second), h.rounds, len(h.modes))
+		measure.LoadAvg(), time.Since(start).Round(time.Second), h.rounds, len(h.modes))
 	return nil
-}
-
-// checkPerfEvents opens, in this process, the sampling event the collector
-// would open on its target, so that a denied perf_event_open stops the
-// harness before it starts anything, with the reason and the fix.
-func checkPerfEvents(hz uint64) error {
-	s, err := perf.Open(perf.Options{Scope: perf.ScopeProcess, Frequency: hz})
-	if err == nil {
-		err = s.Attach(os.Getpid())
-		s.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("cannot sample with perf_event_open, so nothing can be measured: %w", err)
-	}
-	return nil
-}
-
-// moduleRoot finds the directory of this module's go.mod.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("run from inside the perfprof module (go env GOMOD is empty)")
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // runOnce runs one child under mode m.
@@ -566,15 +538,3 @@ func (r result) switchRate() float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/perfprof/perfprof/test/measure"
 )
 
 // perfRecordArgs is the perf record command line of a perf-record-HZ run.
@@ -34,7 +36,7 @@ func perfRecordArgs(pid, hz, data, ctl, ack string, dwarf bool) []string {
 }
 
 type perfRun struct {
-	*watched
+	*measure.Process
 	perf    string
 	data    string
 	system  bool // -a: it does not exit with the child
@@ -67,7 +69,7 @@ func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system, dwar
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, h.perfPath, perfRecordArgs(map[bool]string{false: strconv.Itoa(pid), true: ""}[system], strconv.Itoa(hz), p.data, ctl, ack, dwarf)...)
-	if p.watched, err = startWatched("perf record", cmd); err != nil {
+	if p.Process, err = measure.Start("perf record", cmd); err != nil {
 		return nil, err
 	}
 	if _, err := p.ctl.WriteString("enable\n"); err != nil {
@@ -85,17 +87,17 @@ func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system, dwar
 	}()
 	select {
 	case err = <-acked:
-	case <-p.exited:
-		<-p.eof
-		err = fmt.Errorf("perf record exited (%v)", p.waitErr)
+	case <-p.Exited():
+		<-p.OutputDone()
+		err = fmt.Errorf("perf record exited (%v)", p.Err())
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
 	if err == nil {
-		p.baseCPU, err = taskCPU(cmd.Process.Pid)
+		p.baseCPU, err = measure.TaskCPU(cmd.Process.Pid)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w\nperf record output:\n%s", err, p.tail(20))
+		return nil, fmt.Errorf("%w\nperf record output:\n%s", err, p.Tail(20))
 	}
 	return p, nil
 }
@@ -104,24 +106,23 @@ func (h *harness) startPerfRecord(ctx context.Context, pid, hz int, system, dwar
 // with -a it is interrupted, the child having exited), takes its CPU time
 // and peak RSS from its rusage, and counts the samples in its file.
 func (p *perfRun) finish(ctx context.Context, res *result) error {
+	interrupted := false // perf record's way out of -a
 	if p.system {
-		err := p.stop(os.Interrupt, 30*time.Second)
+		err := p.Stop(os.Interrupt, 30*time.Second)
 		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
-			p.waitErr = nil // perf record's way out of -a
-		}
+		interrupted = errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(30 * time.Second):
-		_ = p.stop(os.Interrupt, 30*time.Second)
+		_ = p.Stop(os.Interrupt, 30*time.Second)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if p.waitErr != nil {
-		return fmt.Errorf("perf record: %w\n%s", p.waitErr, p.tail(20))
+	if err := p.Err(); err != nil && !interrupted {
+		return fmt.Errorf("perf record: %w\n%s", err, p.Tail(20))
 	}
-	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	ru, ok := p.Cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
 		return fmt.Errorf("perf record: no rusage")
 	}
@@ -174,8 +175,8 @@ func (p *perfRun) close() {
 }
 
 func (p *perfRun) kill() {
-	if p.watched != nil {
-		p.watched.kill()
+	if p.Process != nil {
+		p.Process.Kill()
 	}
 	p.close()
 }

@@ -4,19 +4,20 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/perfprof/perfprof/test/measure"
 )
 
 // printHeader prints how the measurement is run: the exact command line,
 // the effective flags, and the commands of the child and the profilers.
 func (h *harness) printHeader() {
-	fmt.Printf("command: %s\n", commandLine())
+	fmt.Printf("command: %s\n", measure.CommandLine("./test/overhead"))
 	names := make([]string, len(h.modes))
 	for i, m := range h.modes {
 		names[i] = m.name
@@ -30,7 +31,7 @@ func (h *harness) printHeader() {
 		fmt.Printf(" -collector %s", h.collector)
 	}
 	fmt.Println()
-	fmt.Printf("machine: %s, %d CPUs, %s, load average %s\n", kernel(), runtime.NumCPU(), runtime.Version(), loadAvg())
+	fmt.Printf("machine: %s, %d CPUs, %s, load average %s\n", measure.Kernel(), runtime.NumCPU(), runtime.Version(), measure.LoadAvg())
 	fmt.Printf("child:   spin %s   (internal/testchild/spin, built with go build", strings.Join(h.childArgs(), " "))
 	if h.child == childPingpong {
 		fmt.Print("; two threads on one CPU handing a token through pipes")
@@ -44,7 +45,7 @@ func (h *harness) printHeader() {
 		printed[m.kind] = true
 		switch m.kind {
 		case kindPerfprof:
-			fmt.Printf("%s: %s %s   with CONFIG:\n", "perfprof", h.collector, strings.Join(collectorArgs("CONFIG"), " "))
+			fmt.Printf("%s: %s %s   with CONFIG:\n", "perfprof", h.collector, strings.Join(measure.CollectorArgs("CONFIG"), " "))
 			sched, ring, scope, schedOpts, notes := h.configPlaceholders()
 			cfg := fmt.Sprintf(collectorConfig, "PID", "HZ", reportInterval, "PORT", sched, ring, scope, schedOpts)
 			fmt.Print("\t" + strings.ReplaceAll(strings.TrimSuffix(cfg, "\n"), "\n", "\n\t") + "\n")
@@ -304,41 +305,10 @@ func medianOf(v []float64) float64 {
 	return (v[n/2-1] + v[n/2]) / 2
 }
 
-func kernel() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return "Linux"
-	}
-	return "Linux " + strings.TrimSpace(string(b))
-}
-
 func perfVersion(perf string) string {
 	out, err := exec.Command(perf, "--version").Output()
 	if err != nil {
 		return "perf version unknown"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// commandLine is the harness's command line; a binary built by go run is
-// shown as the go run command.
-func commandLine() string {
-	// go run builds in the build cache or the temporary directory.
-	if strings.Contains(os.Args[0], string(filepath.Separator)+"go-build") {
-		return strings.TrimSpace("go run ./test/overhead " + shellQuote(os.Args[1:]))
-	}
-	return shellQuote(os.Args)
-}
-
-// shellQuote joins args so that they can be pasted into a shell.
-func shellQuote(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,/:+@") == "" {
-			q[i] = a
-		} else {
-			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(q, " ")
 }

@@ -46,7 +46,7 @@ type procSymbols struct {
 // JITStats count the frames of JIT code in the samples reported, by how
 // the perf map named them.
 type JITStats struct {
-	Frames int64 // frames in anonymous memory, or in no mapping
+	Frames int64 // frames in anonymous memory, or in no mapping of a process with a perf map
 	// Older were named by a line replaced before the report: naming them
 	// by the map as it stands at the report would have named other code.
 	Older int64

@@ -404,3 +404,27 @@ func TestDisplayName(t *testing.T) {
 		}
 	}
 }
+
+// TestNoMappingIsJITOnlyWithAPerfMap: an address in no mapping of a
+// process without a perf map is not JIT code (a frame pointer of code
+// built without them points anywhere): it is no JIT frame, named or not.
+// Once the process has a perf map, such an address is JIT code unmapped
+// since, named by the map.
+func TestNoMappingIsJITOnlyWithAPerfMap(t *testing.T) {
+	pid := os.Getpid()
+	path := fmt.Sprintf("/tmp/perf-%d.map", pid)
+	os.Remove(path)
+	t.Cleanup(func() { os.Remove(path) })
+	p, _ := openProcess(t, pid, Options{})
+	const pc = 0x1010 // below every mapping of a Go test binary
+	if loc := p.LookupAt(pc, 0); loc.JIT != NotJIT || loc.Mapping != nil || len(loc.Frames) != 0 {
+		t.Errorf("without a perf map: %+v, want no mapping, no frames, not JIT", loc)
+	}
+	if err := os.WriteFile(path, []byte("1000 100 jitfn\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(perfMapMissInterval + 100*time.Millisecond)
+	if loc := p.LookupAt(pc, 0); loc.JIT == NotJIT || len(loc.Frames) != 1 || loc.Frames[0].Function != "jitfn" {
+		t.Errorf("with a perf map: %+v, want JIT code named jitfn", loc)
+	}
+}

@@ -172,6 +172,12 @@ func (p *Process) LookupAt(pc uint64, gen Gen) Location {
 		ms = p.find(pc)
 	}
 	if ms == nil {
+		// Outside every mapping: JIT code unmapped since, if the process
+		// has a perf map; else not code at all (a frame pointer that
+		// was not one), which is no JIT frame to name.
+		if !p.perfMap().Found() {
+			return Location{Address: pc}
+		}
 		return p.lookupJIT(Location{Address: pc}, gen)
 	}
 	loc := Location{Mapping: ms.m, Address: pc}
@@ -208,6 +214,17 @@ func (p *Process) MappingOf(pc uint64) *Mapping {
 // lookupJIT resolves loc.Address, in no file mapping, from the process's
 // perf map (JIT code).
 func (p *Process) lookupJIT(loc Location, gen Gen) Location {
+	f, how := p.perfMap().Lookup(loc.Address, gen)
+	if how != JITUnnamed {
+		loc.Frames = []Frame{f}
+	}
+	loc.JIT = how
+	return loc
+}
+
+// perfMap returns the perf map of the process, read again at most every
+// perfMapMissInterval unless its owner keeps it current.
+func (p *Process) perfMap() *PerfMap {
 	if p.jit == nil {
 		p.jit = NewPerfMap(p.pid)
 	}
@@ -215,12 +232,7 @@ func (p *Process) lookupJIT(loc Location, gen Gen) Location {
 		p.jitRead = time.Now()
 		_, _ = p.jit.Update() // best effort: an unreadable map keeps what was read
 	}
-	f, how := p.jit.Lookup(loc.Address, gen)
-	if how != JITUnnamed {
-		loc.Frames = []Frame{f}
-	}
-	loc.JIT = how
-	return loc
+	return p.jit
 }
 
 // find returns the mapping that holds pc, or nil.

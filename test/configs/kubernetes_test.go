@@ -32,10 +32,14 @@ const (
 )
 
 // k8sExamples are the manifests of examples/kubernetes, each with the kind
-// of the workload whose pod runs the collector.
-var k8sExamples = map[string]string{
-	"perfprof-sidecar.yaml":   "Deployment",
-	"perfprof-daemonset.yaml": "DaemonSet",
+// of the workload whose pod runs the collector, and the collector it runs
+// (see TestKubernetesBuilds).
+var k8sExamples = map[string]struct {
+	kind  string
+	build *build
+}{
+	"perfprof-sidecar.yaml":   {"Deployment", leanBuild},
+	"perfprof-daemonset.yaml": {"DaemonSet", k8sBuild},
 }
 
 // fieldRefValues stand for what the downward API gives a container, by
@@ -159,6 +163,34 @@ func TestEveryManifestChecked(t *testing.T) {
 		if _, ok := k8sExamples[filepath.Base(f)]; !ok {
 			t.Errorf("%s/%s is not checked: add it to k8sExamples and test it", k8sDir, filepath.Base(f))
 		}
+	}
+}
+
+// TestKubernetesBuilds keeps each example on the collector that runs its
+// configuration at the least cost: an example runs the per-node collector
+// only if the lean one, whose memory every pod it runs in pays for, would
+// refuse its configuration at start-up, for a component it lacks (the
+// DaemonSet's k8s_attributes). Each example's own test checks its
+// configuration against the collector it runs.
+func TestKubernetesBuilds(t *testing.T) {
+	for name, ex := range k8sExamples {
+		if ex.build == leanBuild {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			e := readK8sExample(t, name)
+			var lacks []string
+			for _, f := range failures(t, func(t testing.TB) { e.checkConfigOn(t, leanBuild) }) {
+				if strings.Contains(f, " "+leanBuild.String()+" has no such component") {
+					lacks = append(lacks, f)
+				}
+			}
+			if len(lacks) == 0 {
+				t.Errorf("%s runs %s, but %s has every component of its configuration: run that", e.file, ex.build, leanBuild)
+			} else {
+				t.Logf("%s would refuse %s's configuration: %q", leanBuild, e.file, lacks)
+			}
+		})
 	}
 }
 
@@ -337,6 +369,7 @@ func TestKubernetesDaemonSet(t *testing.T) {
 // the pod's other containers.
 type k8sExample struct {
 	file      string // relative to the repository
+	build     *build // the collector it runs
 	objects   []k8sObject
 	workload  *k8sObject
 	pod       *podSpec
@@ -346,22 +379,22 @@ type k8sExample struct {
 
 func readK8sExample(t *testing.T, name string) *k8sExample {
 	t.Helper()
-	kind, ok := k8sExamples[name]
+	ex, ok := k8sExamples[name]
 	if !ok {
 		t.Fatalf("%s is not in k8sExamples", name)
 	}
-	e := &k8sExample{file: filepath.Join(k8sDir, name)}
+	e := &k8sExample{file: filepath.Join(k8sDir, name), build: ex.build}
 	e.objects = readManifest(t, filepath.Join(testdata(".."), e.file))
 	for i, o := range e.objects {
-		if o.Kind == kind {
+		if o.Kind == ex.kind {
 			if e.workload != nil {
-				t.Fatalf("%s: more than one %s", e.file, kind)
+				t.Fatalf("%s: more than one %s", e.file, ex.kind)
 			}
 			e.workload = &e.objects[i]
 		}
 	}
 	if e.workload == nil {
-		t.Fatalf("%s: no %s", e.file, kind)
+		t.Fatalf("%s: no %s", e.file, ex.kind)
 	}
 	e.pod = &e.workload.Spec.Template.Spec
 	for i, c := range e.pod.Containers {
@@ -372,7 +405,7 @@ func readK8sExample(t *testing.T, name string) *k8sExample {
 		}
 	}
 	if e.collector == nil {
-		t.Fatalf("%s: the %s's pod has no container %q", e.file, kind, k8sCollector)
+		t.Fatalf("%s: the %s's pod has no container %q", e.file, ex.kind, k8sCollector)
 	}
 	return e
 }
@@ -392,9 +425,15 @@ func (e *k8sExample) object(kind, namespace, name string) *k8sObject {
 // of the manifest, in the workload's namespace, mounted where the
 // collector's --config says, resolved with the collector container's
 // environment (fieldRefValues for the downward API) and checked as the
-// configurations of testdata/ are. It returns what checkConfig found, and
-// the perfprof receiver's config.
+// configurations of testdata/ are, against the collector the example runs.
+// It returns what checkConfig found, and the perfprof receiver's config.
 func (e *k8sExample) checkConfig(t *testing.T) (checked, *perfprofreceiver.Config) {
+	t.Helper()
+	return e.checkConfigOn(t, e.build)
+}
+
+// checkConfigOn is checkConfig against the collector b.
+func (e *k8sExample) checkConfigOn(t testing.TB, b *build) (checked, *perfprofreceiver.Config) {
 	t.Helper()
 	coll := e.collector
 	configPath := ""
@@ -434,7 +473,7 @@ func (e *k8sExample) checkConfig(t *testing.T) (checked, *perfprofreceiver.Confi
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := checkConfig(t, path)
+	c := checkConfig(t, b, path)
 	recv, ok := c.components["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
 	if !ok {
 		t.Fatalf("the collector's config has no receiver perfprof")

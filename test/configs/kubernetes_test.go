@@ -3,6 +3,7 @@ package configs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -107,9 +108,10 @@ type toleration struct {
 }
 
 type container struct {
-	Name string   `yaml:"name"`
-	Args []string `yaml:"args"`
-	Env  []struct {
+	Name  string   `yaml:"name"`
+	Image string   `yaml:"image"`
+	Args  []string `yaml:"args"`
+	Env   []struct {
 		Name      string `yaml:"name"`
 		Value     string `yaml:"value"`
 		ValueFrom struct {
@@ -167,18 +169,36 @@ func TestEveryManifestChecked(t *testing.T) {
 }
 
 // TestKubernetesBuilds keeps each example on the collector that runs its
-// configuration at the least cost: an example runs the per-node collector
-// only if the lean one, whose memory every pod it runs in pays for, would
-// refuse its configuration at start-up, for a component it lacks (the
-// DaemonSet's k8s_attributes). Each example's own test checks its
-// configuration against the collector it runs.
+// configuration at the least cost, built as the README says: the collector
+// container's image is that collector's, the README builds it from the
+// Dockerfile's stage that copies that collector's binary, and an example
+// runs the per-node collector only if the lean one, whose memory every pod
+// it runs in pays for, would refuse its configuration at start-up, for a
+// component it lacks (the DaemonSet's k8s_attributes). Each example's own
+// test checks its configuration against the collector it runs.
 func TestKubernetesBuilds(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testdata(".."), k8sDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, ex := range k8sExamples {
-		if ex.build == leanBuild {
-			continue
-		}
 		t.Run(name, func(t *testing.T) {
 			e := readK8sExample(t, name)
+			image := e.collector.Image
+			if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+				image = image[:i] // the tag
+			}
+			if path.Base(image) != ex.build.String() {
+				t.Errorf("the collector's image is %s, not one of %s", e.collector.Image, ex.build)
+			}
+			build := fmt.Sprintf("docker build -f %s --target %s -t %s .", k8sDockerfile, e.stage(t).name, image)
+			if !bytes.Contains(readme, []byte(build)) {
+				t.Errorf("%s/README.md does not build the collector's image with %q", k8sDir, build)
+			}
+
+			if ex.build == leanBuild {
+				return
+			}
 			var lacks []string
 			for _, f := range failures(t, func(t testing.TB) { e.checkConfigOn(t, leanBuild) }) {
 				if strings.Contains(f, " "+leanBuild.String()+" has no such component") {
@@ -483,8 +503,8 @@ func (e *k8sExample) checkConfigOn(t testing.TB, b *build) (checked, *perfprofre
 
 // checkCapabilities checks that the collector runs as a non-root user with
 // exactly the capabilities of README.md's privilege table that its
-// configuration needs, and that the Dockerfile's setcap gives its binary
-// the same.
+// configuration needs, and that the setcap of the Dockerfile's stage that
+// copies its binary gives it the same.
 func (e *k8sExample) checkCapabilities(t *testing.T, kernelStacks bool) {
 	t.Helper()
 	want := neededCapabilities(t, kernelStacks)
@@ -502,8 +522,8 @@ func (e *k8sExample) checkCapabilities(t *testing.T, kernelStacks bool) {
 	if !sameSet(add, want) {
 		t.Errorf("the collector's capabilities add %v, want those of README.md's privilege table: %v", sc.Capabilities.Add, want)
 	}
-	if got := dockerfileCapabilities(t); !sameSet(got, want) {
-		t.Errorf("%s gives the collector's binary %v, want those of README.md's privilege table: %v", k8sDockerfile, got, want)
+	if st := e.stage(t); !sameSet(st.setcap, want) {
+		t.Errorf("%s's stage %s gives the collector's binary %v, want those of README.md's privilege table: %v", k8sDockerfile, st.name, st.setcap, want)
 	}
 }
 
@@ -674,32 +694,70 @@ func neededCapabilities(t *testing.T, kernelStacks bool) []string {
 	return caps
 }
 
-// dockerfileCapabilities returns the capabilities that the Dockerfile's
-// setcap gives the collector's binary.
-func dockerfileCapabilities(t *testing.T) []string {
+// dockerStage is a stage of the Dockerfile: its name (a --target), the
+// files it copies from the build context, and the capabilities that its
+// setcap gives ("CAP_PERFMON", …).
+type dockerStage struct {
+	name   string
+	copies []string
+	setcap []string
+}
+
+// readDockerfile returns the stages of the Dockerfile.
+func readDockerfile(t *testing.T) []dockerStage {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testdata(".."), k8sDockerfile))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stages []dockerStage
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		i := slices.Index(f, "setcap")
-		if len(f) == 0 || f[0] != "RUN" || i < 0 || i+1 >= len(f) {
+		if len(f) == 0 {
 			continue
 		}
-		set, ok := strings.CutSuffix(f[i+1], "+ep")
-		if !ok {
-			t.Fatalf("%s: setcap %s: want the capabilities +ep", k8sDockerfile, f[i+1])
+		if f[0] == "FROM" {
+			st := dockerStage{}
+			if len(f) == 4 && strings.EqualFold(f[2], "AS") {
+				st.name = f[3]
+			}
+			stages = append(stages, st)
+			continue
 		}
-		var caps []string
-		for _, c := range strings.Split(set, ",") {
-			caps = append(caps, strings.ToUpper(c))
+		if len(stages) == 0 {
+			continue
 		}
-		return caps
+		st := &stages[len(stages)-1]
+		switch i := slices.Index(f, "setcap"); {
+		case f[0] == "COPY" && len(f) >= 3:
+			st.copies = append(st.copies, f[1:len(f)-1]...)
+		case f[0] == "RUN" && i >= 0 && i+1 < len(f):
+			set, ok := strings.CutSuffix(f[i+1], "+ep")
+			if !ok {
+				t.Fatalf("%s: setcap %s: want the capabilities +ep", k8sDockerfile, f[i+1])
+			}
+			for _, c := range strings.Split(set, ",") {
+				st.setcap = append(st.setcap, strings.ToUpper(c))
+			}
+		}
 	}
-	t.Fatalf("%s runs no setcap", k8sDockerfile)
-	return nil
+	return stages
+}
+
+// stage returns the Dockerfile's stage that copies the binary of the
+// collector that the example runs: the image of that collector.
+func (e *k8sExample) stage(t *testing.T) dockerStage {
+	t.Helper()
+	var found []dockerStage
+	for _, st := range readDockerfile(t) {
+		if slices.Contains(st.copies, e.build.binary) {
+			found = append(found, st)
+		}
+	}
+	if len(found) != 1 || found[0].name == "" {
+		t.Fatalf("%s has %d stages that copy %s, want one with a name (its --target)", k8sDockerfile, len(found), e.build.binary)
+	}
+	return found[0]
 }
 
 func sameSet(a, b []string) bool {

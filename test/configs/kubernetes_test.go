@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.yaml.in/yaml/v3"
@@ -209,6 +211,61 @@ func TestKubernetesBuilds(t *testing.T) {
 				t.Errorf("%s runs %s, but %s has every component of its configuration: run that", e.file, ex.build, leanBuild)
 			} else {
 				t.Logf("%s would refuse %s's configuration: %q", leanBuild, e.file, lacks)
+			}
+		})
+	}
+}
+
+// TestBuildK8s builds the per-node collector as `make build-k8s` does,
+// which takes a minute or two: only with PERFPROF_BUILD_K8S=1. It checks
+// that the binary has the components these tests decode its configurations
+// with, and that it validates the configuration of each example that runs
+// it (`validate`: every component's config, as at start-up, without
+// starting any). The e2e test builds and runs the lean collector.
+func TestBuildK8s(t *testing.T) {
+	if os.Getenv("PERFPROF_BUILD_K8S") != "1" {
+		t.Skip("building the per-node collector (make build-k8s) takes a minute or two; set PERFPROF_BUILD_K8S=1 to run it")
+	}
+	build := exec.Command("make", "build-k8s")
+	build.Dir = testdata("..")
+	start := time.Now()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build-k8s: %v\n%s", err, out)
+	}
+	t.Logf("make build-k8s took %v", time.Since(start).Round(time.Second))
+	bin := filepath.Join(testdata(".."), k8sBuild.binary)
+
+	out, err := exec.Command(bin, "components").Output()
+	if err != nil {
+		t.Fatalf("%s components: %v", k8sBuild, err)
+	}
+	type named []struct{ Name string }
+	var listed struct{ Receivers, Processors, Exporters named }
+	if err := yaml.Unmarshal(out, &listed); err != nil {
+		t.Fatalf("%s components: %v", k8sBuild, err)
+	}
+	for section, components := range map[string]named{"receivers": listed.Receivers, "processors": listed.Processors, "exporters": listed.Exporters} {
+		var got, want []string
+		for _, c := range components {
+			got = append(got, c.Name)
+		}
+		for typ := range k8sBuild.factories[section] {
+			want = append(want, typ.String())
+		}
+		if !sameSet(got, want) {
+			t.Errorf("%s has the %s %v; these tests know %v", k8sBuild, section, got, want)
+		}
+	}
+
+	for name, ex := range k8sExamples {
+		if ex.build != k8sBuild {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			e := readK8sExample(t, name)
+			cmd := exec.Command(bin, "validate", "--config", e.writeConfig(t), "--feature-gates=service.profilesSupport")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s validate: %v\n%s", k8sBuild, err, out)
 			}
 		})
 	}
@@ -455,6 +512,20 @@ func (e *k8sExample) checkConfig(t *testing.T) (checked, *perfprofreceiver.Confi
 // checkConfigOn is checkConfig against the collector b.
 func (e *k8sExample) checkConfigOn(t testing.TB, b *build) (checked, *perfprofreceiver.Config) {
 	t.Helper()
+	c := checkConfig(t, b, e.writeConfig(t))
+	recv, ok := c.components["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
+	if !ok {
+		t.Fatalf("the collector's config has no receiver perfprof")
+	}
+	return c, recv
+}
+
+// writeConfig writes the collector's configuration, the key of a ConfigMap
+// of the manifest mounted where its --config says, to a file and returns
+// the file's path; it sets the collector container's environment, with
+// fieldRefValues for the downward API, for the test.
+func (e *k8sExample) writeConfig(t testing.TB) string {
+	t.Helper()
 	coll := e.collector
 	configPath := ""
 	if i := slices.Index(coll.Args, "--config"); i >= 0 && i+1 < len(coll.Args) {
@@ -493,12 +564,7 @@ func (e *k8sExample) checkConfigOn(t testing.TB, b *build) (checked, *perfprofre
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := checkConfig(t, b, path)
-	recv, ok := c.components["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
-	if !ok {
-		t.Fatalf("the collector's config has no receiver perfprof")
-	}
-	return c, recv
+	return path
 }
 
 // checkCapabilities checks that the collector runs as a non-root user with

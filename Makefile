@@ -7,6 +7,7 @@ TOOLS     := $(CURDIR)/.tools
 OCB       := $(TOOLS)/builder
 BUILD     := $(CURDIR)/_build
 COLLECTOR := $(BUILD)/otelcol-perfprof
+COLLECTOR_K8S := $(BUILD)/k8s/otelcol-perfprof-k8s
 DEMO      := $(BUILD)/perfprof-demo
 CLI       := $(BUILD)/perfprof
 DURATION  ?= 60s
@@ -15,7 +16,7 @@ BENCHCOUNT ?= 5
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps
+.PHONY: all run build build-k8s demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps
 
 all: build
 
@@ -24,10 +25,19 @@ tools: $(OCB)
 $(OCB):
 	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
 
-## build: the collector with the perfprof receiver (built by ocb), the demo and the CLI
+## build: the lean collector with the perfprof receiver (built by ocb from builder-config.yaml),
+## the demo and the CLI
 build: $(COLLECTOR) $(DEMO) $(CLI)
 $(COLLECTOR): $(OCB) builder-config.yaml $(GO_SOURCES)
 	$(OCB) --config builder-config.yaml
+	@touch $@
+
+## build-k8s: the per-node collector of the DaemonSet example (builder-config-k8s.yaml:
+## the same components and the k8sattributes processor, which only it pays for)
+build-k8s: $(COLLECTOR_K8S)
+$(COLLECTOR_K8S): $(OCB) builder-config-k8s.yaml $(GO_SOURCES)
+	@mkdir -p $(@D) # ocb makes its output path, not the path's parents
+	$(OCB) --config builder-config-k8s.yaml
 	@touch $@
 
 $(CLI): $(GO_SOURCES)

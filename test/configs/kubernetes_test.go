@@ -3,16 +3,19 @@ package configs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.yaml.in/yaml/v3"
@@ -32,10 +35,14 @@ const (
 )
 
 // k8sExamples are the manifests of examples/kubernetes, each with the kind
-// of the workload whose pod runs the collector.
-var k8sExamples = map[string]string{
-	"perfprof-sidecar.yaml":   "Deployment",
-	"perfprof-daemonset.yaml": "DaemonSet",
+// of the workload whose pod runs the collector, and the collector it runs
+// (see TestKubernetesBuilds).
+var k8sExamples = map[string]struct {
+	kind  string
+	build *build
+}{
+	"perfprof-sidecar.yaml":   {"Deployment", leanBuild},
+	"perfprof-daemonset.yaml": {"DaemonSet", k8sBuild},
 }
 
 // fieldRefValues stand for what the downward API gives a container, by
@@ -103,9 +110,10 @@ type toleration struct {
 }
 
 type container struct {
-	Name string   `yaml:"name"`
-	Args []string `yaml:"args"`
-	Env  []struct {
+	Name  string   `yaml:"name"`
+	Image string   `yaml:"image"`
+	Args  []string `yaml:"args"`
+	Env   []struct {
 		Name      string `yaml:"name"`
 		Value     string `yaml:"value"`
 		ValueFrom struct {
@@ -159,6 +167,107 @@ func TestEveryManifestChecked(t *testing.T) {
 		if _, ok := k8sExamples[filepath.Base(f)]; !ok {
 			t.Errorf("%s/%s is not checked: add it to k8sExamples and test it", k8sDir, filepath.Base(f))
 		}
+	}
+}
+
+// TestKubernetesBuilds keeps each example on the collector that runs its
+// configuration at the least cost, built as the README says: the collector
+// container's image is that collector's, the README builds it from the
+// Dockerfile's stage that copies that collector's binary, and an example
+// runs the per-node collector only if the lean one, whose memory every pod
+// it runs in pays for, would refuse its configuration at start-up, for a
+// component it lacks (the DaemonSet's k8s_attributes). Each example's own
+// test checks its configuration against the collector it runs.
+func TestKubernetesBuilds(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testdata(".."), k8sDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ex := range k8sExamples {
+		t.Run(name, func(t *testing.T) {
+			e := readK8sExample(t, name)
+			image := e.collector.Image
+			if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+				image = image[:i] // the tag
+			}
+			if path.Base(image) != ex.build.String() {
+				t.Errorf("the collector's image is %s, not one of %s", e.collector.Image, ex.build)
+			}
+			build := fmt.Sprintf("docker build -f %s --target %s -t %s .", k8sDockerfile, e.stage(t).name, image)
+			if !bytes.Contains(readme, []byte(build)) {
+				t.Errorf("%s/README.md does not build the collector's image with %q", k8sDir, build)
+			}
+
+			if ex.build == leanBuild {
+				return
+			}
+			var lacks []string
+			for _, f := range failures(t, func(t testing.TB) { e.checkConfigOn(t, leanBuild) }) {
+				if strings.Contains(f, " "+leanBuild.String()+" has no such component") {
+					lacks = append(lacks, f)
+				}
+			}
+			if len(lacks) == 0 {
+				t.Errorf("%s runs %s, but %s has every component of its configuration: run that", e.file, ex.build, leanBuild)
+			} else {
+				t.Logf("%s would refuse %s's configuration: %q", leanBuild, e.file, lacks)
+			}
+		})
+	}
+}
+
+// TestBuildK8s builds the per-node collector as `make build-k8s` does,
+// which takes a minute or two: only with PERFPROF_BUILD_K8S=1. It checks
+// that the binary has the components these tests decode its configurations
+// with, and that it validates the configuration of each example that runs
+// it (`validate`: every component's config, as at start-up, without
+// starting any). The e2e test builds and runs the lean collector.
+func TestBuildK8s(t *testing.T) {
+	if os.Getenv("PERFPROF_BUILD_K8S") != "1" {
+		t.Skip("building the per-node collector (make build-k8s) takes a minute or two; set PERFPROF_BUILD_K8S=1 to run it")
+	}
+	build := exec.Command("make", "build-k8s")
+	build.Dir = testdata("..")
+	start := time.Now()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build-k8s: %v\n%s", err, out)
+	}
+	t.Logf("make build-k8s took %v", time.Since(start).Round(time.Second))
+	bin := filepath.Join(testdata(".."), k8sBuild.binary)
+
+	out, err := exec.Command(bin, "components").Output()
+	if err != nil {
+		t.Fatalf("%s components: %v", k8sBuild, err)
+	}
+	type named []struct{ Name string }
+	var listed struct{ Receivers, Processors, Exporters named }
+	if err := yaml.Unmarshal(out, &listed); err != nil {
+		t.Fatalf("%s components: %v", k8sBuild, err)
+	}
+	for section, components := range map[string]named{"receivers": listed.Receivers, "processors": listed.Processors, "exporters": listed.Exporters} {
+		var got, want []string
+		for _, c := range components {
+			got = append(got, c.Name)
+		}
+		for typ := range k8sBuild.factories[section] {
+			want = append(want, typ.String())
+		}
+		if !sameSet(got, want) {
+			t.Errorf("%s has the %s %v; these tests know %v", k8sBuild, section, got, want)
+		}
+	}
+
+	for name, ex := range k8sExamples {
+		if ex.build != k8sBuild {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			e := readK8sExample(t, name)
+			cmd := exec.Command(bin, "validate", "--config", e.writeConfig(t), "--feature-gates=service.profilesSupport")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s validate: %v\n%s", k8sBuild, err, out)
+			}
+		})
 	}
 }
 
@@ -337,6 +446,7 @@ func TestKubernetesDaemonSet(t *testing.T) {
 // the pod's other containers.
 type k8sExample struct {
 	file      string // relative to the repository
+	build     *build // the collector it runs
 	objects   []k8sObject
 	workload  *k8sObject
 	pod       *podSpec
@@ -346,22 +456,22 @@ type k8sExample struct {
 
 func readK8sExample(t *testing.T, name string) *k8sExample {
 	t.Helper()
-	kind, ok := k8sExamples[name]
+	ex, ok := k8sExamples[name]
 	if !ok {
 		t.Fatalf("%s is not in k8sExamples", name)
 	}
-	e := &k8sExample{file: filepath.Join(k8sDir, name)}
+	e := &k8sExample{file: filepath.Join(k8sDir, name), build: ex.build}
 	e.objects = readManifest(t, filepath.Join(testdata(".."), e.file))
 	for i, o := range e.objects {
-		if o.Kind == kind {
+		if o.Kind == ex.kind {
 			if e.workload != nil {
-				t.Fatalf("%s: more than one %s", e.file, kind)
+				t.Fatalf("%s: more than one %s", e.file, ex.kind)
 			}
 			e.workload = &e.objects[i]
 		}
 	}
 	if e.workload == nil {
-		t.Fatalf("%s: no %s", e.file, kind)
+		t.Fatalf("%s: no %s", e.file, ex.kind)
 	}
 	e.pod = &e.workload.Spec.Template.Spec
 	for i, c := range e.pod.Containers {
@@ -372,7 +482,7 @@ func readK8sExample(t *testing.T, name string) *k8sExample {
 		}
 	}
 	if e.collector == nil {
-		t.Fatalf("%s: the %s's pod has no container %q", e.file, kind, k8sCollector)
+		t.Fatalf("%s: the %s's pod has no container %q", e.file, ex.kind, k8sCollector)
 	}
 	return e
 }
@@ -392,9 +502,29 @@ func (e *k8sExample) object(kind, namespace, name string) *k8sObject {
 // of the manifest, in the workload's namespace, mounted where the
 // collector's --config says, resolved with the collector container's
 // environment (fieldRefValues for the downward API) and checked as the
-// configurations of testdata/ are. It returns what checkConfig found, and
-// the perfprof receiver's config.
+// configurations of testdata/ are, against the collector the example runs.
+// It returns what checkConfig found, and the perfprof receiver's config.
 func (e *k8sExample) checkConfig(t *testing.T) (checked, *perfprofreceiver.Config) {
+	t.Helper()
+	return e.checkConfigOn(t, e.build)
+}
+
+// checkConfigOn is checkConfig against the collector b.
+func (e *k8sExample) checkConfigOn(t testing.TB, b *build) (checked, *perfprofreceiver.Config) {
+	t.Helper()
+	c := checkConfig(t, b, e.writeConfig(t))
+	recv, ok := c.components["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
+	if !ok {
+		t.Fatalf("the collector's config has no receiver perfprof")
+	}
+	return c, recv
+}
+
+// writeConfig writes the collector's configuration, the key of a ConfigMap
+// of the manifest mounted where its --config says, to a file and returns
+// the file's path; it sets the collector container's environment, with
+// fieldRefValues for the downward API, for the test.
+func (e *k8sExample) writeConfig(t testing.TB) string {
 	t.Helper()
 	coll := e.collector
 	configPath := ""
@@ -434,18 +564,13 @@ func (e *k8sExample) checkConfig(t *testing.T) (checked, *perfprofreceiver.Confi
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := checkConfig(t, path)
-	recv, ok := c.components["receivers"][component.MustNewID("perfprof")].(*perfprofreceiver.Config)
-	if !ok {
-		t.Fatalf("the collector's config has no receiver perfprof")
-	}
-	return c, recv
+	return path
 }
 
 // checkCapabilities checks that the collector runs as a non-root user with
 // exactly the capabilities of README.md's privilege table that its
-// configuration needs, and that the Dockerfile's setcap gives its binary
-// the same.
+// configuration needs, and that the setcap of the Dockerfile's stage that
+// copies its binary gives it the same.
 func (e *k8sExample) checkCapabilities(t *testing.T, kernelStacks bool) {
 	t.Helper()
 	want := neededCapabilities(t, kernelStacks)
@@ -463,8 +588,8 @@ func (e *k8sExample) checkCapabilities(t *testing.T, kernelStacks bool) {
 	if !sameSet(add, want) {
 		t.Errorf("the collector's capabilities add %v, want those of README.md's privilege table: %v", sc.Capabilities.Add, want)
 	}
-	if got := dockerfileCapabilities(t); !sameSet(got, want) {
-		t.Errorf("%s gives the collector's binary %v, want those of README.md's privilege table: %v", k8sDockerfile, got, want)
+	if st := e.stage(t); !sameSet(st.setcap, want) {
+		t.Errorf("%s's stage %s gives the collector's binary %v, want those of README.md's privilege table: %v", k8sDockerfile, st.name, st.setcap, want)
 	}
 }
 
@@ -635,32 +760,70 @@ func neededCapabilities(t *testing.T, kernelStacks bool) []string {
 	return caps
 }
 
-// dockerfileCapabilities returns the capabilities that the Dockerfile's
-// setcap gives the collector's binary.
-func dockerfileCapabilities(t *testing.T) []string {
+// dockerStage is a stage of the Dockerfile: its name (a --target), the
+// files it copies from the build context, and the capabilities that its
+// setcap gives ("CAP_PERFMON", …).
+type dockerStage struct {
+	name   string
+	copies []string
+	setcap []string
+}
+
+// readDockerfile returns the stages of the Dockerfile.
+func readDockerfile(t *testing.T) []dockerStage {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testdata(".."), k8sDockerfile))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stages []dockerStage
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		i := slices.Index(f, "setcap")
-		if len(f) == 0 || f[0] != "RUN" || i < 0 || i+1 >= len(f) {
+		if len(f) == 0 {
 			continue
 		}
-		set, ok := strings.CutSuffix(f[i+1], "+ep")
-		if !ok {
-			t.Fatalf("%s: setcap %s: want the capabilities +ep", k8sDockerfile, f[i+1])
+		if f[0] == "FROM" {
+			st := dockerStage{}
+			if len(f) == 4 && strings.EqualFold(f[2], "AS") {
+				st.name = f[3]
+			}
+			stages = append(stages, st)
+			continue
 		}
-		var caps []string
-		for _, c := range strings.Split(set, ",") {
-			caps = append(caps, strings.ToUpper(c))
+		if len(stages) == 0 {
+			continue
 		}
-		return caps
+		st := &stages[len(stages)-1]
+		switch i := slices.Index(f, "setcap"); {
+		case f[0] == "COPY" && len(f) >= 3:
+			st.copies = append(st.copies, f[1:len(f)-1]...)
+		case f[0] == "RUN" && i >= 0 && i+1 < len(f):
+			set, ok := strings.CutSuffix(f[i+1], "+ep")
+			if !ok {
+				t.Fatalf("%s: setcap %s: want the capabilities +ep", k8sDockerfile, f[i+1])
+			}
+			for _, c := range strings.Split(set, ",") {
+				st.setcap = append(st.setcap, strings.ToUpper(c))
+			}
+		}
 	}
-	t.Fatalf("%s runs no setcap", k8sDockerfile)
-	return nil
+	return stages
+}
+
+// stage returns the Dockerfile's stage that copies the binary of the
+// collector that the example runs: the image of that collector.
+func (e *k8sExample) stage(t *testing.T) dockerStage {
+	t.Helper()
+	var found []dockerStage
+	for _, st := range readDockerfile(t) {
+		if slices.Contains(st.copies, e.build.binary) {
+			found = append(found, st)
+		}
+	}
+	if len(found) != 1 || found[0].name == "" {
+		t.Fatalf("%s has %d stages that copy %s, want one with a name (its --target)", k8sDockerfile, len(found), e.build.binary)
+	}
+	return found[0]
 }
 
 func sameSet(a, b []string) bool {

@@ -74,8 +74,21 @@ func (k EventKind) String() string {
 	return "cpu-clock"
 }
 
-// readWake is the longest Read sleeps between passes over the rings.
-const readWake = 100 * time.Millisecond
+// Read passes over the rings when one is a quarter full, and at least
+// every readWake while records other than samples may be waiting: with
+// context-switch events (their accounting waits for every CPU's records,
+// see profiler.reorderDelay), and for readBusy after an Attach or a pass
+// that delivered a target's mmap, comm, fork or exit record (a process
+// that maps code and exits soon after must have its map read while it
+// lives). Otherwise, with steady targets, it passes at least every
+// readIdle: every pass wakes the collector (and the Go runtime's sysmon
+// with it), and at 99 Hz the timer's ten passes a second were half of
+// its context switches and a third of its CPU.
+const (
+	readWake = 100 * time.Millisecond
+	readIdle = time.Second
+	readBusy = 5 * time.Second
+)
 
 // Stats are cumulative counters of a session.
 type Stats struct {
@@ -88,6 +101,7 @@ type Stats struct {
 	Corrupt uint64
 	// LongestGap is the longest time between the starts of two
 	// consecutive passes over the rings. Read wakes at least every
-	// readWake, so a longer gap means fn held the reader up.
+	// second (every 100 ms while records other than samples come), so a
+	// longer gap means fn held the reader up.
 	LongestGap time.Duration
 }

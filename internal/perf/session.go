@@ -43,6 +43,7 @@ type Session struct {
 
 	records, samples, lost, corrupt atomic.Uint64
 	longestGap                      atomic.Int64 // ns
+	lastAttach                      atomic.Int64 // Unix ns of the last Attach, for Read's timer
 
 	readMu    sync.Mutex // held by Read; Close waits for it
 	closeOnce sync.Once
@@ -339,6 +340,7 @@ func (s *Session) Attach(pid int) error {
 	}
 	s.procs[pid] = a
 	s.publishTargets()
+	s.lastAttach.Store(time.Now().UnixNano())
 	return nil
 }
 
@@ -445,6 +447,7 @@ func (s *Session) Read(fn func(*Record)) error {
 	}
 	defer s.readMu.Unlock()
 	var rec Record
+	sideband := false // a pass delivered a record other than a sample
 	var targets map[uint32]struct{}
 	var kinds map[uint64]EventKind
 	deliver := func(r *Record) {
@@ -477,16 +480,22 @@ func (s *Session) Read(fn func(*Record)) error {
 		}
 		if r.Type == RecordSample && r.Sample.Kind == EventCPUClock {
 			s.samples.Add(1)
+		} else if r.Type != RecordSample {
+			sideband = true
 		}
 		s.records.Add(1)
 		fn(r)
 	}
 	events := make([]unix.EpollEvent, len(s.rings)+1)
-	var lastPass time.Time
+	var lastPass, lastSideband time.Time
 	for {
-		// Wake at least every readWake, so that a quiet target's records
-		// do not wait for the watermark for long.
-		if err := s.wait(events); err != nil {
+		// Wake at least every readWake while a quiet target's records
+		// other than samples may be waiting (see readIdle).
+		wake := readIdle
+		if s.opts.Sched || time.Since(lastSideband) < readBusy || time.Since(time.Unix(0, s.lastAttach.Load())) < readBusy {
+			wake = readWake
+		}
+		if err := s.wait(events, wake); err != nil {
 			return fmt.Errorf("wait for perf rings: %w", err)
 		}
 		now := time.Now()
@@ -499,11 +508,15 @@ func (s *Session) Read(fn func(*Record)) error {
 		closed := s.closed.Load()
 		targets = *s.targets.Load()
 		kinds = *s.kinds.Load()
+		sideband = false
 		for _, r := range s.rings {
 			st := r.read(&s.format, &rec, deliver)
 			if st.corrupt > 0 {
 				s.corrupt.Add(uint64(st.corrupt))
 			}
+		}
+		if sideband {
+			lastSideband = now
 		}
 		if closed {
 			// The pass above delivered what was written before Close.
@@ -513,10 +526,10 @@ func (s *Session) Read(fn func(*Record)) error {
 }
 
 // wait returns when a ring reached its watermark, Close was called or
-// readWake passed.
-func (s *Session) wait(events []unix.EpollEvent) error {
+// timeout passed.
+func (s *Session) wait(events []unix.EpollEvent, timeout time.Duration) error {
 	if s.ep == nil {
-		_, err := unix.EpollWait(s.epfd, events, int(readWake/time.Millisecond))
+		_, err := unix.EpollWait(s.epfd, events, int(timeout/time.Millisecond))
 		if errors.Is(err, unix.EINTR) {
 			return nil
 		}
@@ -526,7 +539,7 @@ func (s *Session) wait(events []unix.EpollEvent) error {
 	if err != nil {
 		return err
 	}
-	if err := s.ep.SetReadDeadline(time.Now().Add(readWake)); err != nil {
+	if err := s.ep.SetReadDeadline(time.Now().Add(timeout)); err != nil {
 		return err
 	}
 	// epoll_wait without a timeout reports what is ready; when nothing

@@ -33,6 +33,11 @@ type Options struct {
 	// RingPages is the number of data pages per CPU ring, a power of two.
 	// Zero means 64 (256 KiB with 4 KiB pages).
 	RingPages int
+	// WakeFraction says when a ring wakes Read: when it holds
+	// 1/WakeFraction of its size (2, 4, 8 ...). Zero means 4. Every wake-up
+	// costs the collector a few context switches: a ring that holds
+	// plenty of time at the sampling rate can wake later.
+	WakeFraction int
 	// Sched adds context-switch capture: PERF_RECORD_SWITCH records (in
 	// and out, with the preempt flag) and a sample with the callchain at
 	// every switch-out (the context-switches software event, period 1).

@@ -72,6 +72,12 @@ func Open(opts Options) (_ *Session, err error) {
 	if opts.RingPages == 0 {
 		opts.RingPages = 64
 	}
+	if opts.WakeFraction == 0 {
+		opts.WakeFraction = 4
+	}
+	if opts.WakeFraction < 2 {
+		return nil, fmt.Errorf("perf: wake fraction %d is below 2", opts.WakeFraction)
+	}
 	if opts.RingPages&(opts.RingPages-1) != 0 {
 		return nil, fmt.Errorf("perf: ring pages %d is not a power of two", opts.RingPages)
 	}
@@ -164,7 +170,8 @@ func Open(opts Options) (_ *Session, err error) {
 	for _, cpu := range cpus {
 		// The ring of each CPU belongs to a dummy event on the collector's
 		// own main thread, not to a target's event: targets come and go,
-		// the ring stays. Its watermark wakes the reader at a quarter full.
+		// the ring stays. Its watermark wakes the reader (at a quarter
+		// full by default, see Options.WakeFraction).
 		owner := unix.PerfEventAttr{
 			Type:        unix.PERF_TYPE_SOFTWARE,
 			Config:      unix.PERF_COUNT_SW_DUMMY,
@@ -173,7 +180,7 @@ func Open(opts Options) (_ *Session, err error) {
 			Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitWatermark |
 				unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
 			Clockid: unix.CLOCK_MONOTONIC,
-			Wakeup:  uint32(ringBytes / 4),
+			Wakeup:  uint32(ringBytes / opts.WakeFraction),
 		}
 		fd, err := unix.PerfEventOpen(&owner, os.Getpid(), cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 		if err != nil {

@@ -34,18 +34,25 @@ type Options struct {
 type Stats struct {
 	Binaries        int // binaries held now
 	FilesOpened     int // binary files (or vDSO images) opened to identify them
-	BinariesParsed  int // symbol and line tables read: once per binary while it stays cached
+	BinariesParsed  int // symbol tables read, DWARF indexed: once per binary while it stays cached
 	BinariesEvicted int // binaries dropped to stay within Options.MaxBinaries or MaxBytes
 	LookupsCached   int // addresses answered from a per-binary cache
 	LookupsResolved int // addresses resolved from the tables
 
+	// DWARF is decoded one compilation unit at a time, on the first lookup
+	// of an address in it.
+	DWARFUnitsDecoded int // compilation units whose lines and functions were decoded
+	DWARFLoads        int // DWARF sections read
+
 	// BytesHeld estimates the memory held by the binaries in the cache: for
-	// each parsed binary, what its symbol, line and Go tables reach (slice
-	// backing arrays by capacity, each counted once, strings by length,
-	// maps by entries times key and value size plus a bucket overhead),
-	// measured once after the parse, plus 64 bytes per entry of its address
-	// cache and the frames stored there. Unparsed binaries count 0: they
-	// hold an open file and ELF headers only.
+	// each parsed binary, what its symbol, Go and unwind tables reach
+	// (slice backing arrays by capacity, each counted once, strings by
+	// length, maps by entries times key and value size plus a bucket
+	// overhead), measured once after the parse; its DWARF index, the
+	// tables of each decoded unit, measured once when it is decoded, and
+	// the DWARF sections; plus 64 bytes per entry of its address cache and
+	// the frames stored there. Unparsed binaries count 0: they hold an open
+	// file and ELF headers only.
 	BytesHeld int64
 }
 
@@ -308,11 +315,13 @@ func (c *Cache) bytesHeld(b *objfile) int64 {
 	if !ok {
 		var sz sizer
 		sz.add(reflect.ValueOf(b.syms))
-		sz.add(reflect.ValueOf(b.lines))
 		sz.add(reflect.ValueOf(b.gotab))
 		sz.add(reflect.ValueOf(b.unwind))
 		n = sz.total()
 		c.tableSize[b] = n
+	}
+	if b.dwarf != nil {
+		n += b.dwarf.bytesHeld()
 	}
 	const perEntry = 64 // key, slice header, map overhead
 	frameSize := int64(reflect.TypeFor[Frame]().Size())

@@ -59,38 +59,46 @@ type scopeRange struct {
 	scope  int32
 }
 
-// funcTable is the functions of the DWARF .debug_info of a binary: the
-// ranges of the concrete subprograms, and inside each the tree of calls
+// funcTable is the functions of the .debug_info of one compilation unit:
+// the ranges of the concrete subprograms, and inside each the tree of calls
 // inlined into it.
 type funcTable struct {
 	funcs  []funcInfo
 	scopes []scope
-	top    []scopeRange // ranges of concrete subprograms, sorted by lo
+	top    []scopeRange // ranges of concrete subprograms, sorted by lo, stably
 	maxHi  []uint64     // maxHi[i] is the largest hi of top[:i+1]
 	inl    []scopeRange
 	files  []string // lineTable.files: call files index it
 }
 
-// lookup returns the scopes that hold addr, innermost first, ending with the
-// concrete subprogram; nil when no subprogram holds addr.
-func (t *funcTable) lookup(addr uint64) []int32 {
+// concrete returns the concrete subprogram that holds addr, and the range
+// of it that does: the smallest such range (subprograms rarely overlap:
+// GNU C nested functions), of those the one that starts last, of those the
+// last in the unit. ok is false when no subprogram holds addr.
+func (t *funcTable) concrete(addr uint64) (s int32, lo, hi uint64, ok bool) {
 	i := sort.Search(len(t.top), func(i int) bool { return t.top[i].lo > addr }) - 1
-	// Subprograms rarely overlap (GNU C nested functions): walk back only
-	// while an earlier range may still reach addr, and take the smallest.
-	best, bestSize := int32(-1), uint64(0)
+	// Walk back only while an earlier range may still reach addr.
+	best, bestSize := -1, uint64(0)
 	for ; i >= 0 && t.maxHi[i] > addr; i-- {
 		r := t.top[i]
 		if addr < r.hi && (best < 0 || r.hi-r.lo < bestSize) {
-			best, bestSize = r.scope, r.hi-r.lo
+			best, bestSize = i, r.hi-r.lo
 		}
 	}
 	if best < 0 {
-		return nil
+		return -1, 0, 0, false
 	}
+	r := t.top[best]
+	return r.scope, r.lo, r.hi, true
+}
+
+// chain returns the scopes of concrete subprogram s that hold addr,
+// innermost first, ending with s.
+func (t *funcTable) chain(s int32, addr uint64) []int32 {
 	// The deepest inlined call that holds addr; inlined ranges nest, so its
 	// parents hold addr too.
-	inner, depth := best, int32(0)
-	c := &t.scopes[best]
+	inner, depth := s, int32(0)
+	c := &t.scopes[s]
 	for _, r := range t.inl[c.inlFirst:c.inlEnd] {
 		if r.lo <= addr && addr < r.hi && t.scopes[r.scope].depth > depth {
 			inner, depth = r.scope, t.scopes[r.scope].depth
@@ -103,11 +111,12 @@ func (t *funcTable) lookup(addr uint64) []int32 {
 	return chain
 }
 
-// funcBuilder collects a funcTable while lineTable reads the units.
+// funcBuilder collects the funcTable of one unit while its line table is
+// read.
 type funcBuilder struct {
 	d        *dwarf.Data
 	t        *funcTable
-	unitName uint32 // of the unit being read
+	unitName uint32 // in lineTable.files
 	inText   func(uint64) bool
 	ref      *dwarf.Reader              // for DW_AT_abstract_origin and DW_AT_specification
 	attrs    map[dwarf.Offset]funcAttrs // of referenced entries
@@ -298,13 +307,14 @@ func (b *funcBuilder) attrsOf(e *dwarf.Entry, depth int) funcAttrs {
 	return a
 }
 
-// finish sorts the ranges of concrete subprograms.
+// finish sorts the ranges of concrete subprograms, stably: the order of
+// the unit breaks ties (see concrete).
 func (b *funcBuilder) finish() *funcTable {
 	t := b.t
 	if len(t.top) == 0 {
 		return nil
 	}
-	slices.SortFunc(t.top, func(x, y scopeRange) int {
+	slices.SortStableFunc(t.top, func(x, y scopeRange) int {
 		switch {
 		case x.lo < y.lo:
 			return -1
@@ -326,7 +336,7 @@ func (b *funcBuilder) finish() *funcTable {
 // emit for DW_AT_linkage_name.
 const attrMIPSLinkageName dwarf.Attr = 0x2007
 
-// frames returns the frames of chain (from lookup), innermost first: the
+// frames returns the frames of chain (from chain), innermost first: the
 // innermost function at file:line, then each caller at the line it calls
 // from. sym, the ELF symbol at the address (nil if none), names a concrete
 // subprogram DWARF leaves unnamed.

@@ -43,6 +43,7 @@ type Stats struct {
 	// of an address in it.
 	DWARFUnitsDecoded int // compilation units whose lines and functions were decoded
 	DWARFLoads        int // DWARF sections read
+	DWARFTooDeep      int // DIE subtrees skipped for nesting deeper than the walk goes (256)
 
 	// BytesHeld estimates the memory held by the binaries in the cache: for
 	// each parsed binary, what its symbol, Go and unwind tables reach

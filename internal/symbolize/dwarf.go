@@ -31,6 +31,13 @@ import (
 // whole file: a file whose abbreviations allow them is decoded, and held,
 // with a dwarf.Data of all its units.
 
+// maxDIEDepth bounds how deep the function walk descends into the DIE tree:
+// the walk recurses once per level, and a malicious file could nest DIEs
+// millions deep (one byte each). Real trees are shallow: the deepest seen
+// is 29 levels (Rust's std, inlined iterator chains). Deeper subtrees are
+// skipped and counted in Stats.DWARFTooDeep.
+const maxDIEDepth = 256
+
 // dwarfTables is the DWARF of a binary, decoded one compilation unit at a
 // time.
 type dwarfTables struct {
@@ -550,7 +557,9 @@ func (t *dwarfTables) unitTables(u int32, c *Cache) *unitTables {
 	// damaged unit answers, and it is not decoded again.
 	ut := &unitTables{}
 	if d, off, err := t.unitData(un); err == nil {
-		ut, _ = decodeUnit(d, off, t.inText)
+		var tooDeep int
+		ut, tooDeep, _ = decodeUnit(d, off, t.inText)
+		c.stats.DWARFTooDeep += tooDeep
 	}
 	c.stats.DWARFUnitsDecoded++
 	un.tables = ut
@@ -648,8 +657,9 @@ func searchRanges(rs []unitRange, addr uint64) int {
 }
 
 // decodeUnit reads the line program and the functions of the unit whose
-// top DIE is at off. It returns what it could read and the errors met.
-func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *unitTables, err error) {
+// top DIE is at off. It returns what it could read, how many DIE subtrees
+// it skipped for nesting deeper than maxDIEDepth, and the errors met.
+func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *unitTables, tooDeep int, err error) {
 	ut = &unitTables{}
 	defer func() {
 		if p := recover(); p != nil {
@@ -659,7 +669,7 @@ func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *
 	r := d.Reader()
 	e, err := unitEntry(r, off)
 	if err != nil {
-		return ut, err
+		return ut, 0, err
 	}
 	lt := &lineTable{}
 	fileIndex := make(map[string]uint32)
@@ -683,11 +693,12 @@ func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *
 	}
 	var fb *funcBuilder
 	if e.Children {
-		fb = newFuncBuilder(d, inText)
+		fb = newFuncBuilder(d, inText, typesHoldCode(e))
 		name, _ := e.Val(dwarf.AttrName).(string)
 		if err := fb.unit(r, files, intern(&dwarf.LineFile{Name: name})); err != nil {
 			errs = append(errs, fmt.Errorf("functions of unit at offset %#x: %w", off, err))
 		}
+		tooDeep = fb.tooDeep
 	}
 	lt.sort()
 	if len(lt.rows) > 0 {
@@ -704,5 +715,25 @@ func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *
 			ut.funcs = ft
 		}
 	}
-	return ut, errors.Join(errs...)
+	return ut, tooDeep, errors.Join(errs...)
+}
+
+// typesHoldCode reports whether the types of unit cu may hold functions
+// with code, so that the function walk must descend into them. In C and
+// assembly they cannot. C++ compilers define a member function at
+// namespace scope, with DW_AT_specification naming its declaration in the
+// class; but LLVM puts a method defined without a declaration (as rustc has
+// emitted them) inside its type, and other languages may do the same.
+func typesHoldCode(cu *dwarf.Entry) bool {
+	lang, ok := cu.Val(dwarf.AttrLanguage).(int64)
+	if !ok {
+		return true
+	}
+	switch lang {
+	case 0x0001, 0x0002, 0x000c, 0x001d, 0x002c: // DW_LANG_C89, C, C99, C11, C17
+		return false
+	case 0x8001: // DW_LANG_Mips_Assembler, what gas writes
+		return false
+	}
+	return true
 }

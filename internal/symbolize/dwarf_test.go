@@ -161,7 +161,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 	if named == 0 || inlined < minInlined {
 		t.Errorf("%d addresses in functions, %d in inlined code: want some, and %d inlined", named, inlined, minInlined)
 	}
-	if st.DWARFLoads != 1 {
+	if st.DWARFLoads != 1 || st.DWARFTooDeep != 0 {
 		t.Errorf("stats: %+v", st)
 	}
 }
@@ -247,6 +247,67 @@ func fmtFullFrames(fs []Frame) string {
 		fmt.Fprintf(&b, "%s[%s]@%s:%d(start %d)", f.Function, f.SystemName, f.File, f.Line, f.StartLine)
 	}
 	return b.String()
+}
+
+// deepDWARF returns the sections of one DWARF 4 unit whose DIEs nest n
+// deep below the unit: each a DW_TAG_lexical_block, or with variable, a
+// DW_TAG_variable first and lexical blocks below it, none with a
+// DW_AT_sibling. It also returns the offset of the unit's DIE.
+func deepDWARF(n int, variable bool) (abbrev, info []byte, die dwarf.Offset) {
+	const (
+		tagCompileUnit  = 0x11
+		tagLexicalBlock = 0x0b
+		tagVariable     = 0x34
+		childrenYes     = 1
+	)
+	// Abbreviations 1, 2, 3: no attributes.
+	abbrev = []byte{
+		1, tagCompileUnit, childrenYes, 0, 0,
+		2, tagLexicalBlock, childrenYes, 0, 0,
+		3, tagVariable, childrenYes, 0, 0,
+		0,
+	}
+	var body []byte
+	body = append(body, 1)
+	for i := range n {
+		if i == 0 && variable {
+			body = append(body, 3)
+		} else {
+			body = append(body, 2)
+		}
+	}
+	body = append(body, make([]byte, n+1)...)       // the ends of the lists of children
+	hdr := binary.LittleEndian.AppendUint16(nil, 4) // version
+	hdr = binary.LittleEndian.AppendUint32(hdr, 0)  // debug_abbrev_offset
+	hdr = append(hdr, 8)                            // address_size
+	info = binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)+len(body)))
+	info = append(append(info, hdr...), body...)
+	return abbrev, info, dwarf.Offset(4 + len(hdr))
+}
+
+// TestDeepDIETree decodes units whose DIEs nest a million deep: the walk
+// stops at maxDIEDepth and counts it once, skipping the rest without
+// recursion (a DW_TAG_variable's subtree is skipped from the start).
+func TestDeepDIETree(t *testing.T) {
+	const n = 1_000_000
+	for _, tc := range []struct {
+		variable bool
+		tooDeep  int
+	}{{false, 1}, {true, 0}} {
+		abbrev, info, die := deepDWARF(n, tc.variable)
+		d, err := dwarf.New(abbrev, nil, nil, info, nil, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads, err := unitHeaders(info, binary.LittleEndian)
+		if err != nil || len(heads) != 1 || heads[0].die != die {
+			t.Fatalf("unitHeaders = %+v, %v; want one unit with its DIE at %#x", heads, err, die)
+		}
+		ut, tooDeep, err := decodeUnit(d, die, func(uint64) bool { return true })
+		if err != nil || tooDeep != tc.tooDeep || ut.funcs != nil || ut.lines != nil {
+			t.Errorf("variable %v: decodeUnit = %+v, %d, %v; want no tables, %d too deep", tc.variable, ut, tooDeep, err, tc.tooDeep)
+		}
+	}
 }
 
 func TestUnitHeaders(t *testing.T) {
@@ -345,4 +406,44 @@ func TestParseAranges(t *testing.T) {
 	for i := range data {
 		parseAranges(data[:i], bo) // must not panic
 	}
+}
+
+// FuzzDWARFUnit feeds damaged DWARF through what the parse and a lookup
+// read: unit headers, aranges, abbreviations, and the decoding of each unit
+// (which recovers from panics in debug/dwarf: what it must not do is hang
+// or overflow the stack).
+func FuzzDWARFUnit(f *testing.F) {
+	abbrev, info, _ := deepDWARF(300, false)
+	f.Add(abbrev, info, []byte(nil))
+	ef, err := elf.Open(build(f, "c-g"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	sec, err := loadSections(ef)
+	if err != nil {
+		f.Fatal(err)
+	}
+	aranges, _ := dwarfSection(ef, "aranges").Data()
+	ef.Close()
+	f.Add(sec.abbrev, sec.info, aranges)
+	f.Fuzz(func(t *testing.T, abbrev, info, aranges []byte) {
+		parseAranges(aranges, binary.LittleEndian)
+		heads, err := unitHeaders(info, binary.LittleEndian)
+		if err != nil {
+			return
+		}
+		var offs []uint64
+		for _, h := range heads {
+			offs = append(offs, h.abbrev)
+		}
+		scanAbbrevs(abbrev, offs)
+		dt := &dwarfTables{sec: &dwarfSections{abbrev: abbrev, info: info}}
+		for _, h := range heads {
+			d, off, err := dt.unitData(&dwarfUnit{hdr: h.off, end: h.end, die: h.die})
+			if err != nil {
+				continue
+			}
+			decodeUnit(d, off, func(uint64) bool { return true })
+		}
+	})
 }

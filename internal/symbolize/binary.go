@@ -130,7 +130,7 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 	if !b.parsed {
 		b.parse(c)
 		c.touch(b) // the binary in use is never the one trimmed
-		c.Trim()
+		c.trimBytes()
 	}
 	if b.parseErr != nil {
 		return nil

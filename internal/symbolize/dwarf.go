@@ -19,9 +19,13 @@ import (
 // all of them up front cost ~300 ms and 170 MB of garbage for tables a
 // report never reads.
 //
-// Decoding needs the decompressed DWARF sections (~8.5 MB for libc), and
-// they are held with the binary; the file they were read from stays open
-// (one descriptor per cached binary).
+// Decoding needs the decompressed DWARF sections (~8.5 MB for libc). They
+// are held while units are being decoded and dropped by Cache.Trim when no
+// unit was decoded for dwarfIdleTrims trims; the file stays open (one
+// descriptor per cached binary), so that they can be read again when a new
+// unit is needed. A file opened through /proc/PID/map_files stays readable
+// after the process exits or the path is replaced; reopening by path could
+// read another file.
 //
 // A unit is decoded with a dwarf.Data of its own bytes of .debug_info (and
 // the other sections whole), not with one of the whole file: dwarf.New
@@ -30,6 +34,12 @@ import (
 // unit into another (DW_FORM_ref_addr, as dwz and LTO write them) need the
 // whole file: a file whose abbreviations allow them is decoded, and held,
 // with a dwarf.Data of all its units.
+
+// dwarfIdleTrims is how many Cache.Trim calls (one per report in the
+// engine) the DWARF sections of a binary stay loaded without a unit being
+// decoded. A steady target stops touching new units after a few reports;
+// reading the sections again costs tens of ms for libc, once.
+const dwarfIdleTrims = 3
 
 // maxDIEDepth bounds how deep the function walk descends into the DIE tree:
 // the walk recurses once per level, and a malicious file could nest DIEs
@@ -56,10 +66,12 @@ type dwarfTables struct {
 	wholeFile   bool
 	abbrevBytes int64 // estimated size of the abbreviation tables of that dwarf.Data
 
-	sec      *dwarfSections
-	whole    *dwarf.Data // wholeFile: of sec
-	decoded  int64       // bytes held by the decoded units (sizer)
-	indexLen int64       // bytes held by units, ranges, maxHi and always
+	sec      *dwarfSections // nil when dropped
+	whole    *dwarf.Data    // wholeFile: of sec
+	lastUse  int            // Cache.trims when sec was last loaded or used
+	loadErr  error          // loading again failed: no more units are decoded
+	decoded  int64          // bytes held by the decoded units (sizer)
+	indexLen int64          // bytes held by units, ranges, maxHi and always
 }
 
 // dwarfUnit is one compilation (or partial) unit.
@@ -133,7 +145,7 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 			tables = append(tables, h.abbrev)
 		}
 	}
-	t = &dwarfTables{name: name, src: src, inText: inText, sec: sec}
+	t = &dwarfTables{name: name, src: src, inText: inText, sec: sec, lastUse: c.trims}
 	t.wholeFile, t.abbrevBytes = scanAbbrevs(sec.abbrev, tables)
 	if t.wholeFile {
 		if t.whole, err = sec.data(sec.info); err != nil {
@@ -500,6 +512,29 @@ func parseAranges(data []byte, bo binary.ByteOrder) (map[uint64][][2]uint64, err
 	return sets, nil
 }
 
+// sections returns the DWARF sections, loading them again if Trim dropped
+// them.
+func (t *dwarfTables) sections(c *Cache) (*dwarfSections, error) {
+	if t.sec == nil {
+		if t.loadErr != nil {
+			return nil, t.loadErr
+		}
+		sec, err := loadSections(t.src)
+		var whole *dwarf.Data
+		if err == nil && t.wholeFile {
+			whole, err = sec.data(sec.info)
+		}
+		if err != nil {
+			t.loadErr = fmt.Errorf("load DWARF of %s again: %w", t.name, err)
+			return nil, t.loadErr
+		}
+		c.stats.DWARFLoads++
+		t.sec, t.whole = sec, whole
+	}
+	t.lastUse = c.trims
+	return t.sec, nil
+}
+
 // unitData returns a dwarf.Data that holds unit u, and the offset of its
 // top DIE in it. The sections must be loaded.
 func (t *dwarfTables) unitData(u *dwarfUnit) (*dwarf.Data, dwarf.Offset, error) {
@@ -517,6 +552,16 @@ func (t *dwarfTables) unitData(u *dwarfUnit) (*dwarf.Data, dwarf.Offset, error) 
 	return d, u.die - dwarf.Offset(u.hdr), nil
 }
 
+// drop lets the sections go; they are read again when a unit needs them.
+// It reports whether they were loaded.
+func (t *dwarfTables) drop() bool {
+	if t.sec == nil {
+		return false
+	}
+	t.sec, t.whole = nil, nil
+	return true
+}
+
 // release closes the file.
 func (t *dwarfTables) release() error {
 	t.sec, t.whole = nil, nil
@@ -528,8 +573,8 @@ func (t *dwarfTables) release() error {
 	return err
 }
 
-// held is the bytes of the sections, with the abbreviation tables of a
-// dwarf.Data of the whole file.
+// held is the bytes of the sections while they are loaded, with the
+// abbreviation tables of a dwarf.Data of the whole file.
 func (t *dwarfTables) held() int64 {
 	if t.sec == nil {
 		return 0
@@ -542,16 +587,20 @@ func (t *dwarfTables) held() int64 {
 }
 
 // bytesHeld is what t holds: its index, the decoded units and the
-// sections.
+// sections while they are loaded.
 func (t *dwarfTables) bytesHeld() int64 {
 	return t.indexLen + t.decoded + t.held()
 }
 
-// unitTables returns the tables of unit u, decoding it on first use.
+// unitTables returns the tables of unit u, decoding it on first use. It
+// returns nil when the sections could not be loaded again.
 func (t *dwarfTables) unitTables(u int32, c *Cache) *unitTables {
 	un := &t.units[u]
 	if un.tables != nil {
 		return un.tables
+	}
+	if _, err := t.sections(c); err != nil {
+		return nil
 	}
 	// Best effort, as for the whole file before: what was read of a
 	// damaged unit answers, and it is not decoded again.

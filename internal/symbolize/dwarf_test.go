@@ -1,11 +1,15 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -405,6 +409,129 @@ func TestParseAranges(t *testing.T) {
 	}
 	for i := range data {
 		parseAranges(data[:i], bo) // must not panic
+	}
+}
+
+// TestDWARFAcrossReports looks up addresses of a binary of several
+// compilation units over many simulated reports, with Trim after each:
+// it is parsed once, its sections are dropped after dwarfIdleTrims reports
+// that decoded nothing and read again only when a unit not yet decoded is
+// needed, and every answer stays what it was.
+func TestDWARFAcrossReports(t *testing.T) {
+	dir := t.TempDir()
+	var srcs []string
+	names := []string{"unit_a", "unit_b", "unit_c", "unit_d"}
+	for _, n := range names {
+		src := filepath.Join(dir, n+".c")
+		code := fmt.Sprintf("static inline int helper_%[1]s(int x) { return x * 3 + 1; }\n"+
+			"__attribute__((noinline)) int %[1]s(int x) { return helper_%[1]s(x) + helper_%[1]s(x ^ 5); }\n", n)
+		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, src)
+	}
+	mainSrc := filepath.Join(dir, "main.c")
+	if err := os.WriteFile(mainSrc, []byte("int unit_a(int), unit_b(int), unit_c(int), unit_d(int);\n"+
+		"int main(int argc, char **argv) { return unit_a(argc) + unit_b(argc) + unit_c(argc) + unit_d(argc); }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "units")
+	if out, err := exec.Command("gcc", append([]string{"-O2", "-g", "-o", bin, mainSrc}, srcs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, _ := ef.Symbols()
+	ef.Close()
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		if slices.Contains(names, s.Name) {
+			addr[s.Name] = s.Value
+		}
+	}
+
+	c := NewCache(Options{})
+	defer c.Close()
+	b, err := c.acquireFile(bin, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64][]Frame{}
+	// lookup resolves a, an address in function n, and checks that it is
+	// named as at first.
+	lookup := func(n string, off uint64) {
+		t.Helper()
+		a := addr[n] + off
+		fr := b.lookup(a, c)
+		if len(fr) == 0 || fr[len(fr)-1].Function != n {
+			t.Fatalf("%s+%d: %+v", n, off, fr)
+		}
+		if w, ok := want[a]; ok && !reflect.DeepEqual(fr, w) {
+			t.Errorf("%s+%d: %+v, was %+v", n, off, fr, w)
+		}
+		want[a] = fr
+	}
+	report := func() {
+		t.Helper()
+		before := c.Stats().BytesHeld
+		c.Trim()
+		if after := c.Stats().BytesHeld; after > before {
+			t.Errorf("Trim: %d bytes held, %d before", after, before)
+		}
+	}
+	check := func(step string, loads, drops, units int, loaded bool) {
+		t.Helper()
+		s := c.Stats()
+		if s.BinariesParsed != 1 || s.DWARFLoads != loads || s.DWARFDrops != drops || s.DWARFUnitsDecoded != units || (b.dwarf.sec != nil) != loaded {
+			t.Errorf("%s: %+v, sections loaded: %v; want %d loads, %d drops, %d units, loaded: %v",
+				step, s, b.dwarf.sec != nil, loads, drops, units, loaded)
+		}
+	}
+
+	lookup("unit_a", 0)
+	check("first lookup", 1, 0, 1, true)
+	for i := range dwarfIdleTrims - 1 {
+		lookup("unit_a", 0) // cached: no unit decoded
+		report()
+		check(fmt.Sprintf("report %d", i+1), 1, 0, 1, true)
+	}
+	held, sections := c.Stats().BytesHeld, b.dwarf.held()
+	report()
+	check("idle reports", 1, 1, 1, false)
+	if s := c.Stats(); sections == 0 || held-s.BytesHeld != sections {
+		t.Errorf("dropping %d bytes of sections freed %d bytes", sections, held-s.BytesHeld)
+	}
+	// Another address of a unit decoded: no load.
+	lookup("unit_a", 1)
+	report()
+	check("decoded unit", 1, 1, 1, false)
+	// A new unit: the sections are read again, and held again for
+	// dwarfIdleTrims reports; meanwhile other units need no load.
+	lookup("unit_b", 0)
+	check("new unit", 2, 1, 2, true)
+	report()
+	lookup("unit_c", 0)
+	check("third unit", 2, 1, 3, true)
+	for i := range dwarfIdleTrims {
+		report()
+		check(fmt.Sprintf("idle report %d", i+1), 2, map[bool]int{true: 2, false: 1}[i == dwarfIdleTrims-1], 3, i < dwarfIdleTrims-1)
+	}
+	// Many quiet reports later, every answer is the same, and a last unit
+	// loads the sections a third time.
+	for range 20 {
+		for _, n := range names[:3] {
+			lookup(n, 0)
+			lookup(n, 1)
+		}
+		report()
+	}
+	check("quiet reports", 2, 2, 3, false)
+	lookup("unit_d", 0)
+	check("last unit", 3, 2, 4, true)
+	if fr := b.lookup(addr["unit_d"], c); !bytes.Contains([]byte(fr[len(fr)-1].File), []byte("unit_d.c")) {
+		t.Errorf("unit_d: %+v", fr)
 	}
 }
 

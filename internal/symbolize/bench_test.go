@@ -138,10 +138,11 @@ var libcReportFuncs = []string{
 
 // benchmarkSymbolizeLibc resolves addrs, ELF virtual addresses of the
 // system's libc, in a new cache, the first time it sees the binary, and
-// reports the bytes the cache holds afterwards (Stats.BytesHeld).
+// reports the bytes the cache holds afterwards (Stats.BytesHeld), and after
+// three reports that resolve nothing new (three calls of Trim).
 func benchmarkSymbolizeLibc(b *testing.B, path string, addrs []uint64) {
 	b.ReportAllocs()
-	var held int64
+	var held, idle int64
 	for b.Loop() {
 		c := NewCache(Options{})
 		bin, err := c.acquireFile(path, path)
@@ -154,9 +155,14 @@ func benchmarkSymbolizeLibc(b *testing.B, path string, addrs []uint64) {
 			}
 		}
 		held = c.Stats().BytesHeld
+		for range 3 {
+			c.Trim()
+		}
+		idle = c.Stats().BytesHeld
 		c.Close()
 	}
 	b.ReportMetric(float64(held), "B-held/binary")
+	b.ReportMetric(float64(idle), "B-held-idle/binary")
 	b.ReportMetric(float64(len(addrs)), "addrs/op")
 }
 

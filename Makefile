@@ -57,6 +57,8 @@ run: build
 test: $(OCB) browser-deps
 	@# eu-addr2line is the symbolizer tests' second oracle (binutils' addr2line errs on some libc lines)
 	@command -v eu-addr2line >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq elfutils >/dev/null)
+	@# libc's separate debug file: the symbolizer holds its lazy DWARF to the eager parse on it, and its libc benchmarks read it
+	@dpkg -s libc6-dbg >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq libc6-dbg >/dev/null)
 	@# Debian's tokio crates: the tokio test child builds offline against them (OTEP 4947 thread contexts)
 	@[ -d /usr/share/cargo/registry ] && ls -d /usr/share/cargo/registry/tokio-1.* >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq librust-tokio-dev >/dev/null)
 	@command -v cargo >/dev/null || [ -x "$$HOME/.cargo/bin/cargo" ] || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq cargo >/dev/null)

@@ -85,23 +85,124 @@ func BenchmarkFirstSymbolizeGoLarge(b *testing.B) {
 	benchmarkFirstSymbolizeFile(b, path, entry)
 }
 
-// BenchmarkFirstSymbolizeLibc symbolizes getpid in the system's libc.
-func BenchmarkFirstSymbolizeLibc(b *testing.B) {
-	for _, path := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6"} {
+// libcPaths are where the system's libc may be.
+var libcPaths = []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6"}
+
+// libcFuncs returns the path of the system's libc and its sized function
+// symbols, from its separate debug file when it has one (as the parse
+// finds it, by build id), else from its own .symtab or .dynsym.
+func libcFuncs(tb testing.TB) (string, []elf.Symbol) {
+	tb.Helper()
+	for _, path := range libcPaths {
 		ef, err := elf.Open(path)
 		if err != nil {
 			continue
 		}
-		syms, _ := ef.DynamicSymbols()
-		ef.Close()
-		for _, s := range syms {
-			if s.Name == "getpid" && s.Value != 0 {
-				benchmarkFirstSymbolizeFile(b, path, s.Value+1)
-				return
+		symFile := path
+		if id := buildID(ef); len(id) > 2 {
+			dbg := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+			if _, err := os.Stat(dbg); err == nil {
+				symFile = dbg
 			}
 		}
+		ef.Close()
+		if ef, err = elf.Open(symFile); err != nil {
+			tb.Fatal(err)
+		}
+		syms, err := ef.Symbols()
+		if err != nil || len(syms) == 0 {
+			syms, _ = ef.DynamicSymbols()
+		}
+		ef.Close()
+		var funcs []elf.Symbol
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Size != 0 {
+				funcs = append(funcs, s)
+			}
+		}
+		if len(funcs) > 0 {
+			return path, funcs
+		}
 	}
-	b.Skip("no libc.so.6 with getpid found")
+	tb.Skip("no libc.so.6 with function symbols found")
+	return "", nil
+}
+
+// libcReportFuncs are functions a steady target spends its time in: an
+// allocator, formatting, copying, locking, I/O and sleeping.
+var libcReportFuncs = []string{
+	"malloc", "_int_malloc", "free", "_int_free", "__vfprintf_internal",
+	"__memmove_avx_unaligned_erms", "__strlen_avx2", "___pthread_mutex_lock",
+	"__libc_write", "__libc_read", "__clock_gettime", "__nanosleep",
+}
+
+// benchmarkSymbolizeLibc resolves addrs, ELF virtual addresses of the
+// system's libc, in a new cache, the first time it sees the binary, and
+// reports the bytes the cache holds afterwards (Stats.BytesHeld), and after
+// three reports that resolve nothing new (three calls of Trim).
+func benchmarkSymbolizeLibc(b *testing.B, path string, addrs []uint64) {
+	b.ReportAllocs()
+	var held, idle int64
+	for b.Loop() {
+		c := NewCache(Options{})
+		bin, err := c.acquireFile(path, path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range addrs {
+			if len(bin.lookup(a, c)) == 0 {
+				b.Fatalf("%s: %#x not resolved", path, a)
+			}
+		}
+		held = c.Stats().BytesHeld
+		for range 3 {
+			c.Trim()
+		}
+		idle = c.Stats().BytesHeld
+		c.Close()
+	}
+	b.ReportMetric(float64(held), "B-held/binary")
+	b.ReportMetric(float64(idle), "B-held-idle/binary")
+	b.ReportMetric(float64(len(addrs)), "addrs/op")
+}
+
+// BenchmarkFirstSymbolizeLibc resolves what a first report of a steady
+// target holds: 48 addresses, four in each of libcReportFuncs.
+func BenchmarkFirstSymbolizeLibc(b *testing.B) {
+	path, funcs := libcFuncs(b)
+	byName := make(map[string]elf.Symbol)
+	for _, s := range funcs {
+		byName[s.Name] = s
+	}
+	var addrs []uint64
+	for _, name := range libcReportFuncs {
+		s, ok := byName[name]
+		if !ok {
+			continue
+		}
+		for i := range uint64(4) {
+			addrs = append(addrs, s.Value+i*s.Size/4)
+		}
+	}
+	if len(addrs) < 20 {
+		b.Skipf("%s: only %d of the report's addresses found", path, len(addrs))
+	}
+	benchmarkSymbolizeLibc(b, path, addrs)
+}
+
+// BenchmarkSymbolizeLibcAll resolves the start of every function symbol of
+// libc: the worst case, every compilation unit decoded.
+func BenchmarkSymbolizeLibcAll(b *testing.B) {
+	path, funcs := libcFuncs(b)
+	seen := make(map[uint64]bool)
+	var addrs []uint64
+	for _, s := range funcs {
+		if !seen[s.Value] {
+			seen[s.Value] = true
+			addrs = append(addrs, s.Value)
+		}
+	}
+	benchmarkSymbolizeLibc(b, path, addrs)
 }
 
 // perfMapLines writes n perf map lines of 256-byte functions in the order a

@@ -33,7 +33,8 @@ type objfile struct {
 	elem    *list.Element // in Cache.lru
 	evicted bool          // dropped from the cache; holders must re-acquire
 
-	// Until parsed: the open file. After: nil.
+	// Until parsed: the open file. After: nil (dwarf holds the file its
+	// DWARF is read from).
 	r      io.ReaderAt
 	closer io.Closer
 	ef     *elf.File
@@ -43,8 +44,7 @@ type objfile struct {
 	parsed   bool
 	parseErr error
 	syms     *symtab      // ELF symbols, nil if none
-	lines    *lineTable   // DWARF lines, nil if none
-	funcs    *funcTable   // DWARF functions and inlined calls, nil if none
+	dwarf    *dwarfTables // DWARF lines, functions and inlined calls, nil if none
 	gotab    *goTable     // Go pcln tables, nil if not Go
 	unwind   *unwindTable // .eh_frame compiled (Options.UnwindTables), nil if none
 	// unwindRead: unwind was read (by loadUnwind or parse), so a
@@ -85,14 +85,17 @@ func (b *objfile) seenAt(pid int, path string) {
 	b.pid, b.path = pid, path
 }
 
-// release drops the file and tables; a binary is released when evicted.
+// release drops the files and tables; a binary is released when evicted.
 func (b *objfile) release() error {
-	var err error
+	var errs []error
 	if b.closer != nil {
-		err = b.closer.Close()
+		errs = append(errs, b.closer.Close())
+	}
+	if b.dwarf != nil {
+		errs = append(errs, b.dwarf.release())
 	}
 	*b = objfile{name: b.name, buildID: b.buildID, evicted: true}
-	return err
+	return errors.Join(errs...)
 }
 
 // bias returns delta such that, for an address pc in m, pc+delta is the ELF
@@ -127,13 +130,13 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 	if !b.parsed {
 		b.parse(c)
 		c.touch(b) // the binary in use is never the one trimmed
-		c.Trim()
+		c.trimBytes()
 	}
 	if b.parseErr != nil {
 		return nil
 	}
 	c.stats.LookupsResolved++
-	fr := b.resolve(vaddr)
+	fr := b.resolve(vaddr, c)
 	if len(b.frames) >= maxFramesPerBinary {
 		clear(b.frames)
 	}
@@ -141,8 +144,10 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 	return fr
 }
 
-// parse reads the symbol and line tables and closes the file: after this the
-// binary lives in memory only.
+// parse reads the symbol tables and indexes the DWARF compilation units by
+// address (see dwarfTables), and closes the binary's file: after this the
+// binary lives in memory, but for the file its DWARF is read from, kept
+// open to decode units on demand.
 func (b *objfile) parse(c *Cache) {
 	b.parsed = true
 	c.stats.BinariesParsed++
@@ -167,11 +172,18 @@ func (b *objfile) parse(c *Cache) {
 	// A stripped binary may have its symbols and DWARF in a separate debug
 	// file. It has the same virtual addresses: only the tables come from it,
 	// the segments (b.loads) stay those of the binary.
-	var dbg *elf.File
+	var (
+		dbg       *elf.File
+		dbgCloser io.Closer
+	)
 	if !isGo(ef) && needsDebugFile(ef) {
 		if df, f := openDebugFile(ef, b.buildID, b.pid, b.path); df != nil {
-			defer f.Close() // read-only file: nothing to report
-			dbg = df
+			dbg, dbgCloser = df, f
+			defer func() {
+				if dbgCloser != nil {
+					dbgCloser.Close() // read-only file: nothing to report
+				}
+			}()
 		}
 	}
 
@@ -188,21 +200,22 @@ func (b *objfile) parse(c *Cache) {
 		// A broken pcln table leaves the ELF symbols to answer.
 		b.gotab, _ = newGoTable(ef, elfSyms)
 	}
-	dwarfFile := ef
+	dwarfFile, dwarfCloser := ef, &b.closer
 	if dbg != nil && !hasDWARF(ef) && hasDWARF(dbg) {
-		dwarfFile = dbg
+		dwarfFile, dwarfCloser = dbg, &dbgCloser
 	}
 	if b.gotab == nil && hasDWARFLines(dwarfFile) {
-		// Best effort: without lines, functions still resolve.
-		if d, err := dwarfFile.DWARF(); err == nil {
-			b.lines, b.funcs, _ = newDWARFTables(d, b.loads)
+		// Best effort: without DWARF, the ELF symbols answer. The tables
+		// take the file over: it is not closed here.
+		if t, err := newDWARFTables(b.name, dwarfFile, *dwarfCloser, b.loads, c); err == nil {
+			b.dwarf, *dwarfCloser = t, nil
 		}
 	}
 	if c.unwind && !b.unwindRead {
 		b.unwind, _ = newUnwindTable(ef) // best effort: without it, leaves stay unknown
 		b.unwindRead = true
 	}
-	if b.syms == nil && b.gotab == nil && b.funcs == nil {
+	if b.syms == nil && b.gotab == nil && b.dwarf == nil {
 		b.parseErr = fmt.Errorf("parse %s: no symbols", b.name)
 	}
 }
@@ -231,8 +244,9 @@ func (b *objfile) loadUnwind(c *Cache) {
 	delete(c.tableSize, b)
 }
 
-// resolve looks vaddr up in the tables, without the cache.
-func (b *objfile) resolve(vaddr uint64) (frames []Frame) {
+// resolve looks vaddr up in the tables, without the cache of addresses; it
+// decodes the DWARF units that hold vaddr if they were not yet.
+func (b *objfile) resolve(vaddr uint64, c *Cache) (frames []Frame) {
 	defer func() {
 		if recover() != nil {
 			frames = nil
@@ -250,12 +264,10 @@ func (b *objfile) resolve(vaddr uint64) (frames []Frame) {
 		}
 	}
 	file, line := "", 0
-	if b.lines != nil {
-		file, line = b.lines.lookup(vaddr)
-	}
-	if b.funcs != nil {
-		if chain := b.funcs.lookup(vaddr); chain != nil {
-			return b.funcs.frames(chain, file, line, sym)
+	if b.dwarf != nil {
+		var fr []Frame
+		if fr, file, line = b.dwarf.lookup(vaddr, sym, c); fr != nil {
+			return fr
 		}
 	}
 	if sym == nil {

@@ -21,8 +21,9 @@ type Options struct {
 	// DefaultMaxBinaries.
 	MaxBinaries int
 	// MaxBytes bounds Stats.BytesHeld: after a binary is parsed, and on
-	// Trim, the least recently used parsed binaries are dropped until the
-	// rest fit (the most recently used one always stays). 0: no bound.
+	// Trim, the DWARF sections of the least recently used binaries, then
+	// the least recently used parsed binaries, are dropped until the rest
+	// fit (the most recently used one always stays). 0: no bound.
 	MaxBytes int64
 	// UnwindTables reads, with each binary's symbols, what
 	// Process.ReturnAddressAtSP needs: the CFA rules of .eh_frame (Go
@@ -34,18 +35,28 @@ type Options struct {
 type Stats struct {
 	Binaries        int // binaries held now
 	FilesOpened     int // binary files (or vDSO images) opened to identify them
-	BinariesParsed  int // symbol and line tables read: once per binary while it stays cached
+	BinariesParsed  int // symbol tables read, DWARF indexed: once per binary while it stays cached
 	BinariesEvicted int // binaries dropped to stay within Options.MaxBinaries or MaxBytes
 	LookupsCached   int // addresses answered from a per-binary cache
 	LookupsResolved int // addresses resolved from the tables
 
+	// DWARF is decoded one compilation unit at a time, on the first lookup
+	// of an address in it, from sections held while units are being
+	// decoded (see Cache.Trim).
+	DWARFUnitsDecoded int // compilation units whose lines and functions were decoded
+	DWARFLoads        int // DWARF sections read: at the parse, and again after a drop
+	DWARFDrops        int // DWARF sections dropped by Trim, unused or over MaxBytes
+	DWARFTooDeep      int // DIE subtrees skipped for nesting deeper than the walk goes (256)
+
 	// BytesHeld estimates the memory held by the binaries in the cache: for
-	// each parsed binary, what its symbol, line and Go tables reach (slice
-	// backing arrays by capacity, each counted once, strings by length,
-	// maps by entries times key and value size plus a bucket overhead),
-	// measured once after the parse, plus 64 bytes per entry of its address
-	// cache and the frames stored there. Unparsed binaries count 0: they
-	// hold an open file and ELF headers only.
+	// each parsed binary, what its symbol, Go and unwind tables reach
+	// (slice backing arrays by capacity, each counted once, strings by
+	// length, maps by entries times key and value size plus a bucket
+	// overhead), measured once after the parse; its DWARF index, the
+	// tables of each decoded unit, measured once when it is decoded, and
+	// the DWARF sections while they are loaded; plus 64 bytes per entry of
+	// its address cache and the frames stored there. Unparsed binaries
+	// count 0: they hold an open file and ELF headers only.
 	BytesHeld int64
 }
 
@@ -65,6 +76,7 @@ type Cache struct {
 	stats     Stats
 	closed    bool
 	tableSize map[*objfile]int64 // bytes held by a parsed binary's tables, see Stats.BytesHeld
+	trims     int                // calls of Trim: the clock of dwarfTables.lastUse
 }
 
 // NewCache returns an empty cache.
@@ -260,17 +272,44 @@ func (c *Cache) evict(b *objfile) {
 	c.stats.BinariesEvicted++
 }
 
-// Trim drops the least recently used parsed binaries while the cache holds
-// more than Options.MaxBytes; the most recently used one stays, however
-// large. Address caches grow between parses, so callers trim now and then
-// (the engine after every report).
+// Trim is called between reports (the engine calls it after every one). It
+// drops the DWARF sections of binaries that decoded no compilation unit in
+// the last dwarfIdleTrims (3) calls: they are read again from the open file
+// if a new unit is needed. Then, while the cache holds more than
+// Options.MaxBytes, it drops the DWARF sections of the least recently used
+// binaries, then those binaries; the most recently used one stays, however
+// large. Address caches grow between parses, so callers trim now and then.
 func (c *Cache) Trim() {
+	c.trims++
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		t := e.Value.(*objfile).dwarf
+		if t != nil && c.trims-t.lastUse >= dwarfIdleTrims && t.drop() {
+			c.stats.DWARFDrops++
+		}
+	}
+	c.trimBytes()
+}
+
+// trimBytes is the part of Trim that bounds Options.MaxBytes. The cache
+// calls it after a parse; only Trim counts as a report's end.
+func (c *Cache) trimBytes() {
 	if c.maxBytes <= 0 || c.lru.Len() < 2 {
 		return
 	}
 	var total int64
 	for e := c.lru.Front(); e != nil; e = e.Next() {
 		total += c.bytesHeld(e.Value.(*objfile))
+	}
+	// Sections first: dropping them costs a read if needed again, dropping
+	// a binary a parse.
+	for e := c.lru.Back(); total > c.maxBytes && e != nil && e != c.lru.Front(); e = e.Prev() {
+		if t := e.Value.(*objfile).dwarf; t != nil {
+			held := t.held()
+			if t.drop() {
+				total -= held
+				c.stats.DWARFDrops++
+			}
+		}
 	}
 	for e := c.lru.Back(); total > c.maxBytes && e != nil && e != c.lru.Front(); {
 		prev := e.Prev()
@@ -308,11 +347,13 @@ func (c *Cache) bytesHeld(b *objfile) int64 {
 	if !ok {
 		var sz sizer
 		sz.add(reflect.ValueOf(b.syms))
-		sz.add(reflect.ValueOf(b.lines))
 		sz.add(reflect.ValueOf(b.gotab))
 		sz.add(reflect.ValueOf(b.unwind))
 		n = sz.total()
 		c.tableSize[b] = n
+	}
+	if b.dwarf != nil {
+		n += b.dwarf.bytesHeld()
 	}
 	const perEntry = 64 // key, slice header, map overhead
 	frameSize := int64(reflect.TypeFor[Frame]().Size())

@@ -27,7 +27,9 @@
 //     DW_AT_call_file:DW_AT_call_line), ending with the concrete function;
 //     file and line from .debug_line. Without DWARF (or outside its
 //     functions), the function from .symtab, else .dynsym (STT_FUNC and
-//     STT_GNU_IFUNC symbols only, sizes honoured).
+//     STT_GNU_IFUNC symbols only, sizes honoured). DWARF is decoded one
+//     compilation unit at a time, the first time an address in it is
+//     looked up (see Parsing below).
 //   - A binary without .symtab or DWARF is completed from its separate debug
 //     file: /usr/lib/debug/.build-id/xx/yyyy.debug (build id checked), else
 //     the .gnu_debuglink name next to the binary, in its .debug/ directory
@@ -59,9 +61,28 @@
 // a Process first sees a mapping of it and kept open until it is parsed, so
 // that addresses of a process that has exited in between still resolve.
 //
+// Parsing: a binary is parsed on the first lookup of an address in it, once
+// while it stays cached (Stats.BinariesParsed). The parse reads its symbol
+// tables (or Go's pcln tables) and, of its DWARF, only an index of which
+// compilation unit holds which addresses: .debug_aranges, else the top DIE
+// of each unit (DW_AT_low_pc, DW_AT_high_pc, DW_AT_ranges). A unit's line
+// program, functions and inlined calls are decoded the first time an
+// address in it is looked up, and kept (Stats.DWARFUnitsDecoded); the
+// function walk descends only into DIEs that may hold code, and no deeper
+// than 256 levels (Stats.DWARFTooDeep). Answers are those a parse of every
+// unit would give (where functions share one range, as an assembly
+// function and its aliases do, the last in the file names it). Decoding reads the decompressed DWARF sections (~8.5 MB
+// for libc): they are held while units are being decoded, and dropped by
+// [Cache.Trim] when no unit was decoded in its last three calls (or sooner,
+// over Options.MaxBytes); the file they come from (the binary or its
+// separate debug file) stays open for the life of the cache entry, one
+// descriptor per binary, and they are read from it again when a unit not
+// yet decoded is needed (Stats.DWARFLoads, Stats.DWARFDrops).
+//
 // Binaries are cached by GNU build id, else Go build id; before a file is
 // opened, by (dev, inode, size, mtime). Options.MaxBinaries bounds their
-// number; Stats.BytesHeld estimates the memory they hold.
+// number, and so the files held open; Stats.BytesHeld estimates the memory
+// they hold.
 //
 // This package is not for unwinding stacks; nor does it know anything about
 // the collector or OTLP.

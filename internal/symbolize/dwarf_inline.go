@@ -59,38 +59,46 @@ type scopeRange struct {
 	scope  int32
 }
 
-// funcTable is the functions of the DWARF .debug_info of a binary: the
-// ranges of the concrete subprograms, and inside each the tree of calls
+// funcTable is the functions of the .debug_info of one compilation unit:
+// the ranges of the concrete subprograms, and inside each the tree of calls
 // inlined into it.
 type funcTable struct {
 	funcs  []funcInfo
 	scopes []scope
-	top    []scopeRange // ranges of concrete subprograms, sorted by lo
+	top    []scopeRange // ranges of concrete subprograms, sorted by lo, stably
 	maxHi  []uint64     // maxHi[i] is the largest hi of top[:i+1]
 	inl    []scopeRange
 	files  []string // lineTable.files: call files index it
 }
 
-// lookup returns the scopes that hold addr, innermost first, ending with the
-// concrete subprogram; nil when no subprogram holds addr.
-func (t *funcTable) lookup(addr uint64) []int32 {
+// concrete returns the concrete subprogram that holds addr, and the range
+// of it that does: the smallest such range (subprograms rarely overlap:
+// GNU C nested functions), of those the one that starts last, of those the
+// last in the unit. ok is false when no subprogram holds addr.
+func (t *funcTable) concrete(addr uint64) (s int32, lo, hi uint64, ok bool) {
 	i := sort.Search(len(t.top), func(i int) bool { return t.top[i].lo > addr }) - 1
-	// Subprograms rarely overlap (GNU C nested functions): walk back only
-	// while an earlier range may still reach addr, and take the smallest.
-	best, bestSize := int32(-1), uint64(0)
+	// Walk back only while an earlier range may still reach addr.
+	best, bestSize := -1, uint64(0)
 	for ; i >= 0 && t.maxHi[i] > addr; i-- {
 		r := t.top[i]
 		if addr < r.hi && (best < 0 || r.hi-r.lo < bestSize) {
-			best, bestSize = r.scope, r.hi-r.lo
+			best, bestSize = i, r.hi-r.lo
 		}
 	}
 	if best < 0 {
-		return nil
+		return -1, 0, 0, false
 	}
+	r := t.top[best]
+	return r.scope, r.lo, r.hi, true
+}
+
+// chain returns the scopes of concrete subprogram s that hold addr,
+// innermost first, ending with s.
+func (t *funcTable) chain(s int32, addr uint64) []int32 {
 	// The deepest inlined call that holds addr; inlined ranges nest, so its
 	// parents hold addr too.
-	inner, depth := best, int32(0)
-	c := &t.scopes[best]
+	inner, depth := s, int32(0)
+	c := &t.scopes[s]
 	for _, r := range t.inl[c.inlFirst:c.inlEnd] {
 		if r.lo <= addr && addr < r.hi && t.scopes[r.scope].depth > depth {
 			inner, depth = r.scope, t.scopes[r.scope].depth
@@ -103,15 +111,20 @@ func (t *funcTable) lookup(addr uint64) []int32 {
 	return chain
 }
 
-// funcBuilder collects a funcTable while lineTable reads the units.
+// funcBuilder collects the funcTable of one unit while its line table is
+// read.
 type funcBuilder struct {
 	d        *dwarf.Data
 	t        *funcTable
-	unitName uint32 // of the unit being read
+	unitName uint32 // in lineTable.files
 	inText   func(uint64) bool
-	ref      *dwarf.Reader              // for DW_AT_abstract_origin and DW_AT_specification
-	attrs    map[dwarf.Offset]funcAttrs // of referenced entries
-	index    map[funcAttrs]int32
+	// typesHoldCode: the walk descends into class, structure and union
+	// types (see typesHoldCode).
+	typesHoldCode bool
+	ref           *dwarf.Reader              // for DW_AT_abstract_origin and DW_AT_specification
+	attrs         map[dwarf.Offset]funcAttrs // of referenced entries
+	index         map[funcAttrs]int32
+	tooDeep       int // subtrees skipped for nesting deeper than maxDIEDepth
 }
 
 // funcAttrs is what names a function, merged along its origins.
@@ -120,14 +133,15 @@ type funcAttrs struct {
 	declLine      int
 }
 
-func newFuncBuilder(d *dwarf.Data, inText func(uint64) bool) *funcBuilder {
+func newFuncBuilder(d *dwarf.Data, inText func(uint64) bool, typesHoldCode bool) *funcBuilder {
 	return &funcBuilder{
-		d:      d,
-		t:      &funcTable{},
-		inText: inText,
-		ref:    d.Reader(),
-		attrs:  make(map[dwarf.Offset]funcAttrs),
-		index:  make(map[funcAttrs]int32),
+		d:             d,
+		t:             &funcTable{},
+		inText:        inText,
+		typesHoldCode: typesHoldCode,
+		ref:           d.Reader(),
+		attrs:         make(map[dwarf.Offset]funcAttrs),
+		index:         make(map[funcAttrs]int32),
 	}
 }
 
@@ -135,13 +149,15 @@ func newFuncBuilder(d *dwarf.Data, inText func(uint64) bool) *funcBuilder {
 // indexes (DW_AT_call_file) to lineTable.files.
 func (b *funcBuilder) unit(r *dwarf.Reader, files []uint32, unitName uint32) error {
 	b.unitName = unitName
-	return b.walk(r, files, -1, nil)
+	return b.walk(r, files, -1, nil, 1)
 }
 
-// walk reads entries up to the end of the current list of children. cur is
-// the scope they belong to (-1 outside functions); inl collects the inlined
-// ranges of the enclosing concrete subprogram.
-func (b *funcBuilder) walk(r *dwarf.Reader, files []uint32, cur int32, inl *[]scopeRange) error {
+// walk reads entries up to the end of the current list of children, at
+// depth levels below the unit's DIE. cur is the scope they belong to (-1
+// outside functions); inl collects the inlined ranges of the enclosing
+// concrete subprogram. It descends only into entries that may hold code,
+// and skips the others whole.
+func (b *funcBuilder) walk(r *dwarf.Reader, files []uint32, cur int32, inl *[]scopeRange, depth int) error {
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -150,14 +166,23 @@ func (b *funcBuilder) walk(r *dwarf.Reader, files []uint32, cur int32, inl *[]sc
 		if e == nil || e.Tag == 0 {
 			return nil
 		}
+		if e.Children && depth >= maxDIEDepth {
+			b.tooDeep++
+			if err := skipChildren(r, e); err != nil {
+				return err
+			}
+			continue
+		}
 		switch e.Tag {
 		case dwarf.TagSubprogram:
-			if err := b.subprogram(r, e, files); err != nil {
+			if err := b.subprogram(r, e, files, depth); err != nil {
 				return err
 			}
 		case dwarf.TagInlinedSubroutine:
 			if cur < 0 {
-				r.SkipChildren()
+				if err := skipChildren(r, e); err != nil {
+					return err
+				}
 				continue
 			}
 			s := b.newScope(e, cur)
@@ -178,30 +203,76 @@ func (b *funcBuilder) walk(r *dwarf.Reader, files []uint32, cur int32, inl *[]sc
 				}
 			}
 			if e.Children {
-				if err := b.walk(r, files, s, inl); err != nil {
+				if err := b.walk(r, files, s, inl, depth+1); err != nil {
 					return err
 				}
 			}
 		case dwarf.TagLexDwarfBlock, dwarf.TagTryDwarfBlock, dwarf.TagCatchDwarfBlock,
-			dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagModule:
+			dwarf.TagNamespace, dwarf.TagModule:
 			// Inlined calls sit in lexical blocks; C++ and Rust define
-			// functions inside namespaces and types.
+			// functions inside namespaces.
 			if e.Children {
-				if err := b.walk(r, files, cur, inl); err != nil {
+				if err := b.walk(r, files, cur, inl, depth+1); err != nil {
 					return err
 				}
 			}
+		case dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+			if e.Children && b.typesHoldCode {
+				if err := b.walk(r, files, cur, inl, depth+1); err != nil {
+					return err
+				}
+			} else if err := skipChildren(r, e); err != nil {
+				return err
+			}
 		default:
-			if e.Children {
-				r.SkipChildren()
+			// Variables, parameters, members, enumerators, call
+			// sites: no code below them.
+			if err := skipChildren(r, e); err != nil {
+				return err
 			}
 		}
 	}
 }
 
+// skipChildren moves r, which just returned e, past the children of e. It
+// does what Reader.SkipChildren does, with a loop where that recurses once
+// per level (a DIE without DW_AT_sibling): its depth is not bounded.
+func skipChildren(r *dwarf.Reader, e *dwarf.Entry) error {
+	if !e.Children {
+		return nil
+	}
+	if sib, ok := e.Val(dwarf.AttrSibling).(dwarf.Offset); ok && sib > e.Offset {
+		r.Seek(sib)
+		return nil
+	}
+	for depth := 1; depth > 0; {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case e == nil:
+			return nil
+		case e.Tag == 0:
+			depth--
+		case e.Children:
+			if sib, ok := e.Val(dwarf.AttrSibling).(dwarf.Offset); ok && sib > e.Offset {
+				r.Seek(sib)
+			} else {
+				depth++
+			}
+		}
+	}
+	return nil
+}
+
 // subprogram adds e if it has code (declarations and abstract instances of
-// inline functions have none: they are only referenced).
-func (b *funcBuilder) subprogram(r *dwarf.Reader, e *dwarf.Entry, files []uint32) error {
+// inline functions have none: they are only referenced). e is at depth.
+func (b *funcBuilder) subprogram(r *dwarf.Reader, e *dwarf.Entry, files []uint32, depth int) error {
+	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl {
+		// Its children are the parameters of a prototype.
+		return skipChildren(r, e)
+	}
 	rs, err := b.d.Ranges(e)
 	var ranges [][2]uint64
 	if err == nil {
@@ -214,7 +285,7 @@ func (b *funcBuilder) subprogram(r *dwarf.Reader, e *dwarf.Entry, files []uint32
 	if len(ranges) == 0 {
 		if e.Children {
 			// A nested function may still have code.
-			return b.walk(r, files, -1, nil)
+			return b.walk(r, files, -1, nil, depth+1)
 		}
 		return nil
 	}
@@ -225,7 +296,7 @@ func (b *funcBuilder) subprogram(r *dwarf.Reader, e *dwarf.Entry, files []uint32
 	}
 	var inl []scopeRange
 	if e.Children {
-		if err := b.walk(r, files, s, &inl); err != nil {
+		if err := b.walk(r, files, s, &inl, depth+1); err != nil {
 			return err
 		}
 	}
@@ -298,13 +369,14 @@ func (b *funcBuilder) attrsOf(e *dwarf.Entry, depth int) funcAttrs {
 	return a
 }
 
-// finish sorts the ranges of concrete subprograms.
+// finish sorts the ranges of concrete subprograms, stably: the order of
+// the unit breaks ties (see concrete).
 func (b *funcBuilder) finish() *funcTable {
 	t := b.t
 	if len(t.top) == 0 {
 		return nil
 	}
-	slices.SortFunc(t.top, func(x, y scopeRange) int {
+	slices.SortStableFunc(t.top, func(x, y scopeRange) int {
 		switch {
 		case x.lo < y.lo:
 			return -1
@@ -326,7 +398,7 @@ func (b *funcBuilder) finish() *funcTable {
 // emit for DW_AT_linkage_name.
 const attrMIPSLinkageName dwarf.Attr = 0x2007
 
-// frames returns the frames of chain (from lookup), innermost first: the
+// frames returns the frames of chain (from chain), innermost first: the
 // innermost function at file:line, then each caller at the line it calls
 // from. sym, the ELF symbol at the address (nil if none), names a concrete
 // subprogram DWARF leaves unnamed.

@@ -2,15 +2,13 @@ package symbolize
 
 import (
 	"debug/dwarf"
-	"debug/elf"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 )
 
-// lineRow is one row of the merged DWARF line tables: from addr up to the
+// lineRow is one row of a DWARF line table: from addr up to the
 // next row, code comes from files[file]:line. A row with file endOfSequence
 // ends a sequence: no line information up to the next row.
 type lineRow struct {
@@ -21,78 +19,17 @@ type lineRow struct {
 
 const endOfSequence = ^uint32(0)
 
-// lineTable is the DWARF line tables of all compilation units of a binary,
-// merged and sorted by address. Functions and inlined calls live in
-// .debug_info: see funcTable.
+// lineTable is the DWARF line table of one compilation unit, sorted by
+// address. Functions and inlined calls live in .debug_info: see funcTable.
 type lineTable struct {
 	rows  []lineRow
 	files []string
 }
 
-// newDWARFTables reads .debug_line and .debug_info of every compilation unit
-// of d: the line table, and the functions with the calls inlined into them.
-// Code outside the executable PT_LOAD segments (functions dropped by the
-// linker, left at address 0) is skipped. Either table may be nil.
-func newDWARFTables(d *dwarf.Data, loads []elf.ProgHeader) (*lineTable, *funcTable, error) {
-	inText := func(addr uint64) bool {
-		for _, p := range loads {
-			if p.Flags&elf.PF_X != 0 && p.Vaddr <= addr && addr < p.Vaddr+p.Memsz {
-				return true
-			}
-		}
-		return false
-	}
-
-	t := &lineTable{}
-	fileIndex := make(map[string]uint32)
-	intern := func(f *dwarf.LineFile) uint32 {
-		name := ""
-		if f != nil {
-			name = f.Name
-		}
-		i, ok := fileIndex[name]
-		if !ok {
-			i = uint32(len(t.files))
-			t.files = append(t.files, name)
-			fileIndex[name] = i
-		}
-		return i
-	}
-	fb := newFuncBuilder(d, inText)
-
-	r := d.Reader()
-	var errs []error
-	for {
-		e, err := r.Next()
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
-			r.SkipChildren()
-			continue
-		}
-		files, err := t.addUnit(d, e, intern, inText)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if !e.Children {
-			continue
-		}
-		name, _ := e.Val(dwarf.AttrName).(string)
-		if err := fb.unit(r, files, intern(&dwarf.LineFile{Name: name})); err != nil {
-			errs = append(errs, fmt.Errorf("functions of unit at offset %#x: %w", e.Offset, err))
-			r.Seek(e.Offset) // and on to the next unit
-			r.Next()
-			r.SkipChildren()
-		}
-	}
-
-	// Stable, and end-of-sequence rows first among equal addresses: a
-	// sequence that starts where another ends must win.
+// sort orders the rows by address, stably, and end-of-sequence rows first
+// among equal addresses: a sequence that starts where another ends must
+// win.
+func (t *lineTable) sort() {
 	slices.SortStableFunc(t.rows, func(a, b lineRow) int {
 		switch {
 		case a.addr < b.addr:
@@ -106,21 +43,11 @@ func newDWARFTables(d *dwarf.Data, loads []elf.ProgHeader) (*lineTable, *funcTab
 		}
 		return 0
 	})
-	ft := fb.finish()
-	if ft != nil {
-		ft.files = t.files
-	}
-	if len(t.rows) == 0 {
-		t = nil
-	}
-	if t == nil && ft == nil {
-		return nil, nil, errors.Join(append(errs, errors.New("no line rows and no functions"))...)
-	}
-	return t, ft, nil
 }
 
 // addUnit appends the rows of the line table of compilation unit cu, and
-// returns the unit's file table as indexes in t.files.
+// returns the unit's file table as indexes in t.files. Sequences that start
+// outside the executable segments (!inText) are left out.
 func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.LineFile) uint32, inText func(uint64) bool) ([]uint32, error) {
 	lr, err := d.LineReader(cu)
 	if err != nil {
@@ -176,15 +103,12 @@ func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.L
 	}
 }
 
-// lookup returns the file and line of addr, or "", 0.
-func (t *lineTable) lookup(addr uint64) (string, int) {
+// row returns the last row at or before addr (an end-of-sequence row if
+// addr is past the end of its sequence), or false.
+func (t *lineTable) row(addr uint64) (lineRow, bool) {
 	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].addr > addr }) - 1
 	if i < 0 {
-		return "", 0
+		return lineRow{}, false
 	}
-	r := t.rows[i]
-	if r.file == endOfSequence {
-		return "", 0
-	}
-	return t.files[r.file], int(r.line)
+	return t.rows[i], true
 }

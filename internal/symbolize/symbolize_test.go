@@ -335,14 +335,18 @@ func TestCacheSharing(t *testing.T) {
 	}
 }
 
-// TestCacheByteBound bounds the cache below what libc's tables take: the
-// binaries stay within the bound except the one in use, lookups that
-// alternate stay right, and without a bound both stay parsed.
+// TestCacheByteBound bounds the cache below what libc's tables take once
+// its DWARF sections are dropped: the binaries stay within the bound except
+// the one in use, lookups that alternate stay right, and without a bound
+// both stay parsed.
 func TestCacheByteBound(t *testing.T) {
 	ch := start(t, build(t, "c-nog"))
 	p, c := openProcess(t, ch.pid, Options{})
 	lookupOne(t, p, ch.addr(t, "burn_a"))
 	lookupOne(t, p, ch.addr(t, "getpid"))
+	for range dwarfIdleTrims {
+		c.Trim()
+	}
 	both := c.Stats()
 	if both.BinariesParsed < 2 || both.BinariesEvicted != 0 {
 		t.Fatalf("unbounded: %+v", both)
@@ -365,6 +369,9 @@ func TestCacheByteBound(t *testing.T) {
 	}
 	if s := c.Stats(); s.BinariesEvicted < 2 {
 		t.Errorf("nothing evicted for bytes: %+v", s)
+	}
+	if s := c.Stats(); s.DWARFLoads > 0 && s.DWARFDrops == 0 {
+		t.Errorf("DWARF sections held over the bound: %+v", s)
 	}
 }
 

@@ -44,7 +44,7 @@ func (p *Process) Unwinder() *Unwinder {
 		}
 		u.maps = append(u.maps, um)
 	}
-	p.c.Trim()
+	p.c.trimBytes()
 	return u
 }
 

@@ -57,6 +57,10 @@ type objfile struct {
 	path string
 
 	frames map[uint64][]Frame // ELF vaddr → frames; nil entries for misses
+	// framesBytes estimates what frames holds (see Stats.BytesHeld),
+	// kept as it changes: Stats and Trim read it every report and every
+	// second, and walking 64 Ki entries each time cost more than lookups.
+	framesBytes int64
 }
 
 // openELF reads the ELF headers and the build id of r. It does not parse
@@ -139,8 +143,10 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 	fr := b.resolve(vaddr, c)
 	if len(b.frames) >= maxFramesPerBinary {
 		clear(b.frames)
+		b.framesBytes = 0
 	}
 	b.frames[vaddr] = fr
+	b.framesBytes += frameEntryBytes + int64(cap(fr))*frameBytes
 	return fr
 }
 

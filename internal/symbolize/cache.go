@@ -355,13 +355,15 @@ func (c *Cache) bytesHeld(b *objfile) int64 {
 	if b.dwarf != nil {
 		n += b.dwarf.bytesHeld()
 	}
-	const perEntry = 64 // key, slice header, map overhead
-	frameSize := int64(reflect.TypeFor[Frame]().Size())
-	for _, fr := range b.frames {
-		n += perEntry + int64(cap(fr))*frameSize
-	}
-	return n
+	return n + b.framesBytes
 }
+
+// The memory of an entry of a binary's address cache: the key, the slice
+// header and the map's overhead, and each frame.
+var (
+	frameEntryBytes int64 = 64
+	frameBytes            = int64(reflect.TypeFor[Frame]().Size())
+)
 
 // sizer estimates the memory reachable from values: it walks them with
 // reflect, through unexported fields too. Backing arrays are keyed by their

@@ -9,6 +9,8 @@ import (
 	"io"
 	"reflect"
 	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
 // DWARF is decoded lazily, one compilation unit at a time. The parse reads
@@ -102,6 +104,56 @@ type dwarfSections struct {
 	abbrev, info, str, line, ranges []byte
 	addr, lineStr, strOffsets       []byte
 	rngLists                        []byte
+	// mapped are the sections read into memory mapped for them, outside
+	// the Go heap (see readSection); free unmaps them.
+	mapped [][]byte
+}
+
+// mapSectionBytes is the size from which a section is read into memory of
+// its own rather than the Go heap. The sections are held while units are
+// decoded (8.5 MB for libc's debug file) and then dropped: on the heap
+// they would double the garbage collector's goal for as long, which set
+// the collector's peak RSS.
+const mapSectionBytes = 64 << 10
+
+// maxSectionBytes bounds a section's size: a debug file is the target's
+// to make, and its headers say what a section inflates to.
+const maxSectionBytes = 1 << 30
+
+// readSection returns the (decompressed) bytes of s, large ones in memory
+// mapped for them, recorded in sec.mapped.
+func (sec *dwarfSections) readSection(s *elf.Section) ([]byte, error) {
+	if s.Size > maxSectionBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", s.Name, s.Size, maxSectionBytes)
+	}
+	if s.Size < mapSectionBytes || s.Type == elf.SHT_NOBITS {
+		b, err := s.Data()
+		if err != nil && uint64(len(b)) < s.Size {
+			return nil, err
+		}
+		return b, nil
+	}
+	mem, err := unix.Mmap(-1, 0, int(s.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes for %s: %w", s.Size, s.Name, err)
+	}
+	sec.mapped = append(sec.mapped, mem)
+	if _, err := io.ReadFull(s.Open(), mem); err != nil {
+		return nil, err
+	}
+	return mem, nil
+}
+
+// free unmaps the mapped sections. Nothing may use sec after it: the
+// decoded units hold copies, never the sections' bytes.
+func (sec *dwarfSections) free() {
+	if sec == nil {
+		return
+	}
+	for _, m := range sec.mapped {
+		_ = unix.Munmap(m) // memory of our own: nothing to report
+	}
+	*sec = dwarfSections{}
 }
 
 // newDWARFTables loads the DWARF of src (a binary or its separate debug
@@ -110,10 +162,14 @@ type dwarfSections struct {
 // by the linker, left at address 0) is ignored. On success the tables own
 // closer; on failure the caller keeps it.
 func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.ProgHeader, c *Cache) (t *dwarfTables, err error) {
+	var sec *dwarfSections
 	defer func() {
 		// A damaged file must not cost the binary its symbols.
 		if p := recover(); p != nil {
 			t, err = nil, fmt.Errorf("DWARF of %s: panic: %v", name, p)
+		}
+		if err != nil {
+			sec.free()
 		}
 	}()
 	inText := func(addr uint64) bool {
@@ -132,7 +188,7 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 		}
 		return false
 	}
-	sec, err := loadSections(src)
+	sec, err = loadSections(src)
 	if err != nil {
 		return nil, fmt.Errorf("load DWARF of %s: %w", name, err)
 	}
@@ -240,12 +296,16 @@ func dwarfSection(f *elf.File, name string) *elf.Section {
 // shared libraries have none against DWARF, and relocatable objects are
 // never mapped.
 func loadSections(f *elf.File) (sec *dwarfSections, err error) {
+	sec = &dwarfSections{}
 	defer func() {
 		if p := recover(); p != nil {
-			sec, err = nil, fmt.Errorf("panic: %v", p)
+			err = fmt.Errorf("panic: %v", p)
+		}
+		if err != nil {
+			sec.free()
+			sec = nil
 		}
 	}()
-	sec = &dwarfSections{}
 	for _, x := range []struct {
 		name string
 		dst  *[]byte
@@ -258,8 +318,8 @@ func loadSections(f *elf.File) (sec *dwarfSections, err error) {
 		if s == nil {
 			continue
 		}
-		b, err := s.Data()
-		if err != nil && uint64(len(b)) < s.Size {
+		b, err := sec.readSection(s)
+		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", s.Name, err)
 		}
 		*x.dst = b
@@ -559,13 +619,17 @@ func (t *dwarfTables) drop() bool {
 	if t.sec == nil {
 		return false
 	}
-	t.sec, t.whole = nil, nil
+	t.whole = nil
+	t.sec.free()
+	t.sec = nil
 	return true
 }
 
 // release closes the file.
 func (t *dwarfTables) release() error {
-	t.sec, t.whole = nil, nil
+	t.whole = nil
+	t.sec.free()
+	t.sec = nil
 	if t.closer == nil {
 		return nil
 	}

@@ -43,7 +43,7 @@ type engine struct {
 	rediscover chan struct{}
 	attached   int      // processes attached now
 	chain      []uint64 // scratch for addSchedGroup
-	// unwFrames and unwChain are scratch for unwindSample.
+	// unwFrames and unwChain are scratch for unwindCopy.
 	unwFrames, unwChain []uint64
 
 	// spansMu guards the span index. It is apart from mu so that span

@@ -112,24 +112,33 @@ func (e *engine) unwindSample(st *procState, s *perf.Sample) ([]uint64, uint64) 
 		}
 		return s.Callchain, 0
 	}
+	return e.unwindCopy(u, s.Callchain, symbolize.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser)
+}
+
+// unwindCopy unwinds a user stack from its registers and copy with u, and
+// returns the callchain, built in e.unwChain: the kernel part of raw (the
+// kernel's callchain of the sample), then the user part unwound, carried
+// on by raw's user part where UnwindAuto allows; and the leaf caller
+// candidate. It counts the outcome. Called with mu held.
+func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.Regs, stack []byte) ([]uint64, uint64) {
+	c := &e.counts.unwind
 	c.Unwound++
-	regs := symbolize.Regs{IP: ip, SP: sp, BP: bp}
 	if cap(e.unwFrames) < maxUnwindFrames {
 		e.unwFrames = make([]uint64, 0, maxUnwindFrames)
 	}
-	frames, stop := u.Unwind(regs, &symbolize.StackCopy{SP: sp, Data: s.StackUser}, e.unwFrames[:0])
+	frames, stop := u.Unwind(regs, &symbolize.StackCopy{SP: regs.SP, Data: stack}, e.unwFrames[:0])
 
 	// The kernel part, then the user part: the sampled pc and the return
 	// addresses unwound.
-	kernel, user := splitChain(s.Callchain)
+	kernel, user := splitChain(raw)
 	chain := append(e.unwChain[:0], kernel...)
-	chain = append(chain, perf.ContextUser, ip)
+	chain = append(chain, perf.ContextUser, regs.IP)
 	chain = append(chain, frames...)
 	switch {
 	case stop == symbolize.UnwindEnd:
 		c.Complete++
 	case e.opts.Unwind == UnwindAuto && spliceable(stop):
-		last := ip
+		last := regs.IP
 		if len(frames) > 0 {
 			last = frames[len(frames)-1]
 		}
@@ -148,8 +157,8 @@ func (e *engine) unwindSample(st *procState, s *perf.Sample) ([]uint64, uint64) 
 	// skips its caller if it has not pushed one (V8's bytecode handlers):
 	// symbolization tells, as for the kernel's chains.
 	var leaf uint64
-	if e.opts.RecoverLeafCaller && len(s.StackUser) >= 8 && !u.Covered(ip) {
-		leaf = ne.Uint64(s.StackUser)
+	if e.opts.RecoverLeafCaller && len(stack) >= 8 && !u.Covered(regs.IP) {
+		leaf = ne.Uint64(stack)
 	}
 	return chain, leaf
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
+	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
@@ -186,11 +187,11 @@ func BenchmarkHandleSwitch(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
-// BenchmarkHandleSampleUnwind is BenchmarkHandleSample with unwinding
-// (UnwindAuto): real samples of the C program without frame pointers
-// (testchild nofp: ~10 frames through libz and libc), each with its 16 KiB
-// stack copy, unwound by the process's Unwinder and interned.
-func BenchmarkHandleSampleUnwind(b *testing.B) {
+// nofpSamples returns up to 256 real samples of the C program without
+// frame pointers (testchild nofp: ~10 frames through libz and libc), each
+// with its 16 KiB stack copy, made samples of this process, and an
+// Unwinder of the program's tables.
+func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *symbolize.Unwinder) {
 	child := testchild.Start(b, testchild.NoFP(b, "c"))
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: DefaultUnwindStackBytes})
 	testchild.RequirePerf(b, err)
@@ -199,6 +200,7 @@ func BenchmarkHandleSampleUnwind(b *testing.B) {
 	}
 	var samples []perf.Sample
 	done := make(chan error, 1)
+	full := make(chan struct{})
 	go func() {
 		done <- s.Read(func(r *perf.Record) {
 			smp := r.Sample
@@ -209,9 +211,16 @@ func BenchmarkHandleSampleUnwind(b *testing.B) {
 			smp.StackUser = slices.Clone(smp.StackUser)
 			smp.RegsUser = slices.Clone(smp.RegsUser)
 			samples = append(samples, smp)
+			if len(samples) == 256 {
+				close(full)
+			}
 		})
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// 0.26 s at 999 Hz; longer when other work takes the CPUs.
+	select {
+	case <-full:
+	case <-time.After(3 * time.Second):
+	}
 	s.Close()
 	if err := <-done; err != nil {
 		b.Fatal(err)
@@ -219,21 +228,28 @@ func BenchmarkHandleSampleUnwind(b *testing.B) {
 	if len(samples) < 64 {
 		b.Fatalf("%d samples", len(samples))
 	}
-
-	e, st := benchEngine(b, false)
-	e.opts.Unwind = UnwindAuto
 	e.syms.mu.Lock()
 	proc, err := e.syms.cache.Process(child.Pid)
-	if err == nil {
-		st.unwinder.Store(proc.Unwinder())
-	}
 	e.syms.mu.Unlock()
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := perf.Record{Type: perf.RecordSample}
 	for i := range samples {
 		samples[i].Pid = uint32(os.Getpid())
+	}
+	return samples, proc.Unwinder()
+}
+
+// BenchmarkHandleSampleUnwind is BenchmarkHandleSample with unwinding
+// (UnwindAuto): real samples of the C program without frame pointers
+// (nofpSamples), each unwound by the process's Unwinder and interned.
+func BenchmarkHandleSampleUnwind(b *testing.B) {
+	e, st := benchEngine(b, false)
+	e.opts.Unwind = UnwindAuto
+	samples, u := nofpSamples(b, e)
+	st.unwinder.Store(u)
+	rec := perf.Record{Type: perf.RecordSample}
+	for i := range samples {
 		rec.Sample = samples[i]
 		e.handle(&rec)
 	}
@@ -251,6 +267,66 @@ func BenchmarkHandleSampleUnwind(b *testing.B) {
 		rec.Sample = samples[i%len(samples)]
 		rec.Sample.Time = uint64(i)
 		e.handle(&rec)
+	}
+}
+
+// BenchmarkQueuePendingSample is the read loop's work for a sample taken
+// before its process's unwind tables were read: buffered with the
+// kernel's chain, and queued with a copy of its 16 KiB stack (B/op: the
+// copy, the entry and the queue's growth). The queue is settled every 256
+// samples (4 MiB), as the tables' arrival would, off the clock.
+func BenchmarkQueuePendingSample(b *testing.B) {
+	e, st := pendingEngine(b, 1<<30)
+	rec := pendingRecord(st.info.Pid, 0, 0, DefaultUnwindStackBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%256 == 0 {
+			b.StopTimer()
+			st.pending.unread = true
+			e.settleSome(st, len(st.pending.samples))
+			st.pending.unread = false
+			st.batch.samples = st.batch.samples[:0]
+			b.StartTimer()
+		}
+		rec.Sample.Time = uint64(i)
+		e.handle(&rec)
+	}
+	if c := e.counts.unwind; c.PendingOverflow != 0 {
+		b.Fatalf("counted %+v", c)
+	}
+	b.ReportMetric(float64(e.counts.unwind.PendingPeakBytes)/256, "queued-B/sample")
+}
+
+// BenchmarkUnwindPendingSample is the late unwinding of a queued sample
+// once its process's tables are read (drainPending: a chunk per hold of
+// the engine's lock), on the real samples of nofpSamples, which are queued
+// 256 at a time off the clock.
+func BenchmarkUnwindPendingSample(b *testing.B) {
+	e, st := benchEngine(b, false)
+	e.opts.Unwind = UnwindAuto
+	e.opts.MaxPendingUnwindBytes = 1 << 30
+	samples, u := nofpSamples(b, e)
+	rec := perf.Record{Type: perf.RecordSample}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		b.StopTimer()
+		st.unwinder.Store(nil)
+		st.batch = newBatch()
+		n := min(b.N-i, len(samples))
+		for j := range n {
+			rec.Sample = samples[j]
+			rec.Sample.Time = uint64(i + j)
+			e.handle(&rec)
+		}
+		st.unwinder.Store(u)
+		b.StartTimer()
+		e.drainPending([]*procState{st})
+		i += n
+	}
+	if c := e.counts.unwind; c.PendingUnwound != int64(b.N) || c.Complete != c.Unwound {
+		b.Fatalf("counted %+v of %d", c, b.N)
 	}
 }
 

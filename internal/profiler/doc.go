@@ -20,8 +20,10 @@
 // quarter of a second for libc with its debug file, cannot stall a ring);
 // discovery, which attaches new processes of the target executables and
 // releases exited ones; and a symbol worker, which re-reads memory maps
-// when code is mapped. Stacks are symbolized when [Profiler.Take] builds a
-// report, under a lock of their own.
+// when code is mapped, and reads the unwind tables of the processes
+// attached or exec'd, whose samples wait for them (pending.go). Stacks are
+// symbolized when [Profiler.Take] builds a report, under a lock of their
+// own.
 //
 // Records come through the [Source] interface and process facts through
 // [Procs], so the join, the context-switch pairing and the batch splitting

@@ -43,8 +43,11 @@ type engine struct {
 	rediscover chan struct{}
 	attached   int      // processes attached now
 	chain      []uint64 // scratch for addSchedGroup
-	// unwFrames and unwChain are scratch for unwindSample.
+	// unwFrames and unwChain are scratch for unwindCopy.
 	unwFrames, unwChain []uint64
+	// pendingBytes is what the pending queues of all processes hold (see
+	// pending.go).
+	pendingBytes int64
 
 	// spansMu guards the span index. It is apart from mu so that span
 	// ingest never waits for the read loop; when both are held, mu is
@@ -139,6 +142,9 @@ type procState struct {
 	// names its service, also when none of its samples fell in a span.
 	// Guarded by spansMu: the join sets it.
 	resource int32
+	// pending holds the samples taken before unwinder was stored, until
+	// it is (see pending.go).
+	pending pendingQueue
 
 	// jit is the process's perf map, which the JIT poller keeps current.
 	// jitGen is its generation at the last poll, which began at
@@ -163,7 +169,8 @@ type procState struct {
 	sym *procSymbols
 	// unwinder unwinds the stacks of the process on the read loop; the
 	// symbol worker replaces it when the memory map changes. nil until
-	// its tables are read, and without stack copies.
+	// its tables are read (the samples taken until then wait in
+	// pending), and without stack copies.
 	unwinder atomic.Pointer[symbolize.Unwinder]
 }
 
@@ -416,15 +423,18 @@ func (e *engine) handle(rec *perf.Record) {
 			}
 		}
 		e.nameThread(st, s.Tid)
-		chain, leaf := s.Callchain, uint64(0)
+		chain, leaf, queue := s.Callchain, uint64(0), false
 		switch {
 		case e.opts.Unwind != UnwindFramePointer:
-			chain, leaf = e.unwindSample(st, s)
+			chain, leaf, queue = e.unwindSample(st, s)
 		case e.opts.RecoverLeafCaller:
 			leaf = leafCandidate(s)
 		}
 		idx := st.batch.intern(chain, leaf, st.genAt(s.Time))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
+		if queue {
+			e.queuePending(st, s)
+		}
 		e.buffered++
 		e.counts.samples++
 		if e.sched != nil {
@@ -464,8 +474,9 @@ func (e *engine) handle(rec *perf.Record) {
 
 // exec replaces a live process image by a new program: the samples taken
 // so far belong to the old image, whose memory map (read before) names
-// their addresses; later ones to the new image, whose map the symbol worker
-// reads. Called with mu held.
+// their addresses and whose unwinder unwinds those it queued; later ones
+// to the new image, whose map and tables the symbol worker reads, its
+// samples queued until then. Called with mu held.
 func (e *engine) exec(old *procState, comm string) {
 	info := old.info
 	info.Comm = comm
@@ -490,6 +501,7 @@ func (e *engine) exec(old *procState, comm string) {
 		sym:        &procSymbols{},
 	}
 	old.gone = true
+	e.settleExec(old)
 	e.live[info.Pid] = st
 	e.all[st.key] = st
 	e.counts.execs++

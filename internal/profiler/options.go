@@ -63,6 +63,11 @@ type Options struct {
 	// rings default to stackRingPages.
 	Unwind           UnwindMode
 	UnwindStackBytes uint32
+	// MaxPendingUnwindBytes bounds the stack copies of the samples that
+	// wait for their process's unwind tables to be read (see
+	// UnwindStats.Pending), across processes; one process holds at most
+	// a quarter of it. Default DefaultMaxPendingUnwindBytes.
+	MaxPendingUnwindBytes int64
 
 	// Symbolize resolves frames to functions and lines; without it
 	// locations keep their raw addresses with their mappings and build ids.
@@ -170,6 +175,9 @@ func (o *Options) setDefaults() {
 			o.UnwindStackBytes = DefaultUnwindStackBytes
 		}
 		o.UnwindStackBytes = min(o.UnwindStackBytes, MaxUnwindStackBytes)
+		if o.MaxPendingUnwindBytes <= 0 {
+			o.MaxPendingUnwindBytes = DefaultMaxPendingUnwindBytes
+		}
 		o.Perf.StackUser = o.UnwindStackBytes
 		if o.Perf.RingPages == 0 {
 			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes))

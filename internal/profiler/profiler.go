@@ -167,7 +167,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 	p.syms.refresh([]*procState{st}, false)
 	if p.opts.Unwind != UnwindFramePointer {
 		// The symbol worker reads its unwind tables; until then its
-		// samples keep the kernel's chains (Stats.Unwind.Pending).
+		// samples wait for them (Stats.Unwind.Pending, pending.go).
 		p.mu.Lock()
 		st.mapsDirty = true
 		p.mu.Unlock()
@@ -344,7 +344,9 @@ func (p *Profiler) discover() {
 }
 
 // symbolWorker reads the memory maps of processes that mapped new code, so
-// that a process that exits soon after a dlopen still resolves.
+// that a process that exits soon after a dlopen still resolves, and the
+// unwind tables of processes attached or exec'd, whose samples wait for
+// them (see pending.go).
 func (p *Profiler) symbolWorker() {
 	defer p.wg.Done()
 	for {
@@ -352,7 +354,7 @@ func (p *Profiler) symbolWorker() {
 		case <-p.stop:
 			return
 		case <-p.syms.wake:
-			p.syms.refresh(p.dirtyProcesses(), true)
+			p.readTables(p.dirtyProcesses)
 		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 // symbols resolves the raw stacks of batches. It owns the symbolize cache,
 // which is used by one goroutine at a time: under mu, which the read loop
 // never takes. A binary's first parse (libc with its debug file: ~250 ms)
-// holds mu, delaying reports and map reads, not ring reading.
+// holds mu, delaying reports and map reads, not ring reading. When both
+// are held, mu is taken before engine.mu (readTables).
 type symbols struct {
 	log         *zap.Logger
 	symbolize   bool
@@ -143,6 +144,11 @@ func (s *symbols) refresh(sts []*procState, unwind bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.refreshLocked(sts, unwind)
+}
+
+// refreshLocked is refresh with mu held.
+func (s *symbols) refreshLocked(sts []*procState, unwind bool) {
 	for _, st := range sts {
 		// A process that is gone keeps its last map; its pid may be
 		// another's now, whose binaries are not to be opened for it.

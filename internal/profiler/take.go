@@ -29,6 +29,9 @@ type taken struct {
 // take, unless the buffer is over its bound: then the oldest go out early,
 // unjoined.
 func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
+	// Samples taken before their process's unwind tables were read go
+	// out unwound when the tables can be read (see pending.go).
+	e.unwindQueued()
 	// Split under mu, which the read loop takes per record: that part is a
 	// copy of the samples. The join and the symbolization run after it.
 	var out []taken
@@ -46,11 +49,17 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	}
 	remaining := 0
 	for key, st := range e.all {
+		if len(st.pending.samples) > 0 {
+			e.settleBefore(st, cut)
+		}
 		old := st.batch
 		b, keep, moved := old.takeBefore(cut)
 		st.batch = keep
 		if e.sched != nil && moved != nil {
 			e.sched.rebase(old, keep, moved)
+		}
+		if moved != nil {
+			st.pending.rebase(old, keep, moved)
 		}
 		remaining += len(keep.samples)
 		if b != nil && st.endedAt != 0 {
@@ -109,7 +118,11 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 			refresh = append(refresh, t.st)
 		}
 	}
-	e.syms.refresh(refresh, true)
+	if len(refresh) > 0 {
+		// As the symbol worker does: a process attached since
+		// unwindQueued gets its unwinder, and what it queued is unwound.
+		e.readTables(func() []*procState { return refresh })
+	}
 	snaps := make([]Snapshot, 0, len(out))
 	var jit JITStats
 	for _, t := range out {

@@ -22,7 +22,8 @@ const (
 	// tables, the frame pointer for JIT code. Where the copy ends before
 	// the stack does, or the stack switches (Go's system stack), the
 	// kernel's frame-pointer chain carries on from the last frame both
-	// found.
+	// found. Samples taken before the process's tables are read wait for
+	// them (see pending.go).
 	UnwindAuto
 	// UnwindDWARF unwinds as UnwindAuto does but never takes frames from
 	// the kernel's chain: a stack deeper than the copy ends there,
@@ -76,60 +77,85 @@ const (
 // they are unwound from copies (UnwindAuto, UnwindDWARF).
 type UnwindStats struct {
 	Mode UnwindMode
-	// Unwound: samples whose stack was unwound from its copy; of them,
-	// Complete reached the outermost frame, Spliced went on with the
-	// kernel's frame-pointer chain, and Stopped (by why: see
-	// symbolize.UnwindStop) ended early.
+	// Unwound: samples whose stack was unwound from its copy, on the read
+	// loop or, for those taken before their process's unwind tables were
+	// read, once they were (PendingUnwound); of them, Complete reached the
+	// outermost frame, Spliced went on with the kernel's frame-pointer
+	// chain, and Stopped (by why: see symbolize.UnwindStop) ended early.
 	Unwound, Complete, Spliced int64
 	Stopped                    [symbolize.UnwindMaxFrames + 1]int64
-	// Pending: samples taken before the process's unwind tables were
-	// read (at attach, or after an exec), which keep the kernel's chain.
+	// Pending: samples taken before their process's unwind tables were
+	// read (at attach, or after an exec), which wait for them in a queue
+	// with copies of their stacks (see Options.MaxPendingUnwindBytes). Of
+	// them, PendingUnwound were unwound once the tables were read, before
+	// their report (they count in Unwound too); PendingOverflow found the
+	// queue full, and PendingUnread were reported before their tables
+	// could be read (the process exited or exec'd first, or its memory
+	// map is unreadable): both keep the kernel's chain. The others wait
+	// in the queue now.
+	Pending, PendingUnwound, PendingOverflow, PendingUnread int64
+	// PendingPeakBytes is the most the queue held at once, stack copies
+	// and their bookkeeping.
+	PendingPeakBytes int64
 	// NoUserStack: samples without user registers or stack (a thread in
 	// the kernel only).
-	Pending, NoUserStack int64
+	NoUserStack int64
 	// StackBytes is the size of the stack copy of each sample.
 	StackBytes uint32
 }
 
 // unwindSample returns the callchain of s with its user part unwound from
 // the stack copy (see UnwindMode), built in e.unwChain, and the leaf
-// caller candidate for the samples it leaves to the kernel's chain.
-// Called on the read loop with mu held.
-func (e *engine) unwindSample(st *procState, s *perf.Sample) ([]uint64, uint64) {
+// caller candidate for the samples it leaves to the kernel's chain. Before
+// the process's unwind tables are read it returns the kernel's chain and
+// queue says whether the sample is to wait for them (queuePending) once it
+// is buffered. Called on the read loop with mu held.
+func (e *engine) unwindSample(st *procState, s *perf.Sample) (chain []uint64, leaf uint64, queue bool) {
 	c := &e.counts.unwind
-	u := st.unwinder.Load()
 	ip, ok1 := s.UserIP()
 	sp, ok2 := s.UserSP()
 	bp, _ := s.UserBP()
-	switch {
-	case !ok1 || !ok2 || len(s.StackUser) == 0:
+	if !ok1 || !ok2 || len(s.StackUser) == 0 {
 		c.NoUserStack++
-		return s.Callchain, 0
-	case u == nil:
+		return s.Callchain, 0, false
+	}
+	u := st.unwinder.Load()
+	if u == nil {
 		c.Pending++
 		if e.opts.RecoverLeafCaller {
-			return s.Callchain, leafCandidate(s)
+			leaf = leafCandidate(s)
 		}
-		return s.Callchain, 0
+		return s.Callchain, leaf, e.pendingRoom(st, len(s.StackUser))
 	}
+	chain, leaf = e.unwindCopy(u, s.Callchain, symbolize.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser)
+	return chain, leaf, false
+}
+
+// unwindCopy unwinds a user stack from its registers and copy with u, and
+// returns the callchain, built in e.unwChain: the kernel part of raw (the
+// kernel's callchain of the sample), then the user part unwound, carried
+// on by raw's user part where UnwindAuto allows; and the leaf caller
+// candidate. It counts the outcome. Called with mu held, on the read loop
+// or for a queued sample (settle).
+func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.Regs, stack []byte) ([]uint64, uint64) {
+	c := &e.counts.unwind
 	c.Unwound++
-	regs := symbolize.Regs{IP: ip, SP: sp, BP: bp}
 	if cap(e.unwFrames) < maxUnwindFrames {
 		e.unwFrames = make([]uint64, 0, maxUnwindFrames)
 	}
-	frames, stop := u.Unwind(regs, &symbolize.StackCopy{SP: sp, Data: s.StackUser}, e.unwFrames[:0])
+	frames, stop := u.Unwind(regs, &symbolize.StackCopy{SP: regs.SP, Data: stack}, e.unwFrames[:0])
 
 	// The kernel part, then the user part: the sampled pc and the return
 	// addresses unwound.
-	kernel, user := splitChain(s.Callchain)
+	kernel, user := splitChain(raw)
 	chain := append(e.unwChain[:0], kernel...)
-	chain = append(chain, perf.ContextUser, ip)
+	chain = append(chain, perf.ContextUser, regs.IP)
 	chain = append(chain, frames...)
 	switch {
 	case stop == symbolize.UnwindEnd:
 		c.Complete++
 	case e.opts.Unwind == UnwindAuto && spliceable(stop):
-		last := ip
+		last := regs.IP
 		if len(frames) > 0 {
 			last = frames[len(frames)-1]
 		}
@@ -148,8 +174,8 @@ func (e *engine) unwindSample(st *procState, s *perf.Sample) ([]uint64, uint64) 
 	// skips its caller if it has not pushed one (V8's bytecode handlers):
 	// symbolization tells, as for the kernel's chains.
 	var leaf uint64
-	if e.opts.RecoverLeafCaller && len(s.StackUser) >= 8 && !u.Covered(ip) {
-		leaf = ne.Uint64(s.StackUser)
+	if e.opts.RecoverLeafCaller && len(stack) >= 8 && !u.Covered(regs.IP) {
+		leaf = ne.Uint64(stack)
 	}
 	return chain, leaf
 }

@@ -235,7 +235,10 @@ func (r *perfprofReceiver) recordStats() {
 	unw, lastUnw := st.Unwind, last.Unwind
 	add(tb.ReceiverPerfprofUnwoundSamples, unw.Complete-lastUnw.Complete, "result", "complete")
 	add(tb.ReceiverPerfprofUnwoundSamples, unw.Spliced-lastUnw.Spliced, "result", "spliced")
-	add(tb.ReceiverPerfprofUnwoundSamples, unw.Pending-lastUnw.Pending, "result", "pending")
+	// Samples unwound after waiting for their tables count under the
+	// result of their unwinding; pending are those never unwound.
+	add(tb.ReceiverPerfprofUnwoundSamples, unw.PendingUnread-lastUnw.PendingUnread, "result", "pending")
+	add(tb.ReceiverPerfprofUnwoundSamples, unw.PendingOverflow-lastUnw.PendingOverflow, "result", "pending_overflow")
 	add(tb.ReceiverPerfprofUnwoundSamples, unw.NoUserStack-lastUnw.NoUserStack, "result", "no_user_stack")
 	for stop := range unw.Stopped {
 		if stop != int(symbolize.UnwindEnd) {

@@ -61,4 +61,18 @@ func TestReceiverKernelStacksAndTelemetry(t *testing.T) {
 
 	metadatatest.AssertEqualReceiverPerfprofSamples(t, tt, []metricdata.DataPoint[int64]{{Value: int64(len(samples))}}, metricdatatest.IgnoreTimestamp())
 	metadatatest.AssertEqualReceiverPerfprofProcesses(t, tt, []metricdata.DataPoint[int64]{{Value: 0}}, metricdatatest.IgnoreTimestamp())
+
+	// Every sample has one unwinding result (unwind: auto), those that
+	// waited for their process's unwind tables included.
+	m, err := tt.GetMetric("otelcol_receiver_perfprof_unwound_samples")
+	require.NoError(t, err)
+	results := map[string]int64{}
+	var unwound int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		result, _ := dp.Attributes.Value("result")
+		results[result.AsString()] += dp.Value
+		unwound += dp.Value
+	}
+	t.Logf("unwound_samples by result: %v", results)
+	require.Equal(t, int64(len(samples)), unwound, "unwinding results")
 }

@@ -186,7 +186,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofUnwoundSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_unwound_samples",
-		metric.WithDescription("On-CPU samples whose user stack was unwound from its copy (unwind auto or dwarf), by result (complete to the thread's outermost frame; spliced when the kernel's frame-pointer chain carried on where the copy ended; pending before the process's unwind tables were read, no_user_stack without user registers, both left to the kernel's chain; else why the stack was cut - stack_copy deeper than unwind_stack_bytes, no_code in code without a binary or frame pointer, no_rule, bad_stack, max_frames). [Development]"),
+		metric.WithDescription("On-CPU samples whose user stack was unwound from its copy (unwind auto or dwarf), by result (complete to the thread's outermost frame; spliced when the kernel's frame-pointer chain carried on where the copy ended; else why the stack was cut - stack_copy deeper than unwind_stack_bytes, no_code in code without a binary or frame pointer, no_rule, bad_stack, max_frames; left to the kernel's chain - no_user_stack without user registers, pending taken before the process's unwind tables were read and reported before they could be (the process exited or exec'd first, its memory unreadable), pending_overflow taken before they were read beyond the bound of the queue where such samples wait (32 MiB, 8 MiB per process). The samples that waited for the tables and were unwound once they were read count under the result of their unwinding). [Development]"),
 		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)

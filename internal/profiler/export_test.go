@@ -1,0 +1,22 @@
+package profiler
+
+// HoldTables takes the lock under which the symbol worker and reports read
+// unwind tables, as a slow first parse of a binary holds it, until release
+// is called: the samples of processes attached or exec'd meanwhile wait
+// for their tables in the pending queue.
+func HoldTables(p *Profiler) (release func()) {
+	p.syms.mu.Lock()
+	return p.syms.mu.Unlock
+}
+
+// Queued returns how many samples wait in the pending queues now, and
+// their bytes. Stats waits for the tables: it reads the symbol cache's
+// counters under the same lock.
+func Queued(p *Profiler) (samples int, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.all {
+		samples += len(st.pending.samples)
+	}
+	return samples, p.pendingBytes
+}

@@ -132,8 +132,7 @@ type Options struct {
 // a time, so its samples come at most at that rate), at least 64 pages and
 // at most unwindRingPages. The reader passes over the rings every 100 ms
 // and at a quarter full, so half a second leaves it 5 passes of slack; at
-// 99 Hz a ring is 1 MiB (2 MiB at 999 Hz), memory that is locked and that
-// the collector's RSS counts.
+// 99 Hz a ring is 1 MiB (2 MiB at 999 Hz) of pinned memory (VmPin).
 func stackRingPages(frequency, stackBytes int) int {
 	const perSample = 1 << 10 // header, registers, callchain
 	want := frequency * (stackBytes + perSample) / 2 / os.Getpagesize()

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"cmp"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -260,21 +261,7 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 		return nil, fmt.Errorf("DWARF of %s: no compilation units", name)
 	}
 	t.units = slices.Clip(t.units)
-	slices.SortStableFunc(t.ranges, func(x, y unitRange) int {
-		switch {
-		case x.lo < y.lo:
-			return -1
-		case x.lo > y.lo:
-			return 1
-		}
-		return 0
-	})
-	t.maxHi = make([]uint64, len(t.ranges))
-	var m uint64
-	for i, r := range t.ranges {
-		m = max(m, r.hi)
-		t.maxHi[i] = m
-	}
+	t.maxHi = sortByLo(t.ranges, func(r *unitRange) (uint64, uint64) { return r.lo, r.hi })
 	t.indexLen = int64(cap(t.units))*int64(reflect.TypeFor[dwarfUnit]().Size()) +
 		int64(cap(t.ranges))*int64(reflect.TypeFor[unitRange]().Size()) +
 		int64(cap(t.maxHi))*8 + int64(cap(t.always))*4
@@ -850,4 +837,24 @@ func typesHoldCode(cu *dwarf.Entry) bool {
 		return false
 	}
 	return true
+}
+
+// sortByLo sorts ranges by their start, stably, and returns the running
+// maximum of their ends: maxHi[i] is the largest end of ranges[:i+1], so
+// that a search for an address can stop at the first range whose maxHi
+// is below it.
+func sortByLo[R any](ranges []R, bounds func(*R) (lo, hi uint64)) (maxHi []uint64) {
+	slices.SortStableFunc(ranges, func(x, y R) int {
+		xl, _ := bounds(&x)
+		yl, _ := bounds(&y)
+		return cmp.Compare(xl, yl)
+	})
+	maxHi = make([]uint64, len(ranges))
+	var m uint64
+	for i := range ranges {
+		_, hi := bounds(&ranges[i])
+		m = max(m, hi)
+		maxHi[i] = m
+	}
+	return maxHi
 }

@@ -2,7 +2,6 @@ package symbolize
 
 import (
 	"debug/dwarf"
-	"slices"
 	"sort"
 )
 
@@ -376,21 +375,7 @@ func (b *funcBuilder) finish() *funcTable {
 	if len(t.top) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(t.top, func(x, y scopeRange) int {
-		switch {
-		case x.lo < y.lo:
-			return -1
-		case x.lo > y.lo:
-			return 1
-		}
-		return 0
-	})
-	t.maxHi = make([]uint64, len(t.top))
-	var m uint64
-	for i, r := range t.top {
-		m = max(m, r.hi)
-		t.maxHi[i] = m
-	}
+	t.maxHi = sortByLo(t.top, func(r *scopeRange) (uint64, uint64) { return r.lo, r.hi })
 	return t
 }
 

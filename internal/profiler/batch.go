@@ -16,6 +16,9 @@ type rawSample struct {
 	cpu    uint32
 	stack  int32 // index into batch.stacks; -1: unknown (off-CPU only)
 	state  uint8 // 0: on-CPU; else a sched.State
+	// moved: the sample is another image's, which has a copy of it
+	// (moveQueued); it is dropped when taken.
+	moved bool
 }
 
 // rawStack is a callchain as the kernel gave it (context markers kept),

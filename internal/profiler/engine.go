@@ -145,6 +145,9 @@ type procState struct {
 	// pending holds the samples taken before unwinder was stored, until
 	// it is (see pending.go).
 	pending pendingQueue
+	// movedOut counts the samples of the batch that moveQueued moved to
+	// the image that exec'd after this one; they are dropped when taken.
+	movedOut int
 
 	// jit is the process's perf map, which the JIT poller keeps current.
 	// jitGen is its generation at the last poll, which began at
@@ -459,7 +462,7 @@ func (e *engine) handle(rec *perf.Record) {
 		}
 		st.threads[rec.Comm.Tid] = string(rec.Comm.Comm)
 		if rec.Misc&perf.MiscCommExec != 0 && rec.Comm.Pid == rec.Comm.Tid {
-			e.exec(st, string(rec.Comm.Comm))
+			e.exec(st, string(rec.Comm.Comm), rec.ID.Time)
 		}
 	case perf.RecordMmap2:
 		// New code mapped (dlopen, JIT): the map must be read again before
@@ -472,12 +475,12 @@ func (e *engine) handle(rec *perf.Record) {
 	}
 }
 
-// exec replaces a live process image by a new program: the samples taken
-// so far belong to the old image, whose memory map (read before) names
-// their addresses and whose unwinder unwinds those it queued; later ones
-// to the new image, whose map and tables the symbol worker reads, its
+// exec replaces a live process image by a new program at t: the samples
+// taken so far belong to the old image, whose memory map (read before)
+// names their addresses and whose unwinder unwinds those it queued; later
+// ones to the new image, whose map and tables the symbol worker reads, its
 // samples queued until then. Called with mu held.
-func (e *engine) exec(old *procState, comm string) {
+func (e *engine) exec(old *procState, comm string, t uint64) {
 	info := old.info
 	info.Comm = comm
 	if p, err := e.procs.Read(info.Pid); err == nil && p.StartTime == info.StartTime {
@@ -501,6 +504,7 @@ func (e *engine) exec(old *procState, comm string) {
 		sym:        &procSymbols{},
 	}
 	old.gone = true
+	e.moveQueued(old, st, t)
 	e.settleExec(old)
 	e.live[info.Pid] = st
 	e.all[st.key] = st

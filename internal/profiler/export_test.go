@@ -20,3 +20,15 @@ func Queued(p *Profiler) (samples int, bytes int64) {
 	}
 	return samples, p.pendingBytes
 }
+
+// TablesRead reports whether every live process has its unwinder.
+func TablesRead(p *Profiler) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.live {
+		if st.unwinder.Load() == nil {
+			return false
+		}
+	}
+	return true
+}

@@ -26,15 +26,20 @@ import (
 //     unwinds what they queued before it splits the samples off
 //     (unwindQueued), so that no queued sample goes out with the kernel's
 //     chain while its tables can be read;
-//   - an exec settles the old image's queue at once: its tables are no
-//     longer readable (/proc/PID/maps is the new image's).
+//   - an exec moves the samples the old image queued after it to the new
+//     image (moveQueued), and settles the rest at once: the old image's
+//     tables are no longer readable (/proc/PID/maps is the new image's).
 //
 // Samples whose tables cannot be read (the process exited or exec'd
 // first, its memory map is unreadable) keep the kernel's chain, counted as
 // UnwindStats.PendingUnread, and so do the samples that find the queue
-// full (PendingOverflow). Unwinding a queued sample costs what it costs on
-// the read loop (~0.5 µs); it runs under the engine's lock in chunks of
-// pendingChunk, so that the read loop never waits for more than a chunk.
+// full (PendingOverflow). Queueing a sample costs the read loop a copy of
+// its stack (4-7 µs for 16 KiB on the 2-CPU VM, page faults included:
+// BenchmarkQueuePendingSample), only while a process's tables are being
+// read. Unwinding a queued sample costs what it costs on the read loop
+// and an interned stack (1-3 µs there: BenchmarkUnwindPendingSample); it
+// runs under the engine's lock in chunks of pendingChunk, so that the
+// read loop never waits for more than a chunk.
 
 const (
 	// DefaultMaxPendingUnwindBytes bounds the queue across processes
@@ -55,7 +60,7 @@ const (
 	// symbol worker reads their tables one after the other).
 	pendingShare = 4
 	// pendingChunk is how many queued samples are unwound per hold of
-	// the engine's lock: 30-60 µs.
+	// the engine's lock: 0.1-0.2 ms.
 	pendingChunk = 64
 )
 
@@ -268,6 +273,69 @@ func (e *engine) unwindQueued() {
 		return dirty
 	})
 	e.drainPending(waiting)
+}
+
+// moveQueued moves the queued samples of old taken at or after t, when it
+// exec'd, to st, the new image, whose tables unwind them: the read loop
+// reads the rings one CPU after the other, so samples of the new image can
+// come before the record of the exec, and are queued in the old image (25
+// of them in TestUnwindPendingAfterExec). Their copies in old's batch are
+// dropped when taken (dropMoved). Samples that were unwound with the old
+// image's tables when they came are not told apart: their copy is gone.
+// Called with mu held, before settleExec.
+func (e *engine) moveQueued(old, st *procState, t uint64) {
+	q := &old.pending
+	if t == 0 || len(q.samples) == 0 {
+		return
+	}
+	kept := q.samples[:0]
+	for _, p := range q.samples {
+		if p.b != old.batch || int(p.idx) >= len(p.b.samples) || p.b.samples[p.idx].time < t {
+			kept = append(kept, p)
+			continue
+		}
+		smp := &p.b.samples[p.idx]
+		raw := p.b.stacks[smp.stack]
+		copied := *smp
+		copied.stack = st.batch.intern(raw.chain, raw.leafCall, st.genAt(smp.time))
+		st.batch.samples = append(st.batch.samples, copied)
+		smp.moved = true
+		old.movedOut++
+		e.buffered++
+		cost := int64(len(p.stack)) + pendingEntryBytes
+		q.bytes -= cost
+		st.pending.bytes += cost
+		p.b, p.idx = st.batch, int32(len(st.batch.samples)-1)
+		st.pending.samples = append(st.pending.samples, p)
+	}
+	clear(q.samples[len(kept):])
+	q.samples = kept
+}
+
+// dropMoved returns the samples of b that moveQueued did not move to
+// another image, nil when none. b is left as it is (the sched state may
+// refer to it). Called with mu held.
+func dropMoved(st *procState, b *batch) *batch {
+	n := 0
+	for _, s := range b.samples {
+		if !s.moved {
+			n++
+		}
+	}
+	st.movedOut -= len(b.samples) - n
+	switch n {
+	case len(b.samples):
+		return b
+	case 0:
+		return nil
+	}
+	out := &batch{samples: make([]rawSample, 0, n), stacks: b.stacks}
+	for _, s := range b.samples {
+		if !s.moved {
+			out.samples = append(out.samples, s)
+		}
+	}
+	return out
 }
 
 // settleExec settles the queue of a process image replaced by an exec:

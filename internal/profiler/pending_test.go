@@ -196,7 +196,8 @@ func TestPendingQueueSplitByReport(t *testing.T) {
 // An exec settles the old image's queue, whose tables can no longer be
 // read: with the kernel's chain, or unwound when its unwinder was stored
 // and the symbol worker had not yet unwound what waited. The new image's
-// samples wait for its own tables.
+// samples wait for its own tables, those read before the exec's record
+// included: they are moved from the old image's queue, by their time.
 func TestPendingQueueExec(t *testing.T) {
 	for _, stored := range []bool{false, true} {
 		e, old := pendingEngine(t, 0)
@@ -208,6 +209,8 @@ func TestPendingQueueExec(t *testing.T) {
 			e.handle(&rec)
 			times = append(times, tm)
 		}
+		// Two samples of the old image, then one of the new image
+		// (3000) read before the record of the exec (2500).
 		for i := range 3 {
 			handle(i)
 		}
@@ -215,21 +218,29 @@ func TestPendingQueueExec(t *testing.T) {
 			e.syms.refresh([]*procState{old}, true) // the worker, up to its store
 		}
 		exec := profilertest.Exec(pid, "next")
+		exec.ID.Time = 2500
 		e.handle(&exec)
 		cur := e.live[pid]
-		if cur == old || old.pending.samples != nil || !cur.mapsDirty {
-			t.Fatalf("stored %v: after the exec, the old image holds %d queued samples", stored, len(old.pending.samples))
+		if cur == old || old.pending.samples != nil || !cur.mapsDirty || len(cur.pending.samples) != 1 || old.movedOut != 1 {
+			t.Fatalf("stored %v: after the exec, the old image holds %d queued samples, the new %d", stored, len(old.pending.samples), len(cur.pending.samples))
 		}
 		for i := 3; i < 6; i++ {
 			handle(i)
 		}
-		if len(cur.pending.samples) != 3 {
+		if len(cur.pending.samples) != 4 {
 			t.Fatalf("stored %v: the new image queued %d samples", stored, len(cur.pending.samples))
 		}
-		got := userStacks(e.take(math.MaxUint64, math.MaxUint64, true))
-		checkStacks(t, e, got, 0, times, func(i int) bool { return i >= 3 || stored })
+		snaps := e.take(math.MaxUint64, math.MaxUint64, true)
+		perImage := map[string]int{}
+		for _, sn := range snaps {
+			perImage[sn.Comm] += len(sn.Samples)
+		}
+		if perImage[old.info.Comm] != 2 || perImage["next"] != 4 || old.movedOut != 0 {
+			t.Errorf("stored %v: samples reported by image %v, want 2 of the old one and 4 of next", stored, perImage)
+		}
+		checkStacks(t, e, userStacks(snaps), 0, times, func(i int) bool { return i >= 2 || stored })
 		c := e.counts.unwind
-		if unread := map[bool]int64{false: 3, true: 0}[stored]; c.PendingUnread != unread || c.PendingUnwound != 6-unread || e.pendingBytes != 0 {
+		if unread := map[bool]int64{false: 2, true: 0}[stored]; c.PendingUnread != unread || c.PendingUnwound != 6-unread || e.pendingBytes != 0 {
 			t.Errorf("stored %v: counted %+v, %d bytes queued", stored, c, e.pendingBytes)
 		}
 	}

@@ -65,6 +65,9 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 		if b != nil && st.endedAt != 0 {
 			b = e.dropReused(st, b)
 		}
+		if b != nil && st.movedOut > 0 {
+			b = dropMoved(st, b)
+		}
 		if b != nil {
 			t := taken{st: st, b: b, threads: map[uint32]string{}, refreshMap: st.mapsDirty, gone: st.gone}
 			st.mapsDirty = false

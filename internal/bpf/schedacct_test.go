@@ -421,11 +421,14 @@ func TestSchedLossCounted(t *testing.T) {
 	// one attached before it (the first records of the two rings differ
 	// by 8.5 µs): at a switch-in close to a crossing of the interval one
 	// may write a group that the other writes at the thread's next
-	// switch-in, after the end of the run. So they may differ by one
-	// group; a loss that went uncounted would be one every time the ring
-	// is full, hundreds here.
-	if d := smallN + int(ss.SchedDropped) - refN; ss.SchedDropped == 0 || d < -1 || d > 1 {
-		t.Errorf("one-page ring: %d groups + %d dropped, want some dropped and %d in all (± 1)", smallN, ss.SchedDropped, refN)
+	// switch-in: at the end of the run, or merged with its next group
+	// into one, so the counts of groups may differ by one at every
+	// crossing the two saw on either side of (4 of 485 in a CI run under
+	// load). A loss that went uncounted would be one every time the ring
+	// is full, hundreds here: 1% tells them apart.
+	tol := max(1, refN/100)
+	if d := smallN + int(ss.SchedDropped) - refN; ss.SchedDropped == 0 || d < -tol || d > tol {
+		t.Errorf("one-page ring: %d groups + %d dropped, want some dropped and %d in all (± %d)", smallN, ss.SchedDropped, refN, tol)
 	}
 	secs := int(wall/time.Second) + 1
 	if cappedN > 50*secs || cs.SchedDeferred == 0 || cappedTime > refTime || cappedTime < refTime/3 {

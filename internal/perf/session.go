@@ -44,6 +44,7 @@ type Session struct {
 	records, samples, lost, corrupt atomic.Uint64
 	longestGap                      atomic.Int64 // ns
 	lastAttach                      atomic.Int64 // Unix ns of the last Attach, for Read's timer
+	prompt                          atomic.Bool  // SetPrompt: pass at least every readWake
 
 	readMu    sync.Mutex // held by Read; Close waits for it
 	closeOnce sync.Once
@@ -499,7 +500,7 @@ func (s *Session) Read(fn func(*Record)) error {
 		// Wake at least every readWake while a quiet target's records
 		// other than samples may be waiting (see readIdle).
 		wake := readIdle
-		if s.opts.Sched || time.Since(lastSideband) < readBusy || time.Since(time.Unix(0, s.lastAttach.Load())) < readBusy {
+		if s.opts.Sched || s.prompt.Load() || time.Since(lastSideband) < readBusy || time.Since(time.Unix(0, s.lastAttach.Load())) < readBusy {
 			wake = readWake
 		}
 		if err := s.wait(events, wake); err != nil {
@@ -531,6 +532,13 @@ func (s *Session) Read(fn func(*Record)) error {
 		}
 	}
 }
+
+// SetPrompt makes Read pass over the rings at least every 100 ms (on), or
+// only every second while nothing but samples comes (off, the default).
+// The owner of JIT targets sets it: their samples are named by the perf
+// map as it stood when they were taken, which it can tell for a few
+// changes of the map only.
+func (s *Session) SetPrompt(on bool) { s.prompt.Store(on) }
 
 // wait returns when a ring reached its watermark, Close was called or
 // timeout passed.

@@ -375,15 +375,24 @@ func (p *Profiler) jitPoller() {
 	defer p.wg.Done()
 	t := time.NewTimer(jitPollInterval)
 	defer t.Stop()
+	prompt := false
 	for {
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
-			if p.pollJIT() {
+			found := p.pollJIT()
+			if found {
 				t.Reset(jitPollInterval)
 			} else {
 				t.Reset(jitLookInterval)
+			}
+			// A sample of JIT code is named by the map as it stood when
+			// it was taken, told from the changes the poller saw
+			// (maxJITBumps): its records must be read promptly.
+			if s, ok := p.src.(interface{ SetPrompt(bool) }); ok && found != prompt {
+				s.SetPrompt(found)
+				prompt = found
 			}
 		}
 	}

@@ -46,7 +46,9 @@ type scripted struct {
 func startScripted(t *testing.T, tt *componenttest.Telemetry, window time.Duration, maxBuffered int) *scripted {
 	cfg := createDefaultConfig()
 	cfg.Targets.Pids = []int{100}
-	cfg.Protocols = ProtocolsConfig{}
+	// Span ingest on (the tests hand spans to indexSpans), or samples
+	// would not wait for the window; on a port of the system's choosing.
+	cfg.Protocols.GRPC.GetOrInsertDefault().NetAddr.Endpoint = "127.0.0.1:0"
 	cfg.Correlation.Window = window
 	cfg.Correlation.MaxBufferedSamples = maxBuffered
 	r, err := newReceiver(cfg, metadatatest.NewSettings(tt))

@@ -22,8 +22,9 @@ import (
 // builds releases) as the receiver does, and checks the symbolized stacks
 // of its reports: with UnwindAuto ≥ 99% of the on-CPU samples reach the
 // thread's root (main or start_thread) along the true path, and every one
-// of the first second, taken before or while the symbol worker read the
-// process's unwind tables and unwound once it had (Stats.Unwind.Pending);
+// of the first second that copied its user stack, taken before or while
+// the symbol worker read the process's unwind tables and unwound once it
+// had (Stats.Unwind.Pending);
 // with UnwindFramePointer, on the same program, most do not, which is what
 // the copies are for. perf record --call-graph dwarf samples the same
 // process during the UnwindAuto run, and its figures are logged beside
@@ -81,8 +82,12 @@ func TestUnwindNoFramePointers(t *testing.T) {
 					if r.first < r.n/5 || r.onPath < r.first*99/100 {
 						t.Errorf("auto: %d samples in %s, %d on the true path", r.first, c.path[0], r.onPath)
 					}
-					if r.early.rooted != r.early.n {
-						t.Errorf("auto: %d of the %d samples of the first second rooted, want all", r.early.rooted, r.early.n)
+					// All of them but those taken without a copy of
+					// the user stack (NoUserStack: the copy faulted, or
+					// no user registers), which nothing unwinds: one of
+					// 230 in a tokio worker in 1 of 21 cold runs.
+					if r.early.n-r.early.rooted > int(r.stats.NoUserStack) {
+						t.Errorf("auto: %d of the %d samples of the first second rooted (%d without a user stack), want all", r.early.rooted, r.early.n, r.stats.NoUserStack)
 						for _, ex := range r.early.bad {
 							t.Logf("  first second, not rooted: %v", ex)
 						}

@@ -91,14 +91,9 @@ func (k EventKind) String() string {
 // readIdle: every pass wakes the collector (and the Go runtime's sysmon
 // with it), and at 99 Hz the timer's ten passes a second were half of
 // its context switches and a third of its CPU.
-//
-// readIdle is readWake for now: TestOffCPURunnable/kernel began to count
-// 116-148% of the wall time after the second was brought in, and kept
-// doing so with SetPrompt on and with this revert, so the cause lies
-// elsewhere too; until it is found the reader keeps its old pace.
 const (
 	readWake = 100 * time.Millisecond
-	readIdle = readWake
+	readIdle = time.Second
 	readBusy = 5 * time.Second
 )
 

@@ -180,6 +180,13 @@ func (o *Options) setDefaults() {
 		o.Perf.StackUser = o.UnwindStackBytes
 		if o.Perf.RingPages == 0 {
 			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes))
+			if o.Perf.RingPages < unwindRingPages && o.Perf.WakeFraction == 0 {
+				// It holds half a second: wake the reader at half
+				// full, a quarter of a second of slack. The largest
+				// rings hold less at their rates, and wake at a
+				// quarter.
+				o.Perf.WakeFraction = 2
+			}
 		}
 	case o.RecoverLeafCaller:
 		o.Perf.StackUser = leafStackBytes

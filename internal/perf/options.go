@@ -86,8 +86,7 @@ func (k EventKind) String() string {
 // that delivered a target's mmap, comm, fork or exit record (a process
 // that maps code and exits soon after must have its map read while it
 // lives), and while the owner asks for it (Session.SetPrompt: JIT
-// targets, whose perf maps change, and the eBPF scheduler program, whose
-// groups are accounted with the samples read within half a second). Otherwise, with steady targets, it passes at least every
+// targets, whose perf maps change). Otherwise, with steady targets, it passes at least every
 // readIdle: every pass wakes the collector (and the Go runtime's sysmon
 // with it), and at 99 Hz the timer's ten passes a second were half of
 // its context switches and a third of its CPU.

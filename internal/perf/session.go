@@ -537,8 +537,7 @@ func (s *Session) Read(fn func(*Record)) error {
 // only every second while nothing but samples comes (off, the default).
 // The owner of JIT targets sets it: their samples are named by the perf
 // map as it stood when they were taken, which it can tell for a few
-// changes of the map only; so does an owner that accounts samples with
-// records read elsewhere, in time order (the eBPF scheduler program's).
+// changes of the map only.
 func (s *Session) SetPrompt(on bool) { s.prompt.Store(on) }
 
 // wait returns when a ring reached its watermark, Close was called or

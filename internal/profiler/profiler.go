@@ -390,9 +390,7 @@ func (p *Profiler) jitPoller() {
 			// A sample of JIT code is named by the map as it stood when
 			// it was taken, told from the changes the poller saw
 			// (maxJITBumps): its records must be read promptly.
-			// So must the samples the scheduler program's groups are
-			// accounted with (reorderDelay).
-			want := found || (p.labels != nil && p.labels.sched)
+			want := found
 			if s, ok := p.src.(interface{ SetPrompt(bool) }); ok && want != prompt {
 				s.SetPrompt(want)
 				prompt = want

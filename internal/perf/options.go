@@ -85,7 +85,7 @@ func (k EventKind) String() string {
 // see profiler.reorderDelay), and for readBusy after an Attach or a pass
 // that delivered a target's mmap, comm, fork or exit record (a process
 // that maps code and exits soon after must have its map read while it
-// lives), and while the owner asks for it (Session.SetPrompt: JIT
+// lives, and for readBusy after Open), and while the owner asks for it (Session.SetPrompt: JIT
 // targets, whose perf maps change). Otherwise, with steady targets, it passes at least every
 // readIdle: every pass wakes the collector (and the Go runtime's sysmon
 // with it), and at 99 Hz the timer's ten passes a second were half of

@@ -161,6 +161,9 @@ func Open(opts Options) (_ *Session, err error) {
 			ep.Close()
 		}
 	}
+	// A session is opened to attach: Read passes promptly from the start
+	// (an Attach does not cut short a wait that began before it).
+	s.lastAttach.Store(time.Now().UnixNano())
 	if s.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("create eventfd: %w", err)
 	}

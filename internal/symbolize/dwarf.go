@@ -118,8 +118,11 @@ type dwarfSections struct {
 const mapSectionBytes = 64 << 10
 
 // maxSectionBytes bounds a section's size: a debug file is the target's
-// to make, and its headers say what a section inflates to.
-const maxSectionBytes = 1 << 30
+// to make, and its headers say what a section inflates to. The largest
+// .debug_info of the test machine's debug files is under 10 MB; the
+// bound is the symbol cache's default MaxBytes, so that one forged file
+// cannot take more than the whole cache may.
+const maxSectionBytes = 256 << 20
 
 // readSection returns the (decompressed) bytes of s, large ones in memory
 // mapped for them, recorded in sec.mapped.

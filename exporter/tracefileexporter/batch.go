@@ -1,6 +1,7 @@
 package tracefileexporter
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"slices"
@@ -105,15 +106,22 @@ type batch struct {
 	noThread                       int
 }
 
+// sort orders the events by time, then kind, then what they refer to: a
+// total order, so an unstable sort gives the same file every time. A
+// stable sort cost 2.6 times as much (BenchmarkSortEvents): the events of
+// each sample group come in their own time order, the groups interleaved.
 func (b *batch) sort() {
-	slices.SortStableFunc(b.evs, func(x, y evRef) int {
-		if x.ts != y.ts {
-			if x.ts < y.ts {
-				return -1
-			}
-			return 1
+	slices.SortFunc(b.evs, func(x, y evRef) int {
+		if c := cmp.Compare(x.ts, y.ts); c != 0 {
+			return c
 		}
-		return int(x.kind) - int(y.kind)
+		if c := cmp.Compare(x.kind, y.kind); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.idx, y.idx); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.val, y.val)
 	})
 }
 

@@ -121,3 +121,27 @@ func BenchmarkIntervalsSteady(b *testing.B) {
 	b.ReportMetric(float64(s.len()), "intervals")
 	b.ReportMetric(float64(cap(s.iv)*16), "bytes/worker")
 }
+
+// BenchmarkSortEvents orders the events of one push from the receiver at
+// 999 Hz over 10 s: 20 000 samples in 500 groups (a thread and a stack),
+// each group's timestamps in their own order, the groups interleaved in
+// time, as pprofile samples carry them.
+func BenchmarkSortEvents(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const groups, perGroup = 500, 40
+	var evs []evRef
+	for g := range groups {
+		ts := uint64(0)
+		for range perGroup {
+			ts += uint64(rng.Int64N(2 * 10e9 / perGroup))
+			evs = append(evs, evRef{ts: ts, idx: int32(g)})
+		}
+	}
+	bt := &batch{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		bt.evs = append(bt.evs[:0], evs...)
+		bt.sort()
+	}
+}

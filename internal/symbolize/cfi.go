@@ -19,7 +19,16 @@ import (
 type unwindTable struct {
 	base uint64      // address the row offsets are from
 	rows []unwindRow // by off; a row holds until the next
+	// buckets[k] is the index of the row that holds at offset
+	// k<<bucketShift: a lookup searches only the rows of its bucket.
+	// A binary search of all of libc's rows touched ~15 cache lines a
+	// frame, most of them cold by the next sample.
+	buckets []uint32
 }
+
+// bucketShift: 512 bytes of code a bucket, ~10 rows of libc; the index
+// costs 4 bytes a bucket (libc: 11 KB, beside 340 KB of rows).
+const bucketShift = 9
 
 // Kinds of unwindRow.cfa.
 const (
@@ -148,7 +157,22 @@ func compileCFI(secs []cfiSection, bo binary.ByteOrder) (*unwindTable, error) {
 	}
 	add(end, unwindRow{})
 	t.rows = t.rows[:len(t.rows):len(t.rows)]
+	t.index()
 	return t, err
+}
+
+// index fills buckets from rows.
+func (t *unwindTable) index() {
+	n := int(t.rows[len(t.rows)-1].off>>bucketShift) + 1
+	t.buckets = make([]uint32, n)
+	i := 0
+	for k := range t.buckets {
+		at := uint32(k) << bucketShift
+		for i+1 < len(t.rows) && t.rows[i+1].off <= at {
+			i++
+		}
+		t.buckets[k] = uint32(i)
+	}
 }
 
 // compileRow turns a CFI row into the rule the unwinder follows.
@@ -190,11 +214,28 @@ func (t *unwindTable) find(vaddr uint64) unwindRow {
 		return unwindRow{}
 	}
 	off := uint32(vaddr - t.base)
-	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].off > off }) - 1
-	if i < 0 {
+	k := int(off >> bucketShift)
+	if k >= len(t.buckets) {
+		return t.rows[len(t.rows)-1] // past the last row: the end of the table
+	}
+	// The row at off is in [buckets[k], buckets[k+1]]: the last one
+	// with an offset not above off.
+	lo, hi := int(t.buckets[k]), len(t.rows)-1
+	if k+1 < len(t.buckets) {
+		hi = int(t.buckets[k+1])
+	}
+	for lo < hi {
+		m := int(uint(lo+hi+1) >> 1)
+		if t.rows[m].off <= off {
+			lo = m
+		} else {
+			hi = m - 1
+		}
+	}
+	if t.rows[lo].off > off {
 		return unwindRow{}
 	}
-	return t.rows[i]
+	return t.rows[lo]
 }
 
 // atSP reports whether the return address is the word at [rsp] at vaddr

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -424,4 +425,61 @@ func FuzzUnwind(f *testing.F) {
 			t.Fatalf("%d frames, stop %v", len(got), stop)
 		}
 	})
+}
+
+// TestUnwindTableBuckets: the bucketed lookup finds the row a binary
+// search of all rows finds, at every row's first and last address, one
+// past them, and addresses past the table's end, in libc's table.
+func TestUnwindTableBuckets(t *testing.T) {
+	_, tab := unwindTableOf(t, "/lib/x86_64-linux-gnu/libc.so.6")
+	ref := func(vaddr uint64) unwindRow {
+		if vaddr < tab.base || vaddr-tab.base > 1<<32-1 {
+			return unwindRow{}
+		}
+		off := uint32(vaddr - tab.base)
+		i := sort.Search(len(tab.rows), func(i int) bool { return tab.rows[i].off > off }) - 1
+		if i < 0 {
+			return unwindRow{}
+		}
+		return tab.rows[i]
+	}
+	n := 0
+	for i, r := range tab.rows {
+		for _, a := range []uint64{uint64(r.off), uint64(r.off) + 1, uint64(r.off) - 1, uint64(r.off) + 1<<bucketShift} {
+			vaddr := tab.base + a
+			if got, want := tab.find(vaddr), ref(vaddr); got != want {
+				t.Fatalf("row %d: find(%#x) = %+v, want %+v", i, vaddr, got, want)
+			}
+			n++
+		}
+	}
+	last := tab.base + uint64(tab.rows[len(tab.rows)-1].off)
+	for _, vaddr := range []uint64{tab.base - 1, last + 1<<20, tab.base + 1<<32} {
+		if got, want := tab.find(vaddr), ref(vaddr); got != want {
+			t.Fatalf("find(%#x) = %+v, want %+v", vaddr, got, want)
+		}
+	}
+	t.Logf("%d rows, %d buckets (%d bytes), %d lookups checked", len(tab.rows), len(tab.buckets), 4*len(tab.buckets), n)
+}
+
+// BenchmarkUnwindTableFind looks up the rows of 4 096 addresses spread
+// over libc, in turn: the row lookup of an unwinder whose samples land
+// all over the code.
+func BenchmarkUnwindTableFind(b *testing.B) {
+	_, tab := unwindTableOf(b, "/lib/x86_64-linux-gnu/libc.so.6")
+	span := uint64(tab.rows[len(tab.rows)-1].off)
+	pcs := make([]uint64, 4096)
+	for i := range pcs {
+		pcs[i] = tab.base + uint64(i)*span/uint64(len(pcs)) + uint64(i%7)*3
+	}
+	b.ResetTimer()
+	var n int
+	for i := range b.N {
+		if tab.find(pcs[i%len(pcs)]).cfa != cfaUnknown {
+			n++
+		}
+	}
+	if n == 0 {
+		b.Fatal("no row found")
+	}
 }

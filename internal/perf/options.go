@@ -105,6 +105,9 @@ type Stats struct {
 	Lost uint64
 	// Corrupt counts records that did not decode; they are skipped.
 	Corrupt uint64
+	// Passes counts the reader's passes over the rings: each is a
+	// wake-up of the collector, the larger part of its cost at low rates.
+	Passes uint64
 	// LongestGap is the longest time between the starts of two
 	// consecutive passes over the rings. Read wakes at least every
 	// second (every 100 ms while records other than samples come), so a

@@ -1,6 +1,7 @@
 package profiler_test
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -62,5 +63,47 @@ func TestSteadyTargetsParseOnce(t *testing.T) {
 	}
 	if end.Symbols.BinariesParsed > end.Symbols.Binaries || end.Symbols.BinariesEvicted != 0 {
 		t.Errorf("%d binaries parsed, %d held, %d evicted: each held binary is parsed once", end.Symbols.BinariesParsed, end.Symbols.Binaries, end.Symbols.BinariesEvicted)
+	}
+}
+
+// TestReaderWakeups counts the perf reader's passes over the rings (each
+// one a wake-up of the collector) while it profiles the C program's two
+// busy threads with stack copies (UnwindAuto), after the first 5 s in which
+// it passes every 100 ms. The rings wake it by the bytes written: at
+// 99 Hz a 1 MiB ring per CPU wakes it at half, at 999 Hz a 2 MiB ring at
+// a quarter: every 512 KiB, 31 samples of 16.5 KiB, with a pass every
+// second besides when they are slower than that. The bound is 1.5 times
+// that for the samples taken (the target's share of a busy machine
+// varies): a reader that polled on a timer again (10 passes a second), or
+// rings that woke it far more often, would fail.
+func TestReaderWakeups(t *testing.T) {
+	bin := testchild.NoFP(t, "c")
+	for _, hz := range []uint64{99, 999} {
+		t.Run(fmt.Sprint(hz), func(t *testing.T) {
+			child := testchild.Start(t, bin)
+			p, err := profiler.Open(profiler.Options{
+				Pids:   []int{child.Pid},
+				Perf:   perf.Options{Frequency: hz},
+				Unwind: profiler.UnwindAuto,
+			})
+			testchild.RequirePerf(t, err)
+			defer p.Close()
+			time.Sleep(6 * time.Second) // past readBusy after Open
+			p.Take(false)
+			s0, t0 := p.Stats().Source, time.Now()
+			for range 8 {
+				time.Sleep(time.Second)
+				p.Take(false)
+			}
+			s1, el := p.Stats().Source, time.Since(t0).Seconds()
+			passes, samples := float64(s1.Passes-s0.Passes)/el, float64(s1.Samples-s0.Samples)/el
+			t.Logf("%d Hz: %.1f passes/s for %.0f samples/s (%.1f samples a pass), %d lost", hz, passes, samples, samples/passes, s1.Lost)
+			if samples < float64(hz)/4 {
+				t.Fatalf("only %.0f samples/s: the target hardly ran", samples)
+			}
+			if max := 1.5 * (samples/31 + 1); passes > max {
+				t.Errorf("%.1f passes/s, want at most %.1f", passes, max)
+			}
+		})
 	}
 }

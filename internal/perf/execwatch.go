@@ -3,6 +3,8 @@ package perf
 import (
 	"errors"
 	"fmt"
+	"os"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,16 +22,20 @@ const execWatchPages = 8
 // and COMM records (COMM is written at every exec and every rename of a
 // thread, prctl PR_SET_NAME) from a dummy software event on every CPU, as
 // perf record -a follows processes. Discovery uses it to read only the
-// processes that changed instead of every process every second; the
-// records are polled, never waited for, so the watcher wakes nothing.
+// processes that changed instead of every process every second, and, by
+// Wait, to find a new process as it starts rather than at the next scan:
+// a process that lives a second lost half of it on average.
 //
 // It needs what system-wide perf events need: CAP_PERFMON (or
 // CAP_SYS_ADMIN), or kernel.perf_event_paranoid ≤ 0.
 type ExecWatcher struct {
-	fds   []int
-	rings []*ring
-	rec   Record
-	f     format
+	fds    []int
+	rings  []*ring
+	rec    Record
+	f      format
+	ep     *os.File // an epoll instance over the rings, for Wait; set once
+	events []unix.EpollEvent
+	closed bool
 }
 
 // OpenExecWatcher opens the watcher's events on every online CPU.
@@ -44,12 +50,27 @@ func OpenExecWatcher() (_ *ExecWatcher, err error) {
 			w.Close()
 		}
 	}()
+	// Every record makes its ring readable: Wait returns at the first,
+	// and its caller paces the waits. wakeup_events would count samples
+	// only; a watermark of one byte counts every record.
 	attr := unix.PerfEventAttr{
 		Type:   unix.PERF_TYPE_SOFTWARE,
 		Config: unix.PERF_COUNT_SW_DUMMY,
 		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Bits:   unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Bits: unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv |
+			unix.PerfBitWatermark,
+		Wakeup: 1,
 	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create epoll for the exec watch: %w", err)
+	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("create epoll for the exec watch: %w", err)
+	}
+	w.ep = os.NewFile(uintptr(epfd), "exec watch")
+	w.events = make([]unix.EpollEvent, len(cpus))
 	for _, cpu := range cpus {
 		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 		if err != nil {
@@ -61,8 +82,30 @@ func OpenExecWatcher() (_ *ExecWatcher, err error) {
 			return nil, err
 		}
 		w.rings = append(w.rings, r)
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			return nil, fmt.Errorf("watch the exec watch ring of cpu %d: %w", cpu, err)
+		}
 	}
 	return w, nil
+}
+
+// Wait waits up to timeout for a record, and reports whether one came.
+// Any record counts, threads' included: the caller reads them with
+// Changed and paces its calls. It returns an error after Close.
+func (w *ExecWatcher) Wait(timeout time.Duration) (bool, error) {
+	return waitReadable(w.ep, w.events, timeout, w.pending)
+}
+
+// pending reports whether a ring holds a record. Changed reads the rings
+// on another goroutine, under the Scanner's lock: a ring it is reading
+// may be seen either way, and a record either way is read by it.
+func (w *ExecWatcher) pending() bool {
+	for _, r := range w.rings {
+		if r.unread() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Changed calls fn with the pid of every process that started, ended,
@@ -101,6 +144,11 @@ func (w *ExecWatcher) Close() error {
 		errs = append(errs, r.close())
 	}
 	closeAll(w.fds)
-	w.rings, w.fds = nil, nil
+	if w.ep != nil && !w.closed {
+		// w.ep stays set: a Wait under way on another goroutine reads
+		// it, and returns with os.ErrClosed.
+		errs = append(errs, w.ep.Close())
+	}
+	w.rings, w.fds, w.closed = nil, nil, true
 	return errors.Join(errs...)
 }

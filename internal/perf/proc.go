@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Process identifies one process. Pid and StartTime together survive pid
@@ -183,12 +184,13 @@ func onlineCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// scanFullEvery is how many scans of a Scanner with an ExecWatcher go by
-// between two that read every process: the watcher sees every process
+// scanFullEvery is how long a Scanner with an ExecWatcher goes between
+// two scans that read every process: the watcher sees every process
 // start, end, exec and rename, but a process moved into another cgroup
 // (which a cgroup selector matches) without any of these only a full scan
-// finds.
-const scanFullEvery = 30
+// finds. Scans come every second, and sooner when the watcher sees a
+// process start.
+const scanFullEvery = 30 * time.Second
 
 // A Scanner finds processes as ScanFunc does, reading only the processes
 // that started, ended, exec'd or renamed a thread since its last scan (told
@@ -198,10 +200,10 @@ const scanFullEvery = 30
 // a third of that. Without a watcher, or when it lost records, a scan is
 // full.
 type Scanner struct {
-	watch *ExecWatcher
-	seen  map[int]bool // pid → matched at its last read
-	scans int
-	stats ScanStats
+	watch    *ExecWatcher
+	seen     map[int]bool // pid → matched at its last read
+	lastFull time.Time
+	stats    ScanStats
 }
 
 // ScanStats count the work of a Scanner.
@@ -221,11 +223,13 @@ func NewScanner(w *ExecWatcher) *Scanner {
 // long as it neither execs nor renames a thread.
 func (s *Scanner) Scan(match func(Process) bool) ([]Process, error) {
 	changed := map[int]bool{}
-	full := s.watch == nil || s.scans%scanFullEvery == 0
+	full := s.watch == nil || time.Since(s.lastFull) >= scanFullEvery
 	if s.watch != nil && !s.watch.Changed(func(pid int) { changed[pid] = true }) {
 		full = true
 	}
-	s.scans++
+	if full {
+		s.lastFull = time.Now()
+	}
 	s.stats.Scans++
 	self := os.Getpid()
 	var out []Process
@@ -276,6 +280,10 @@ func (s *Scanner) Scan(match func(Process) bool) ([]Process, error) {
 
 // Stats returns the counters of s.
 func (s *Scanner) Stats() ScanStats { return s.stats }
+
+// Watcher returns the Scanner's ExecWatcher, nil when it has none. Its
+// Wait may be called while the Scanner scans.
+func (s *Scanner) Watcher() *ExecWatcher { return s.watch }
 
 // Close releases the watcher.
 func (s *Scanner) Close() error {

@@ -59,6 +59,11 @@ type readStats struct {
 	corrupt int
 }
 
+// unread is the bytes written to the ring and not yet read.
+func (r *ring) unread() uint64 {
+	return atomic.LoadUint64(&r.meta.Data_head) - atomic.LoadUint64(&r.meta.Data_tail)
+}
+
 // read decodes every record between the tail and the head as read at the
 // start, calling fn for each. The head is read once per call, not per record,
 // so that a fast producer cannot keep the reader here forever. The tail is

@@ -555,12 +555,40 @@ func (s *Session) wait(events []unix.EpollEvent, timeout time.Duration) error {
 		}
 		return err
 	}
-	rc, err := s.ep.SyscallConn()
-	if err != nil {
-		return err
+	_, err := waitReadable(s.ep, events, timeout, s.aboveWatermark)
+	return err
+}
+
+// aboveWatermark reports whether a ring holds its watermark's worth of
+// unread bytes: its wake-up may have been taken by the runtime's poller
+// before Read waited.
+func (s *Session) aboveWatermark() bool {
+	mark := uint64(s.opts.RingPages * os.Getpagesize() / s.opts.WakeFraction)
+	for _, r := range s.rings {
+		if r.unread() >= mark {
+			return true
+		}
 	}
-	if err := s.ep.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return err
+	return false
+}
+
+// waitReadable waits up to timeout for the epoll instance ep (registered
+// with the Go runtime's poller) to have a ready file, or for pending to
+// report true, and reports whether either happened. The goroutine is
+// parked, not its thread.
+//
+// A wake-up that came while nobody waited may be lost: the runtime's
+// poller looks at ep (which reads, and clears, the perf events'
+// readiness) and keeps the news for the next wait, but a new wait starts
+// by dropping it. So pending looks at the rings themselves after the
+// wait has begun, when a wake-up is no longer dropped.
+func waitReadable(ep *os.File, events []unix.EpollEvent, timeout time.Duration, pending func() bool) (ready bool, err error) {
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	if err := ep.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return false, err
 	}
 	// epoll_wait without a timeout reports what is ready; when nothing
 	// is, the poller parks the goroutine until epfd turns readable, and
@@ -571,6 +599,7 @@ func (s *Session) wait(events []unix.EpollEvent, timeout time.Duration) error {
 	woken := false
 	err = rc.Read(func(fd uintptr) bool {
 		if woken {
+			ready = true
 			return true
 		}
 		woken = true
@@ -579,12 +608,13 @@ func (s *Session) wait(events []unix.EpollEvent, timeout time.Duration) error {
 			werr = err
 			return true
 		}
-		return n > 0
+		ready = n > 0 || pending()
+		return ready
 	})
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		err = nil
 	}
-	return errors.Join(werr, err)
+	return ready, errors.Join(werr, err)
 }
 
 // pollNow is epoll_wait with a timeout of 0, made as a raw system call:

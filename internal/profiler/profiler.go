@@ -113,6 +113,10 @@ func Open(opts Options) (_ *Profiler, err error) {
 		p.wg.Add(1)
 		go p.readContexts()
 	}
+	if pf, ok := p.procs.(procfs); ok && pf.watch != nil && opts.discovers() {
+		p.wg.Add(1)
+		go p.watchStarts(pf)
+	}
 	p.wg.Add(5)
 	go p.readLoop()
 	go p.discoverLoop()
@@ -299,6 +303,44 @@ func (p *Profiler) discoverLoop() {
 		case <-p.rediscover:
 		}
 		p.discover()
+	}
+}
+
+// discoverGap is the least time between two discoveries that the exec
+// watcher asks for: every start, end and exec of a process or thread of
+// the host is a record, and a host that starts thousands a second must
+// not have discovery run for each.
+const discoverGap = 100 * time.Millisecond
+
+// watchStarts asks for discovery when the exec watcher sees processes
+// start, at most every discoverGap, so that a new process of a target
+// executable is sampled from its first milliseconds rather than from the
+// next scan: a process living a second lost half of it on average. It
+// returns when the watcher is closed.
+func (p *Profiler) watchStarts(pf procfs) {
+	defer p.wg.Done()
+	for {
+		seen, err := pf.waitStart(time.Second)
+		if err != nil {
+			return
+		}
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		if !seen {
+			continue
+		}
+		select {
+		case p.rediscover <- struct{}{}:
+		default:
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(discoverGap):
+		}
 	}
 }
 
@@ -542,10 +584,11 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 		if c := p.opts.Contexts; c != nil {
 			err = errors.Join(err, c.Close())
 		}
-		p.wg.Wait()
 		if pf, ok := p.procs.(procfs); ok {
+			// Closing the watcher ends watchStarts' wait.
 			err = errors.Join(err, pf.close())
 		}
+		p.wg.Wait()
 		if p.labels != nil {
 			err = errors.Join(err, p.labels.release())
 		}

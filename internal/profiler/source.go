@@ -1,7 +1,9 @@
 package profiler
 
 import (
+	"errors"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -54,7 +56,8 @@ type Identity = container.Identity
 // procfs is Procs over the real /proc. With a scanner, discovery reads
 // again only the processes that are new or changed (see perf.Scanner).
 type procfs struct {
-	scan *scanner
+	scan  *scanner
+	watch *perf.ExecWatcher // the scanner's, for waitStart; nil if none
 }
 
 // scanner is a perf.Scanner for the discovery goroutine (and Open, before
@@ -72,7 +75,17 @@ func newProcfs(log *zap.Logger) procfs {
 		log.Info("Discovery reads every process at every scan: cannot watch the host's execs", zap.Error(err))
 		w = nil
 	}
-	return procfs{scan: &scanner{s: perf.NewScanner(w)}}
+	return procfs{scan: &scanner{s: perf.NewScanner(w)}, watch: w}
+}
+
+// waitStart waits up to timeout for the exec watcher to see a process
+// start, end or exec (or a thread's), and reports whether it did. It
+// returns an error when there is no watcher or it was closed.
+func (p procfs) waitStart(timeout time.Duration) (bool, error) {
+	if p.watch == nil {
+		return false, errors.New("no exec watcher")
+	}
+	return p.watch.Wait(timeout)
 }
 
 func (p procfs) close() error {

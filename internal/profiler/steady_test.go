@@ -1,16 +1,21 @@
 package profiler_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"go.uber.org/zap/zaptest"
 )
 
 // TestSteadyTargetsParseOnce profiles two steady targets over 20 reports:
@@ -105,5 +110,65 @@ func TestReaderWakeups(t *testing.T) {
 				t.Errorf("%.1f passes/s, want at most %.1f", passes, max)
 			}
 		})
+	}
+}
+
+// TestShortLivedSampledFromStart starts three processes of a target
+// executable one after another, each killed after a second of two busy
+// threads, and counts their samples against the CPU time they had: the
+// exec watcher asks for discovery as a process starts, so each is sampled
+// from its first milliseconds. Found at the next scan instead (every
+// second), a process that lives a second lost half of it on average.
+func TestShortLivedSampledFromStart(t *testing.T) {
+	bin := testchild.NoFP(t, "c")
+	const hz = 499
+	p, err := profiler.Open(profiler.Options{
+		Executables: []string{filepath.Base(bin)},
+		Perf:        perf.Options{Frequency: hz},
+		Logger:      zaptest.NewLogger(t),
+	})
+	testchild.RequirePerf(t, err)
+	defer p.Close()
+	if p.Stats().Discovery.Scans == 0 {
+		time.Sleep(1500 * time.Millisecond) // the first scan, of every process
+	}
+	pids := map[int]bool{}
+	samples := 0
+	take := func(snaps []profiler.Snapshot) {
+		for _, sn := range snaps {
+			if pids[sn.Pid] {
+				samples += len(sn.Samples)
+			}
+		}
+	}
+	var cpu float64 // seconds
+	for range 3 {
+		child := testchild.Start(t, bin)
+		pids[child.Pid] = true
+		for range 4 {
+			time.Sleep(250 * time.Millisecond)
+			take(p.Take(false))
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		ut, _ := strconv.Atoi(f[11])
+		st, _ := strconv.Atoi(f[12])
+		cpu += float64(ut+st) / 100 // USER_HZ
+		_ = child.Cmd.Process.Kill()
+		_ = child.Cmd.Wait()
+	}
+	time.Sleep(500 * time.Millisecond)
+	take(p.Take(false))
+	snaps, _ := p.Close()
+	take(snaps)
+	want := cpu * hz
+	t.Logf("stats %+v", p.Stats())
+	t.Logf("3 processes of 1 s: %.2f s of CPU, %d samples of the %.0f it stands for (%.0f%%); discovery %+v",
+		cpu, samples, want, 100*float64(samples)/want, p.Stats().Discovery)
+	if float64(samples) < 0.8*want {
+		t.Errorf("%d samples for %.2f s of CPU at %d Hz: want at least 80%% of %.0f", samples, cpu, hz, want)
 	}
 }

@@ -96,7 +96,7 @@ overhead: build
 ## a C program (with and without frame pointers), a Go service, a Node.js service and
 ## a JVM at 99 and 999 Hz with the receiver's defaults, idle, and taking 5 000 spans/s
 ## beside the stock otlp receiver; interleaved rounds, medians as markdown tables.
-## COST_FLAGS picks rows and lengths (-targets c-fp,c-nofp,go,node,jvm -freqs 99,999
+## COST_FLAGS picks rows and lengths (-targets c-fp,c-nofp,c-short,go,node,jvm -freqs 99,999
 ## -idle -spans -rounds 3 -warmup 15s -window 30s -collector PATH; see test/cost)
 cost: build
 	$(GO) run ./test/cost -collector $(COLLECTOR) $(COST_FLAGS)

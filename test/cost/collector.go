@@ -69,7 +69,11 @@ func (c *costCase) config(pid int, spans, dir, sinkAddr string, port int) string
 	case kindIdle:
 		return fmt.Sprintf(profilesConfig, "{executables: ["+absent+"]}", "", dir, tel)
 	case kindTarget:
-		return fmt.Sprintf(profilesConfig, fmt.Sprintf("{pids: [%d]}", pid), fmt.Sprintf("\n    frequency: %d", c.hz), dir, tel)
+		sel := fmt.Sprintf("{pids: [%d]}", pid)
+		if c.target != nil && c.target.exe != "" {
+			sel = "{executables: [" + c.target.exe + "]}"
+		}
+		return fmt.Sprintf(profilesConfig, sel, fmt.Sprintf("\n    frequency: %d", c.hz), dir, tel)
 	case kindSpansPerfprof:
 		return fmt.Sprintf(spansConfig, fmt.Sprintf(perfprofSpans, spans), "perfprof", sinkAddr, tel)
 	default: // kindSpansOTLP
@@ -168,8 +172,8 @@ func (t *tool) runCase(ctx context.Context, c *costCase) (res result) {
 		return fail(err)
 	}
 	if c.kind == kindTarget {
-		if _, _, err := col.WaitLine(ctx, 0, 0, "Sampling process"); err != nil {
-			return fail(fmt.Errorf("the collector is ready but did not log \"Sampling process\" for pid %d", pid))
+		if _, _, err := col.WaitLine(ctx, 0, 10*time.Second, "Sampling process"); err != nil {
+			return fail(fmt.Errorf("the collector is ready but did not log \"Sampling process\" for pid %d (%v)", pid, err))
 		}
 	}
 

@@ -5,7 +5,7 @@
 // same load.
 //
 //	go run ./test/cost [-rounds 3] [-warmup 15s] [-window 30s]
-//	    [-targets c-fp,c-nofp,go,node,jvm] [-freqs 99,999] [-idle] [-spans]
+//	    [-targets c-fp,c-nofp,c-short,go,node,jvm] [-freqs 99,999] [-idle] [-spans]
 //	    [-span-rate 5000] [-collector PATH]
 //
 // # Rows
@@ -24,6 +24,11 @@
 //	                         -fno-omit-frame-pointer;
 //	                 c-nofp  the same built as gcc builds by default (-O2, no
 //	                         frame pointers), as testchild.NoFP builds it;
+//	                 c-short c-nofp's program as a stream of processes,
+//	                         each killed after 1 s, the next started at
+//	                         once; the receiver selects them by executable
+//	                         name: what short-lived processes cost
+//	                         (discovery, attach, each process's maps);
 //	                 go      a Go service (internal/testchild/otelhttpsvc):
 //	                         net/http with the otelhttp handler and the OTel
 //	                         Go SDK (its spans go to this tool's sink, not

@@ -48,7 +48,7 @@ func (t *tool) printHeader(cases, skipped []*costCase, tgs []*target) {
 			label = "spans-otlp row"
 		}
 		cfg := (&costCase{kind: c.kind, hz: 999}).config(0, "127.0.0.1:SPANS", "TMP/traces", "127.0.0.1:SINK", 0)
-		cfg = strings.ReplaceAll(cfg, "pids: [0]", "pids: [PID]")
+		cfg = strings.ReplaceAll(cfg, "{pids: [0]}", "{pids: [PID]}   (c-short: {executables: [c-short]})")
 		cfg = strings.ReplaceAll(cfg, "frequency: 999", "frequency: HZ")
 		cfg = strings.ReplaceAll(cfg, "port: 0,", "port: PORT,")
 		fmt.Printf("%s, with CONFIG:\n\t%s\n", label, strings.ReplaceAll(strings.TrimSuffix(cfg, "\n"), "\n", "\n\t"))

@@ -17,7 +17,7 @@ import (
 )
 
 // The targets, by their -targets names, in the order of the table.
-var targetNames = []string{"c-fp", "c-nofp", "go", "node", "jvm"}
+var targetNames = []string{"c-fp", "c-nofp", "c-short", "go", "node", "jvm"}
 
 // target is a process for the collector to profile in a row: built once,
 // started fresh for each run.
@@ -26,6 +26,10 @@ type target struct {
 	about string // what it is, for the header
 	cmd   string // how it runs, for the header
 	skip  string // why it cannot run on this machine; "" when it can
+	// exe, when set, is the executable name the receiver selects its
+	// processes by (targets: {executables: [exe]}) instead of a pid:
+	// the target is a stream of processes.
+	exe   string
 	start func(ctx context.Context, t *tool, s *sink) (*running, error)
 }
 
@@ -105,6 +109,8 @@ func (t *tool) prepareTargets(ctx context.Context, names []string) ([]*target, e
 		switch name {
 		case "c-fp", "c-nofp":
 			tg, err = t.prepareC(ctx, name)
+		case "c-short":
+			tg, err = t.prepareShort(ctx)
 		case "go":
 			tg, err = t.prepareGo(ctx)
 		case "node":
@@ -152,6 +158,42 @@ func (t *tool) prepareC(ctx context.Context, name string) (*target, error) {
 			return nil, err
 		}
 		return &running{pid: atoiOr(ready, 0, p.Pid()), procs: []*measure.Process{p}}, nil
+	}
+	return tg, nil
+}
+
+// shortLife is how long each process of the c-short target lives.
+const shortLife = time.Second
+
+// prepareShort builds the program of c-nofp under the name c-short, and
+// runs it as a stream of processes of shortLife each, one after the
+// other, that the receiver finds by their executable name: the cost of
+// profiling short-lived processes (discovery, attach, the maps of each
+// new process; the binaries' symbols and unwind tables are read once, by
+// build id), which a steady target does not show.
+func (t *tool) prepareShort(ctx context.Context) (*target, error) {
+	bin := filepath.Join(t.tmp, "c-short")
+	tg := &target{name: "c-short", exe: "c-short",
+		about: fmt.Sprintf("the program of c-nofp, a new process every %v living %v each (the receiver selects them by executable name)", shortLife, shortLife)}
+	cmd, err := testchild.NoFPCommand("c", bin)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		tg.skip = err.Error()
+		return tg, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	tg.cmd = strings.Join(cmd.Args, " ") + fmt.Sprintf("; while :; do timeout -s KILL %g %s; done", shortLife.Seconds(), bin)
+	if err := t.runBuild(cmd); err != nil {
+		return nil, err
+	}
+	tg.start = func(ctx context.Context, _ *tool, _ *sink) (*running, error) {
+		loop := fmt.Sprintf("echo ready $$; while :; do timeout -s KILL %g %s >/dev/null; done", shortLife.Seconds(), bin)
+		p, _, err := startReady(ctx, "c-short", exec.CommandContext(ctx, "sh", "-c", loop), 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		return &running{procs: []*measure.Process{p}}, nil
 	}
 	return tg, nil
 }

@@ -47,7 +47,7 @@ func (p *Process) tables(pc uint64) (*objfile, uint64) {
 		b = ms.bin
 	}
 	if !b.parsed {
-		b.parse(p.c)
+		b.parse(nil, p.c)
 	}
 	if b.parseErr != nil {
 		return nil, 0

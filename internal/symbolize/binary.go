@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // maxFramesPerBinary bounds the per-binary cache of resolved addresses. When
@@ -155,6 +156,26 @@ func (b *objfile) ensureParsed(want []uint64, c *Cache) {
 	b.parse(want, c)
 	c.touch(b) // the binary in use is never the one trimmed
 	c.trimBytes()
+}
+
+// prepare parses b if it was not yet, and decodes the DWARF units that the
+// lookups of vaddrs will read, in one pass over its .debug_info (see
+// Process.Prepare). It sorts vaddrs.
+func (b *objfile) prepare(vaddrs []uint64, c *Cache) {
+	c.touch(b)
+	slices.Sort(vaddrs)
+	if !b.parsed {
+		b.ensureParsed(slices.Compact(vaddrs), c) // decodes the units on its way
+		return
+	}
+	if b.parseErr != nil || b.dwarf == nil {
+		return
+	}
+	var units []int32
+	for _, a := range vaddrs {
+		units = b.dwarf.unitsAt(a, units)
+	}
+	b.dwarf.prepare(units, c)
 }
 
 // parse reads the symbol tables and indexes the DWARF compilation units by

@@ -228,26 +228,10 @@ func (p *Process) Prepare(pcs []uint64) {
 		}
 		bins[i].vaddrs = append(bins[i].vaddrs, vaddr)
 	}
-	var units []int32
 	for _, w := range bins {
-		b := w.b
-		if b.evicted {
-			continue // dropped over MaxBytes by the parse of another: its lookups parse it again
+		if !w.b.evicted { // else dropped over MaxBytes by the parse of another: its lookups parse it again
+			w.b.prepare(w.vaddrs, p.c)
 		}
-		p.c.touch(b)
-		slices.Sort(w.vaddrs)
-		if !b.parsed {
-			b.ensureParsed(slices.Compact(w.vaddrs), p.c) // decodes the units on its way
-			continue
-		}
-		if b.parseErr != nil || b.dwarf == nil {
-			continue
-		}
-		units = units[:0]
-		for _, a := range w.vaddrs {
-			units = b.dwarf.unitsAt(a, units)
-		}
-		b.dwarf.prepare(units, p.c)
 	}
 }
 

@@ -574,7 +574,8 @@ func TestDWARFAcrossReports(t *testing.T) {
 // FuzzDWARFUnit feeds damaged DWARF through what the parse and a lookup
 // read: unit headers, aranges, abbreviations, and the decoding of each unit
 // (which recovers from panics in debug/dwarf: what it must not do is hang
-// or overflow the stack).
+// or overflow the stack); and a unit's bytes read as a stream are those
+// in the section.
 func FuzzDWARFUnit(f *testing.F) {
 	abbrev, info, _ := deepDWARF(300, false)
 	f.Add(abbrev, info, []byte(nil))
@@ -607,6 +608,22 @@ func FuzzDWARFUnit(f *testing.F) {
 				continue
 			}
 			decodeUnit(d, off, func(uint64) bool { return true })
+		}
+		// Read as a stream, every other unit's bytes are the same.
+		ur := &unitReader{r: struct{ io.Reader }{bytes.NewReader(info)}, bo: binary.LittleEndian, size: uint64(len(info))}
+		var buf unitBuf
+		defer buf.free()
+		for i := 0; ; i++ {
+			h, ok, err := ur.next()
+			if err != nil || !ok {
+				break
+			}
+			if i%2 == 1 {
+				continue
+			}
+			if b, err := ur.unit(&buf); err != nil || !bytes.Equal(b, info[h.off:h.end]) {
+				t.Fatalf("unit at %#x: %v; bytes differ: %v", h.off, err, err == nil)
+			}
 		}
 	})
 }

@@ -24,7 +24,8 @@ import (
 // and stripped, whose binary has no symbols at all and fails to parse.
 // After the first reports every binary is parsed, failures included, and
 // no later report opens or parses one again: a steady target costs the
-// symbolizer lookups only.
+// symbolizer lookups only. The DWARF units the reports need are decoded
+// before their lookups, a report's together.
 func TestSteadyTargetsParseOnce(t *testing.T) {
 	normal := testchild.NoFP(t, "c")
 	_, self, _, _ := runtime.Caller(0)
@@ -68,6 +69,13 @@ func TestSteadyTargetsParseOnce(t *testing.T) {
 	}
 	if end.Symbols.BinariesParsed > end.Symbols.Binaries || end.Symbols.BinariesEvicted != 0 {
 		t.Errorf("%d binaries parsed, %d held, %d evicted: each held binary is parsed once", end.Symbols.BinariesParsed, end.Symbols.Binaries, end.Symbols.BinariesEvicted)
+	}
+	// A report decodes the DWARF units of its stacks (libc's, with its
+	// debug file) before it looks them up (Process.Prepare): none is
+	// decoded by a lookup of its own, which costs a pass over a
+	// compressed .debug_info.
+	if end.Symbols.DWARFUnprepared != 0 {
+		t.Errorf("%d DWARF units decoded, %d of them by a lookup: want none by a lookup", end.Symbols.DWARFUnitsDecoded, end.Symbols.DWARFUnprepared)
 	}
 }
 

@@ -3,6 +3,7 @@ package profiler
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -190,6 +191,12 @@ func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
 		_, _ = st.jit.Update()
 	}
 	r := resolver{s: s, proc: proc, ps: ps}
+	chains := s.chains(b, proc)
+	if proc != nil && s.symbolize {
+		// The binaries' DWARF units that the lookups need are decoded
+		// together: one pass over each compressed .debug_info.
+		proc.Prepare(r.pcs(chains))
+	}
 	var jit JITStats
 	out := make([][]*Location, len(b.stacks))
 	var jitFrames []int32 // per stack: the JIT frames counted for its first sample
@@ -206,21 +213,10 @@ func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
 			}
 			continue
 		}
-		rs := &b.stacks[i]
-		chain := rs.chain
-		if rs.leafCall != 0 && proc != nil {
-			ne.PutUint64(s.leafBuf[:], rs.leafCall)
-			chain = perf.InsertLeafCaller(s.chainBuf, chain, s.leafBuf[:], func(pc uint64) bool {
-				return proc.LeafCallerAtSP(pc, rs.leafCall, rs.gen)
-			})
-			if len(chain) > len(rs.chain) {
-				s.chainBuf = chain[:0]
-			}
-		}
 		if jitFrames == nil {
 			jitFrames = make([]int32, len(b.stacks))
 		}
-		out[i] = r.locations(chain, rs.gen)
+		out[i] = r.locations(chains[i], b.stacks[i].gen)
 		for _, l := range out[i] {
 			if l.JIT != symbolize.NotJIT {
 				jit.count(l.JIT)
@@ -229,6 +225,44 @@ func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
 		}
 	}
 	return out, jit
+}
+
+// chains returns the chains of the stacks of b that its samples use (the
+// others stay nil), each with the caller of its leaf restored where the
+// frame-pointer walk dropped it.
+func (s *symbols) chains(b *batch, proc *symbolize.Process) [][]uint64 {
+	chains := make([][]uint64, len(b.stacks))
+	done := make([]bool, len(b.stacks))
+	type span struct{ stack, off, n int }
+	var (
+		restored []span
+		arena    []uint64 // the restored chains, one after another
+	)
+	for _, smp := range b.samples {
+		i := smp.stack
+		if i < 0 || done[i] {
+			continue
+		}
+		done[i] = true
+		rs := &b.stacks[i]
+		chains[i] = rs.chain
+		if rs.leafCall == 0 || proc == nil {
+			continue
+		}
+		ne.PutUint64(s.leafBuf[:], rs.leafCall)
+		chain := perf.InsertLeafCaller(s.chainBuf, rs.chain, s.leafBuf[:], func(pc uint64) bool {
+			return proc.LeafCallerAtSP(pc, rs.leafCall, rs.gen)
+		})
+		if len(chain) > len(rs.chain) {
+			s.chainBuf = chain[:0]
+			restored = append(restored, span{int(i), len(arena), len(chain)})
+			arena = append(arena, chain...)
+		}
+	}
+	for _, r := range restored {
+		chains[r.stack] = arena[r.off : r.off+r.n]
+	}
+	return chains
 }
 
 // resolver names the stacks of one batch.
@@ -322,6 +356,29 @@ func (r *resolver) locations(chain []uint64, gen symbolize.Gen) []*Location {
 		locs = append(locs, l)
 	})
 	return locs
+}
+
+// pcs returns the addresses that locations looks up in chains, sorted and
+// each once: of the frames in user code not yet resolved, the first of a
+// chain, and each return address after it one byte earlier.
+func (r *resolver) pcs(chains [][]uint64) []uint64 {
+	var pcs []uint64
+	for _, chain := range chains {
+		first := true
+		perf.Frames(chain, func(addr uint64, kernel bool) {
+			pc := addr
+			if !first {
+				pc--
+			}
+			first = false
+			if _, ok := r.ps.addrs[addr]; ok || kernel {
+				return
+			}
+			pcs = append(pcs, pc)
+		})
+	}
+	slices.Sort(pcs)
+	return slices.Compact(pcs)
 }
 
 // jitStats returns the JIT frame counters.

@@ -360,6 +360,13 @@ func agreement(t *testing.T, p *Process, pid int, path, refFile string, addrs []
 		}
 		return sameFrames(got, want)
 	}
+	// As a report does: the units of all the addresses are decoded in
+	// one pass over .debug_info.
+	pcs := make([]uint64, len(addrs))
+	for i, a := range addrs {
+		pcs[i] = a + bias
+	}
+	p.Prepare(pcs)
 	agree, onlyEU, logged := 0, 0, 0
 	for i, a := range addrs {
 		got := p.Lookup(a + bias).Frames

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -137,9 +138,10 @@ var libcReportFuncs = []string{
 }
 
 // benchmarkSymbolizeLibc resolves addrs, ELF virtual addresses of the
-// system's libc, in a new cache, the first time it sees the binary, and
-// reports the bytes the cache holds afterwards (Stats.BytesHeld), and after
-// three reports that resolve nothing new (three calls of Trim).
+// system's libc, in a new cache, the first time it sees the binary, as a
+// report does (Process.Prepare, then the lookups), and reports the bytes
+// the cache holds afterwards (Stats.BytesHeld), and after three reports
+// that resolve nothing new (three calls of Trim).
 func benchmarkSymbolizeLibc(b *testing.B, path string, addrs []uint64) {
 	b.ReportAllocs()
 	var held, idle int64
@@ -149,6 +151,7 @@ func benchmarkSymbolizeLibc(b *testing.B, path string, addrs []uint64) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		bin.prepare(slices.Clone(addrs), c)
 		for _, a := range addrs {
 			if len(bin.lookup(a, c)) == 0 {
 				b.Fatalf("%s: %#x not resolved", path, a)

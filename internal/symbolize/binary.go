@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // maxFramesPerBinary bounds the per-binary cache of resolved addresses. When
@@ -131,11 +132,7 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 		c.stats.LookupsCached++
 		return fr
 	}
-	if !b.parsed {
-		b.parse(c)
-		c.touch(b) // the binary in use is never the one trimmed
-		c.trimBytes()
-	}
+	b.ensureParsed([]uint64{vaddr}, c)
 	if b.parseErr != nil {
 		return nil
 	}
@@ -150,11 +147,44 @@ func (b *objfile) lookup(vaddr uint64, c *Cache) []Frame {
 	return fr
 }
 
+// ensureParsed parses b if it was not yet, decoding the DWARF units of the
+// addresses of want (sorted) on the way, and then bounds the cache's bytes.
+func (b *objfile) ensureParsed(want []uint64, c *Cache) {
+	if b.parsed {
+		return
+	}
+	b.parse(want, c)
+	c.touch(b) // the binary in use is never the one trimmed
+	c.trimBytes()
+}
+
+// prepare parses b if it was not yet, and decodes the DWARF units that the
+// lookups of vaddrs will read, in one pass over its .debug_info (see
+// Process.Prepare). It sorts vaddrs.
+func (b *objfile) prepare(vaddrs []uint64, c *Cache) {
+	c.touch(b)
+	slices.Sort(vaddrs)
+	if !b.parsed {
+		b.ensureParsed(slices.Compact(vaddrs), c) // decodes the units on its way
+		return
+	}
+	if b.parseErr != nil || b.dwarf == nil {
+		return
+	}
+	var units []int32
+	for _, a := range vaddrs {
+		units = b.dwarf.unitsAt(a, units)
+	}
+	b.dwarf.prepare(units, c)
+}
+
 // parse reads the symbol tables and indexes the DWARF compilation units by
 // address (see dwarfTables), and closes the binary's file: after this the
 // binary lives in memory, but for the file its DWARF is read from, kept
-// open to decode units on demand.
-func (b *objfile) parse(c *Cache) {
+// open to decode units on demand. The units of the addresses of want
+// (sorted) are decoded while the index is read: the lookups to come need
+// them.
+func (b *objfile) parse(want []uint64, c *Cache) {
 	b.parsed = true
 	c.stats.BinariesParsed++
 	delete(c.tableSize, b) // it held the unwind table's size alone
@@ -213,7 +243,7 @@ func (b *objfile) parse(c *Cache) {
 	if b.gotab == nil && hasDWARFLines(dwarfFile) {
 		// Best effort: without DWARF, the ELF symbols answer. The tables
 		// take the file over: it is not closed here.
-		if t, err := newDWARFTables(b.name, dwarfFile, *dwarfCloser, b.loads, c); err == nil {
+		if t, err := newDWARFTables(b.name, dwarfFile, *dwarfCloser, b.loads, want, c); err == nil {
 			b.dwarf, *dwarfCloser = t, nil
 		}
 	}
@@ -235,7 +265,7 @@ func (b *objfile) loadUnwind(c *Cache) {
 		return
 	}
 	if b.ef == nil || isGo(b.ef) {
-		b.parse(c)
+		b.parse(nil, c)
 		return
 	}
 	func() {

@@ -47,6 +47,22 @@ type Stats struct {
 	DWARFLoads        int // DWARF sections read: at the parse, and again after a drop
 	DWARFDrops        int // DWARF sections dropped by Trim, unused or over MaxBytes
 	DWARFTooDeep      int // DIE subtrees skipped for nesting deeper than the walk goes (256)
+	// DWARFUnprepared counts the units decoded by a lookup, one at a
+	// time, rather than by Process.Prepare or by the parse: each cost a
+	// read of .debug_info up to it when the section is compressed.
+	DWARFUnprepared int
+	// DWARFUnitsTooLarge counts the units left out of the index for being
+	// larger than a unit read into memory may be (64 MiB): their
+	// addresses are named by the ELF symbols.
+	DWARFUnitsTooLarge int
+	// DWARFInfoRead is the bytes of .debug_info read (decompressed): by
+	// the parses, which read it all, and to decode units.
+	DWARFInfoRead int64
+	// DWARFPeakBytes is the most bytes of DWARF held at once for decoding:
+	// the loaded sections of all binaries and the bytes of the unit being
+	// read. .debug_info is read one unit at a time, unless units refer to
+	// each other.
+	DWARFPeakBytes int64
 
 	// BytesHeld estimates the memory held by the binaries in the cache: for
 	// each parsed binary, what its symbol, Go and unwind tables reach
@@ -77,6 +93,9 @@ type Cache struct {
 	closed    bool
 	tableSize map[*objfile]int64 // bytes held by a parsed binary's tables, see Stats.BytesHeld
 	trims     int                // calls of Trim: the clock of dwarfTables.lastUse
+	// holdInfo reads .debug_info whole with the other DWARF sections, as
+	// before it was read as a stream: for benchmarks to compare.
+	holdInfo bool
 }
 
 // NewCache returns an empty cache.
@@ -320,6 +339,19 @@ func (c *Cache) trimBytes() {
 		}
 		e = prev
 	}
+}
+
+// notePeak keeps Stats.DWARFPeakBytes: the DWARF sections held now by the
+// binaries and by t (which may not be in the cache yet), and extra bytes
+// read for t.
+func (c *Cache) notePeak(t *dwarfTables, extra int64) {
+	n := t.held() + extra
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		if d := e.Value.(*objfile).dwarf; d != nil && d != t {
+			n += d.held()
+		}
+	}
+	c.stats.DWARFPeakBytes = max(c.stats.DWARFPeakBytes, n)
 }
 
 func (c *Cache) touch(b *objfile) {

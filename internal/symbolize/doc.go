@@ -71,13 +71,26 @@
 // function walk descends only into DIEs that may hold code, and no deeper
 // than 256 levels (Stats.DWARFTooDeep). Answers are those a parse of every
 // unit would give (where functions share one range, as an assembly
-// function and its aliases do, the last in the file names it). Decoding reads the decompressed DWARF sections (~8.5 MB
-// for libc): they are held while units are being decoded, and dropped by
-// [Cache.Trim] when no unit was decoded in its last three calls (or sooner,
-// over Options.MaxBytes); the file they come from (the binary or its
-// separate debug file) stays open for the life of the cache entry, one
-// descriptor per binary, and they are read from it again when a unit not
-// yet decoded is needed (Stats.DWARFLoads, Stats.DWARFDrops).
+// function and its aliases do, the last in the file names it).
+//
+// .debug_info is never held whole (5.8 MB for libc, hundreds of MB for a
+// large C++ service): the parse reads it once from start to end, keeping
+// where each unit is, and a unit is decoded from its own bytes, read at
+// their offset, or for a compressed section (which can only be read
+// forward from its start) on a pass over it. [Process.Prepare] decodes the
+// units of many addresses, a report's, in one pass; the parse decodes
+// those of the addresses that made it parse on its way (Stats.DWARFInfoRead,
+// Stats.DWARFUnprepared). A unit larger than 64 MiB is left out
+// (Stats.DWARFUnitsTooLarge). Decoding also reads the other DWARF sections
+// (~2.7 MB for libc: abbreviations, line programs, strings, ranges): they
+// are held while units are being decoded, and dropped by [Cache.Trim] when
+// no unit was decoded in its last three calls (or sooner, over
+// Options.MaxBytes); the file they come from (the binary or its separate
+// debug file) stays open for the life of the cache entry, one descriptor
+// per binary, and they are read from it again when a unit not yet decoded
+// is needed (Stats.DWARFLoads, Stats.DWARFDrops, Stats.DWARFPeakBytes).
+// Files whose units refer to each other (dwz, LTO) are decoded with their
+// .debug_info held whole, up to 256 MiB.
 //
 // Binaries are cached by GNU build id, else Go build id; before a file is
 // opened, by (dev, inode, size, mtime). Options.MaxBinaries bounds their

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bytes"
 	"cmp"
 	"debug/dwarf"
 	"debug/elf"
@@ -10,25 +11,37 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
 // DWARF is decoded lazily, one compilation unit at a time. The parse reads
 // only which unit holds which addresses (.debug_aranges, else the top DIE of
-// each unit); the first lookup of an address in a unit decodes its line
-// program and its functions and inlined calls, which then stay. For
+// each unit); a unit's line program and its functions and inlined calls are
+// decoded when an address in it is first needed, and then stay. For
 // Debian's libc, a target touches a few dozen of its ~2 000 units: decoding
 // all of them up front cost ~300 ms and 170 MB of garbage for tables a
 // report never reads.
 //
-// Decoding needs the decompressed DWARF sections (~8.5 MB for libc). They
-// are held while units are being decoded and dropped by Cache.Trim when no
-// unit was decoded for dwarfIdleTrims trims; the file stays open (one
-// descriptor per cached binary), so that they can be read again when a new
-// unit is needed. A file opened through /proc/PID/map_files stays readable
-// after the process exits or the path is replaced; reopening by path could
-// read another file.
+// .debug_info (5.8 MB for libc, and it grows with the program: hundreds of
+// MB for a large C++ service) is never held whole. The parse reads it once
+// from start to end (dwarf_stream.go), keeping where each unit is, and
+// decoding reads the bytes of the units it needs: by offset when the
+// section is stored as is, else (compressed, as Debian ships its debug
+// files) in one forward pass for all the units a report needs
+// (Process.Prepare), since a compressed section can only be read from its
+// start. The parse decodes the units of the addresses that made it parse
+// on its way, so that a first report reads the section once.
+//
+// Decoding also reads the other DWARF sections whole (~2.7 MB for libc):
+// abbreviations, line programs, strings, ranges. They are held while units
+// are being decoded and dropped by Cache.Trim when no unit was decoded for
+// dwarfIdleTrims trims; the file stays open (one descriptor per cached
+// binary), so that they can be read again when a new unit is needed. A
+// file opened through /proc/PID/map_files stays readable after the process
+// exits or the path is replaced; reopening by path could read another
+// file.
 //
 // A unit is decoded with a dwarf.Data of its own bytes of .debug_info (and
 // the other sections whole), not with one of the whole file: dwarf.New
@@ -36,12 +49,13 @@ import (
 // for libc's 2 000 tables, more than the sections. References from one
 // unit into another (DW_FORM_ref_addr, as dwz and LTO write them) need the
 // whole file: a file whose abbreviations allow them is decoded, and held,
-// with a dwarf.Data of all its units.
+// with a dwarf.Data of all its units, and its .debug_info is held whole
+// with the other sections.
 
 // dwarfIdleTrims is how many Cache.Trim calls (one per report in the
 // engine) the DWARF sections of a binary stay loaded without a unit being
 // decoded. A steady target stops touching new units after a few reports;
-// reading the sections again costs libc ~50 ms of CPU (decompressing them),
+// reading the sections again costs libc ~20 ms of CPU (decompressing them),
 // once.
 const dwarfIdleTrims = 3
 
@@ -52,6 +66,10 @@ const dwarfIdleTrims = 3
 // skipped and counted in Stats.DWARFTooDeep.
 const maxDIEDepth = 256
 
+// maxUnits bounds the compilation units a parse indexes, 32 bytes each
+// (with their ranges, more): a unit can be a dozen bytes.
+const maxUnits = 1 << 20
+
 // dwarfTables is the DWARF of a binary, decoded one compilation unit at a
 // time.
 type dwarfTables struct {
@@ -59,6 +77,16 @@ type dwarfTables struct {
 	src    *elf.File // where the sections are read from, and read again
 	closer io.Closer // of src, if it is a file: held until release
 	inText func(uint64) bool
+
+	// info is .debug_info, infoSize its size (decompressed). infoAt reads
+	// it at any offset when it is stored as is; nil when it is
+	// compressed, and read forward from its start.
+	info     *elf.Section
+	infoAt   io.ReaderAt
+	infoSize uint64
+	// holdInfo: .debug_info is loaded whole with the other sections, in
+	// sec.info (wholeFile, or Cache.holdInfo).
+	holdInfo bool
 
 	units  []dwarfUnit
 	ranges []unitRange // address ranges of units, sorted by lo
@@ -98,9 +126,9 @@ type unitRange struct {
 }
 
 // dwarfSections are the decompressed sections that decoding reads: DIEs
-// and their abbreviations, strings, line programs and address ranges
-// (DWARF 4 and 5). The others (locations, frames, type units, names,
-// macros) are never read, so never held.
+// (info, only when held whole) and their abbreviations, strings, line
+// programs and address ranges (DWARF 4 and 5). The others (locations,
+// frames, type units, names, macros) are never read, so never held.
 type dwarfSections struct {
 	abbrev, info, str, line, ranges []byte
 	addr, lineStr, strOffsets       []byte
@@ -110,23 +138,24 @@ type dwarfSections struct {
 	mapped [][]byte
 }
 
-// mapSectionBytes is the size from which a section is read into memory of
-// its own rather than the Go heap. The sections are held while units are
-// decoded (8.5 MB for libc's debug file) and then dropped: on the heap
-// they would double the garbage collector's goal for as long, which set
-// the collector's peak RSS.
+// mapSectionBytes is the size from which a section (or a unit of
+// .debug_info) is read into memory of its own rather than the Go heap.
+// The sections are held while units are decoded (2.7 MB for libc's debug
+// file) and then dropped: on the heap they would double the garbage
+// collector's goal for as long, which set the collector's peak RSS.
 const mapSectionBytes = 64 << 10
 
-// maxSectionBytes bounds a section's size: a debug file is the target's
-// to make, and its headers say what a section inflates to. The largest
-// .debug_info of the test machine's debug files is under 10 MB; the
-// bound is the symbol cache's default MaxBytes, so that one forged file
-// cannot take more than the whole cache may.
+// maxSectionBytes bounds the size of a section held whole: a debug file
+// is the target's to make, and its headers say what a section inflates
+// to. The bound is the symbol cache's default MaxBytes, so that one forged
+// file cannot take more than the whole cache may. .debug_info, read as a
+// stream, is bounded by maxInfoBytes unless it must be held whole.
 const maxSectionBytes = 256 << 20
 
 // readSection returns the (decompressed) bytes of s, large ones in memory
 // mapped for them, recorded in sec.mapped.
 func (sec *dwarfSections) readSection(s *elf.Section) ([]byte, error) {
+	r := s.Open() // first: for a .zdebug section, it reads the size
 	if s.Size > maxSectionBytes {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d", s.Name, s.Size, maxSectionBytes)
 	}
@@ -137,12 +166,12 @@ func (sec *dwarfSections) readSection(s *elf.Section) ([]byte, error) {
 		}
 		return b, nil
 	}
-	mem, err := unix.Mmap(-1, 0, int(s.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := mapBytes(int(s.Size))
 	if err != nil {
-		return nil, fmt.Errorf("map %d bytes for %s: %w", s.Size, s.Name, err)
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	sec.mapped = append(sec.mapped, mem)
-	if _, err := io.ReadFull(s.Open(), mem); err != nil {
+	if _, err := io.ReadFull(r, mem); err != nil {
 		return nil, err
 	}
 	return mem, nil
@@ -163,20 +192,22 @@ func (sec *dwarfSections) free() {
 // newDWARFTables loads the DWARF of src (a binary or its separate debug
 // file) and indexes its units by address. loads are the PT_LOAD headers
 // of the binary: code outside its executable segments (functions dropped
-// by the linker, left at address 0) is ignored. On success the tables own
-// closer; on failure the caller keeps it.
-func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.ProgHeader, c *Cache) (t *dwarfTables, err error) {
-	var sec *dwarfSections
+// by the linker, left at address 0) is ignored. The units that hold the
+// addresses of want (sorted) are decoded on the way, as a lookup of each
+// would decode them. On success the tables own closer; on failure the
+// caller keeps it.
+func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.ProgHeader, want []uint64, c *Cache) (_ *dwarfTables, err error) {
+	t := &dwarfTables{name: name, src: src, holdInfo: c.holdInfo, lastUse: c.trims}
 	defer func() {
 		// A damaged file must not cost the binary its symbols.
 		if p := recover(); p != nil {
-			t, err = nil, fmt.Errorf("DWARF of %s: panic: %v", name, p)
+			err = fmt.Errorf("DWARF of %s: panic: %v", name, p)
 		}
 		if err != nil {
-			sec.free()
+			t.sec.free()
 		}
 	}()
-	inText := func(addr uint64) bool {
+	t.inText = func(addr uint64) bool {
 		for _, p := range loads {
 			if p.Flags&elf.PF_X != 0 && p.Vaddr <= addr && addr < p.Vaddr+p.Memsz {
 				return true
@@ -192,28 +223,24 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 		}
 		return false
 	}
-	sec, err = loadSections(src)
-	if err != nil {
+	info := dwarfSection(src, "info")
+	if info == nil {
+		return nil, fmt.Errorf("DWARF of %s: no .debug_info", name)
+	}
+	info.Open() // for a .zdebug section, it reads the size
+	t.info, t.infoSize = info, info.Size
+	if info.Flags&elf.SHF_COMPRESSED == 0 && !strings.HasPrefix(info.Name, ".zdebug") && info.Type != elf.SHT_NOBITS && info.ReaderAt != nil {
+		t.infoAt = info
+	}
+	if t.infoSize > maxInfoBytes {
+		return nil, fmt.Errorf("DWARF of %s: %s: %d bytes, more than %d", name, info.Name, t.infoSize, maxInfoBytes)
+	}
+	if t.sec, err = loadSections(src, t.holdInfo); err != nil {
 		return nil, fmt.Errorf("load DWARF of %s: %w", name, err)
 	}
-	heads, err := unitHeaders(sec.info, src.ByteOrder)
-	if err != nil {
-		return nil, fmt.Errorf("DWARF of %s: %w", name, err)
-	}
-	var tables []uint64
-	for _, h := range heads {
-		if !slices.Contains(tables, h.abbrev) {
-			tables = append(tables, h.abbrev)
-		}
-	}
-	t = &dwarfTables{name: name, src: src, inText: inText, sec: sec, lastUse: c.trims}
-	t.wholeFile, t.abbrevBytes = scanAbbrevs(sec.abbrev, tables)
-	if t.wholeFile {
-		if t.whole, err = sec.data(sec.info); err != nil {
-			return nil, fmt.Errorf("DWARF of %s: %w", name, err)
-		}
-	}
 	c.stats.DWARFLoads++
+	c.stats.DWARFInfoRead += int64(len(t.sec.info))
+	c.notePeak(t, 0)
 
 	var aranges map[uint64][][2]uint64
 	if s := dwarfSection(src, "aranges"); s != nil {
@@ -222,15 +249,91 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 			aranges, _ = parseAranges(data, src.ByteOrder)
 		}
 	}
-	for _, h := range heads {
+	err = t.index(aranges, overlapsText, want, c)
+	if errors.Is(err, errWholeFile) {
+		// Read as a stream until a unit turned out to need others:
+		// read .debug_info whole, and index it again from it.
+		t.holdInfo = true
+		if t.sec.info, err = t.sec.readSection(info); err != nil {
+			return nil, fmt.Errorf("load DWARF of %s: read %s: %w", name, info.Name, err)
+		}
+		c.stats.DWARFInfoRead += int64(len(t.sec.info))
+		c.notePeak(t, 0)
+		err = t.index(aranges, overlapsText, want, c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("DWARF of %s: %w", name, err)
+	}
+	if len(t.units) == 0 {
+		return nil, fmt.Errorf("DWARF of %s: no compilation units", name)
+	}
+	t.units = slices.Clip(t.units)
+	t.maxHi = sortByLo(t.ranges, func(r *unitRange) (uint64, uint64) { return r.lo, r.hi })
+	t.indexLen = int64(cap(t.units))*int64(reflect.TypeFor[dwarfUnit]().Size()) +
+		int64(cap(t.ranges))*int64(reflect.TypeFor[unitRange]().Size()) +
+		int64(cap(t.maxHi))*8 + int64(cap(t.always))*4
+	t.closer = closer
+	return t, nil
+}
+
+// errWholeFile stops an index read as a stream: a unit may refer to
+// others, and .debug_info must be held whole.
+var errWholeFile = errors.New("units refer to each other")
+
+// index reads .debug_info from its start, anew: where each unit is, and
+// its address ranges, from aranges, else from its top DIE. It decodes the
+// units that hold the addresses of want (sorted) on the way, while their
+// bytes are at hand; with .debug_info held whole, after it, when it is
+// known whether units refer to each other. Read as a stream, it stops with
+// errWholeFile at the first unit whose abbreviations may refer to others.
+func (t *dwarfTables) index(aranges map[uint64][][2]uint64, overlapsText func(lo, hi uint64) bool, want []uint64, c *Cache) error {
+	t.units, t.ranges, t.always, t.decoded = nil, nil, nil, 0
+	t.wholeFile, t.abbrevBytes = false, 0
+	ur := t.openInfo(c)
+	var buf unitBuf
+	defer buf.free()
+	var (
+		tables   = make(map[uint64]bool) // abbreviation tables scanned
+		pending  []int32                 // units of want, held whole: decoded after
+		tooLarge int
+	)
+	for {
+		h, ok, err := ur.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if !tables[h.abbrev] {
+			tables[h.abbrev] = true
+			refsOut, size := scanAbbrevs(t.sec.abbrev, []uint64{h.abbrev})
+			t.abbrevBytes += size
+			if refsOut && t.sec.info == nil {
+				return errWholeFile
+			}
+			t.wholeFile = t.wholeFile || refsOut
+		}
 		if h.typeUnit {
 			continue
 		}
+		if t.sec.info == nil && h.end-h.off > maxUnitBytes {
+			tooLarge++
+			continue
+		}
+		if len(t.units) >= maxUnits {
+			return fmt.Errorf("unit at offset %#x: more than %d units", h.off, maxUnits)
+		}
 		u := int32(len(t.units))
 		t.units = append(t.units, dwarfUnit{hdr: h.off, end: h.end, die: h.die})
+		var b []byte // the unit's bytes, once read
 		rs, ok := aranges[h.off]
+		always := false
 		if !ok {
-			d, off, err := t.unitData(&t.units[u])
+			if b, err = t.unitBytes(ur, &buf, c); err != nil {
+				return err
+			}
+			d, off, err := t.sec.unitData(b, h.off, h.die)
 			var e *dwarf.Entry
 			if err == nil {
 				e, err = unitEntry(d.Reader(), off)
@@ -252,24 +355,78 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 				// same. Consulted on every lookup, as a parse of
 				// all units would have.
 				t.always = append(t.always, u)
+				always = true
 			}
 		}
+		first := len(t.ranges)
 		for _, rg := range rs {
 			if rg[0] < rg[1] && overlapsText(rg[0], rg[1]) {
 				t.ranges = append(t.ranges, unitRange{lo: rg[0], hi: rg[1], unit: u})
 			}
 		}
+		if len(want) == 0 || !(always || holdsAny(t.ranges[first:], want)) {
+			continue
+		}
+		if t.sec.info != nil {
+			pending = append(pending, u)
+			continue
+		}
+		if b == nil {
+			if b, err = t.unitBytes(ur, &buf, c); err != nil {
+				return err
+			}
+		}
+		t.decodeBytes(u, b, c)
 	}
-	if len(t.units) == 0 {
-		return nil, fmt.Errorf("DWARF of %s: no compilation units", name)
+	c.stats.DWARFUnitsTooLarge += tooLarge
+	if t.wholeFile {
+		var err error
+		if t.whole, err = t.sec.data(t.sec.info); err != nil {
+			return err
+		}
 	}
-	t.units = slices.Clip(t.units)
-	t.maxHi = sortByLo(t.ranges, func(r *unitRange) (uint64, uint64) { return r.lo, r.hi })
-	t.indexLen = int64(cap(t.units))*int64(reflect.TypeFor[dwarfUnit]().Size()) +
-		int64(cap(t.ranges))*int64(reflect.TypeFor[unitRange]().Size()) +
-		int64(cap(t.maxHi))*8 + int64(cap(t.always))*4
-	t.closer = closer
-	return t, nil
+	t.decodeUnits(pending, c)
+	return nil
+}
+
+// holdsAny reports whether an address of want (sorted) is in one of rs,
+// or at its end: the units lookup consults for it.
+func holdsAny(rs []unitRange, want []uint64) bool {
+	for _, r := range rs {
+		i, _ := slices.BinarySearch(want, r.lo)
+		if i < len(want) && want[i] <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// openInfo returns a reader of the units of .debug_info from its start:
+// of sec.info when it is held, else of the section.
+func (t *dwarfTables) openInfo(c *Cache) *unitReader {
+	ur := &unitReader{bo: t.src.ByteOrder, size: t.infoSize}
+	switch {
+	case t.sec != nil && t.sec.info != nil:
+		br := bytes.NewReader(t.sec.info)
+		ur.r, ur.seek, ur.size = br, br, uint64(len(t.sec.info))
+	case t.infoAt != nil:
+		sr := io.NewSectionReader(t.infoAt, 0, int64(t.infoSize))
+		ur.r, ur.seek, ur.count = sr, sr, &c.stats.DWARFInfoRead
+	default:
+		ur.r, ur.count = t.info.Open(), &c.stats.DWARFInfoRead
+	}
+	return ur
+}
+
+// unitBytes returns the bytes of the unit whose header ur just read: in
+// sec.info when it is held, else read into buf.
+func (t *dwarfTables) unitBytes(ur *unitReader, buf *unitBuf, c *Cache) ([]byte, error) {
+	if info := t.sec.info; info != nil {
+		return info[ur.cur.off:ur.cur.end], nil
+	}
+	b, err := ur.unit(buf)
+	c.notePeak(t, buf.held())
+	return b, err
 }
 
 // dwarfSection returns the section .debug_NAME of f, or its compressed
@@ -281,11 +438,11 @@ func dwarfSection(f *elf.File, name string) *elf.Section {
 	return f.Section(".zdebug_" + name)
 }
 
-// loadSections reads and decompresses the sections of dwarfSections.
-// Unlike (*elf.File).DWARF it applies no relocations: executables and
-// shared libraries have none against DWARF, and relocatable objects are
-// never mapped.
-func loadSections(f *elf.File) (sec *dwarfSections, err error) {
+// loadSections reads and decompresses the sections of dwarfSections, with
+// .debug_info only if withInfo. Unlike (*elf.File).DWARF it applies no
+// relocations: executables and shared libraries have none against DWARF,
+// and relocatable objects are never mapped.
+func loadSections(f *elf.File, withInfo bool) (sec *dwarfSections, err error) {
 	sec = &dwarfSections{}
 	defer func() {
 		if p := recover(); p != nil {
@@ -304,6 +461,9 @@ func loadSections(f *elf.File) (sec *dwarfSections, err error) {
 		{"ranges", &sec.ranges}, {"addr", &sec.addr}, {"line_str", &sec.lineStr},
 		{"str_offsets", &sec.strOffsets}, {"rnglists", &sec.rngLists},
 	} {
+		if x.name == "info" && !withInfo {
+			continue
+		}
 		s := dwarfSection(f, x.name)
 		if s == nil {
 			continue
@@ -335,6 +495,18 @@ func (s *dwarfSections) data(info []byte) (*dwarf.Data, error) {
 		}
 	}
 	return d, nil
+}
+
+// unitData returns a dwarf.Data of one unit, b its bytes of .debug_info
+// from its header at hdr, and the offset in it of its top DIE, at die in
+// .debug_info.
+func (s *dwarfSections) unitData(b []byte, hdr uint64, die dwarf.Offset) (*dwarf.Data, dwarf.Offset, error) {
+	d, err := s.data(b)
+	if err != nil {
+		return nil, 0, fmt.Errorf("unit at offset %#x: %w", hdr, err)
+	}
+	// Offsets in d count from the unit's header.
+	return d, die - dwarf.Offset(hdr), nil
 }
 
 // size is the bytes s holds.
@@ -423,84 +595,6 @@ func unitEntry(r *dwarf.Reader, off dwarf.Offset) (*dwarf.Entry, error) {
 	return e, nil
 }
 
-// unitHeader is where a unit of .debug_info is: its header, its first DIE
-// and its end, its abbreviation table, and whether it is a type unit (DWARF
-// 5), which holds no code.
-type unitHeader struct {
-	off, end uint64
-	die      dwarf.Offset
-	abbrev   uint64 // offset in .debug_abbrev
-	typeUnit bool
-}
-
-// unitHeaders reads the unit headers of .debug_info (DWARF 2 to 5, 32- and
-// 64-bit) as debug/dwarf does: .debug_aranges names units by the offset of
-// their header, debug/dwarf by the offset of their first DIE, and it does
-// not tell one from the other.
-func unitHeaders(info []byte, bo binary.ByteOrder) ([]unitHeader, error) {
-	var heads []unitHeader
-	for off := uint64(0); off < uint64(len(info)); {
-		b := info[off:]
-		if len(b) < 4 {
-			return nil, fmt.Errorf("unit header at offset %#x: truncated", off)
-		}
-		length, hdr, is64 := uint64(bo.Uint32(b)), uint64(4), false
-		if length == 0xffffffff {
-			if len(b) < 12 {
-				return nil, fmt.Errorf("unit header at offset %#x: truncated", off)
-			}
-			length, hdr, is64 = bo.Uint64(b[4:]), 12, true
-		}
-		if length == 0 {
-			off += hdr // padding, as debug/dwarf reads it
-			continue
-		}
-		if length > uint64(len(b))-hdr || length < 2 {
-			return nil, fmt.Errorf("unit at offset %#x: length %#x out of range", off, length)
-		}
-		end := off + hdr + length
-		version := bo.Uint16(b[hdr:])
-		offSize := uint64(4)
-		if is64 {
-			offSize = 8
-		}
-		var (
-			size     uint64 // of the rest of the header
-			abbrevAt uint64 // where debug_abbrev_offset is in it
-			typeUnit bool
-		)
-		switch {
-		case 2 <= version && version <= 4:
-			size, abbrevAt = 2+offSize+1, 2 // version, debug_abbrev_offset, address_size
-		case version == 5:
-			if length < 3 {
-				return nil, fmt.Errorf("unit at offset %#x: truncated", off)
-			}
-			size, abbrevAt = 2+1+1+offSize, 4 // version, unit_type, address_size, debug_abbrev_offset
-			// Other unit types have nothing more, as debug/dwarf reads them.
-			switch b[hdr+2] {
-			case 0x04, 0x05: // DW_UT_skeleton, DW_UT_split_compile: dwo_id
-				size += 8
-			case 0x02, 0x06: // DW_UT_type, DW_UT_split_type: type_signature, type_offset
-				size += 8 + offSize
-				typeUnit = true
-			}
-		default:
-			return nil, fmt.Errorf("unit at offset %#x: unknown version %d", off, version)
-		}
-		if size >= length {
-			return nil, fmt.Errorf("unit at offset %#x: no DIE", off)
-		}
-		abbrev := uint64(bo.Uint32(b[hdr+abbrevAt:]))
-		if is64 {
-			abbrev = bo.Uint64(b[hdr+abbrevAt:])
-		}
-		heads = append(heads, unitHeader{off: off, end: end, die: dwarf.Offset(off + hdr + size), abbrev: abbrev, typeUnit: typeUnit})
-		off = end
-	}
-	return heads, nil
-}
-
 // parseAranges reads .debug_aranges (DWARF 2 to 5): for each set, the
 // offset of the header of the unit in .debug_info and its address ranges.
 // Sets with a segment selector are left out: their units are indexed by
@@ -570,37 +664,24 @@ func (t *dwarfTables) sections(c *Cache) (*dwarfSections, error) {
 		if t.loadErr != nil {
 			return nil, t.loadErr
 		}
-		sec, err := loadSections(t.src)
+		sec, err := loadSections(t.src, t.holdInfo)
 		var whole *dwarf.Data
 		if err == nil && t.wholeFile {
-			whole, err = sec.data(sec.info)
+			if whole, err = sec.data(sec.info); err != nil {
+				sec.free()
+			}
 		}
 		if err != nil {
 			t.loadErr = fmt.Errorf("load DWARF of %s again: %w", t.name, err)
 			return nil, t.loadErr
 		}
 		c.stats.DWARFLoads++
+		c.stats.DWARFInfoRead += int64(len(sec.info))
 		t.sec, t.whole = sec, whole
+		c.notePeak(t, 0)
 	}
 	t.lastUse = c.trims
 	return t.sec, nil
-}
-
-// unitData returns a dwarf.Data that holds unit u, and the offset of its
-// top DIE in it. The sections must be loaded.
-func (t *dwarfTables) unitData(u *dwarfUnit) (*dwarf.Data, dwarf.Offset, error) {
-	if t.wholeFile {
-		return t.whole, u.die, nil
-	}
-	if u.end > uint64(len(t.sec.info)) {
-		return nil, 0, fmt.Errorf("unit at offset %#x: past the end of .debug_info", u.hdr)
-	}
-	d, err := t.sec.data(t.sec.info[u.hdr:u.end])
-	if err != nil {
-		return nil, 0, fmt.Errorf("unit at offset %#x: %w", u.hdr, err)
-	}
-	// Offsets in d count from the unit's header.
-	return d, u.die - dwarf.Offset(u.hdr), nil
 }
 
 // drop lets the sections go; they are read again when a unit needs them.
@@ -629,7 +710,9 @@ func (t *dwarfTables) release() error {
 }
 
 // held is the bytes of the sections while they are loaded, with the
-// abbreviation tables of a dwarf.Data of the whole file.
+// abbreviation tables of a dwarf.Data of the whole file. The bytes of a
+// unit read to decode it are let go before decoding returns: they count
+// in Stats.DWARFPeakBytes only.
 func (t *dwarfTables) held() int64 {
 	if t.sec == nil {
 		return 0
@@ -647,30 +730,132 @@ func (t *dwarfTables) bytesHeld() int64 {
 	return t.indexLen + t.decoded + t.held()
 }
 
-// unitTables returns the tables of unit u, decoding it on first use. It
-// returns nil when the sections could not be loaded again.
+// unitTables returns the tables of unit u, decoding it on first use, by
+// itself: for a compressed .debug_info, a pass over the section up to it
+// (Stats.DWARFUnprepared). It returns nil when the sections could not be
+// loaded again.
 func (t *dwarfTables) unitTables(u int32, c *Cache) *unitTables {
+	if ut := t.units[u].tables; ut != nil {
+		return ut
+	}
+	t.decodeUnits([]int32{u}, c)
+	ut := t.units[u].tables
+	if ut != nil {
+		c.stats.DWARFUnprepared++
+	}
+	return ut
+}
+
+// prepare decodes the units us (in any order, repeated) that are not yet
+// decoded: those of a compressed .debug_info in one pass over it.
+func (t *dwarfTables) prepare(us []int32, c *Cache) {
+	us = slices.DeleteFunc(us, func(u int32) bool { return t.units[u].tables != nil })
+	slices.Sort(us)
+	t.decodeUnits(slices.Compact(us), c)
+}
+
+// decodeUnits decodes the units us, not yet decoded and in the order of
+// .debug_info: each from the dwarf.Data of the whole file, or from its
+// bytes, sliced from .debug_info held whole, read at its offset, or read
+// on one pass over a compressed section, one unit's bytes at a time.
+// Best effort, as for the whole file before: what was read of a damaged
+// unit answers, and it is not decoded again.
+func (t *dwarfTables) decodeUnits(us []int32, c *Cache) {
+	if len(us) == 0 {
+		return
+	}
+	sec, err := t.sections(c)
+	if err != nil {
+		return
+	}
+	switch {
+	case t.wholeFile:
+		for _, u := range us {
+			t.decode(u, t.whole, t.units[u].die, c)
+		}
+		return
+	case sec.info != nil:
+		for _, u := range us {
+			un := &t.units[u]
+			if un.end > uint64(len(sec.info)) {
+				t.decode(u, nil, 0, c) // the file changed since the parse
+				continue
+			}
+			t.decodeBytes(u, sec.info[un.hdr:un.end], c)
+		}
+		return
+	}
+	var (
+		buf unitBuf
+		ur  *unitReader
+	)
+	defer buf.free()
+	if t.infoAt == nil {
+		ur = t.openInfo(c)
+	}
+	for _, u := range us {
+		un := &t.units[u]
+		var b []byte
+		if ur != nil {
+			b, err = ur.read(un.hdr, un.end, &buf)
+		} else if b, err = buf.get(un.end - un.hdr); err == nil {
+			var n int
+			n, err = t.infoAt.ReadAt(b, int64(un.hdr))
+			c.stats.DWARFInfoRead += int64(n)
+		}
+		c.notePeak(t, buf.held())
+		if err != nil {
+			// A stream that failed fails for the units after it too.
+			t.decode(u, nil, 0, c)
+			continue
+		}
+		t.decodeBytes(u, b, c)
+	}
+}
+
+// decodeBytes decodes unit u from b, its bytes of .debug_info.
+func (t *dwarfTables) decodeBytes(u int32, b []byte, c *Cache) {
 	un := &t.units[u]
-	if un.tables != nil {
-		return un.tables
+	d, off, err := t.sec.unitData(b, un.hdr, un.die)
+	if err != nil {
+		d = nil
 	}
-	if _, err := t.sections(c); err != nil {
-		return nil
-	}
-	// Best effort, as for the whole file before: what was read of a
-	// damaged unit answers, and it is not decoded again.
+	t.decode(u, d, off, c)
+}
+
+// decode decodes unit u, its top DIE at off in d; with no d, as a unit
+// of nothing.
+func (t *dwarfTables) decode(u int32, d *dwarf.Data, off dwarf.Offset, c *Cache) {
 	ut := &unitTables{}
-	if d, off, err := t.unitData(un); err == nil {
+	if d != nil {
 		var tooDeep int
 		ut, tooDeep, _ = decodeUnit(d, off, t.inText)
 		c.stats.DWARFTooDeep += tooDeep
 	}
 	c.stats.DWARFUnitsDecoded++
-	un.tables = ut
+	t.units[u].tables = ut
 	var sz sizer
 	sz.add(reflect.ValueOf(ut))
 	t.decoded += sz.total()
-	return ut
+}
+
+// unitsAt appends to units those that lookup consults for addr, each
+// once: those with a range that holds addr or ends at it, and those of
+// unknown extent.
+func (t *dwarfTables) unitsAt(addr uint64, units []int32) []int32 {
+	n := len(units)
+	i := searchRanges(t.ranges, addr)
+	for ; i >= 0 && t.maxHi[i] >= addr; i-- {
+		if r := t.ranges[i]; addr <= r.hi && !slices.Contains(units[n:], r.unit) {
+			units = append(units, r.unit)
+		}
+	}
+	for _, u := range t.always {
+		if !slices.Contains(units[n:], u) {
+			units = append(units, u)
+		}
+	}
+	return units
 }
 
 // lookup resolves addr: the frames of the function (and inlined calls)
@@ -687,21 +872,8 @@ func (t *dwarfTables) unitTables(u int32, c *Cache) *unitTables {
 // a line program with a row at the end of the unit's code, which names
 // the first byte past it.
 func (t *dwarfTables) lookup(addr uint64, sym *symbol, c *Cache) (frames []Frame, file string, line int) {
-	var (
-		cands [8]int32
-		units = cands[:0]
-	)
-	i := searchRanges(t.ranges, addr)
-	for ; i >= 0 && t.maxHi[i] >= addr; i-- {
-		if r := t.ranges[i]; addr <= r.hi && !slices.Contains(units, r.unit) {
-			units = append(units, r.unit)
-		}
-	}
-	for _, u := range t.always {
-		if !slices.Contains(units, u) {
-			units = append(units, u)
-		}
-	}
+	var cands [8]int32
+	units := t.unitsAt(addr, cands[:0])
 	if len(units) == 0 {
 		return nil, "", 0
 	}

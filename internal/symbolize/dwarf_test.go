@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -90,7 +91,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 		t.Fatal(err)
 	}
 	c := NewCache(Options{})
-	lazy, err := newDWARFTables(path, dwarfFile, nil, loads, c)
+	lazy, err := newDWARFTables(path, dwarfFile, nil, loads, nil, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 	r.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
 
 	var inlined, named, twins, diffs int
-	for _, a := range addrs {
+	check := func(a uint64) {
 		var sym *symbol
 		if syms != nil {
 			if s, ok := syms.lookup(a); ok {
@@ -148,7 +149,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 		if !reflect.DeepEqual(gotFr, wantFr) && gotFile == wantFile && gotLine == wantLine &&
 			slices.ContainsFunc(eagerTwins(eagerFuncs, a, wantFile, wantLine, sym), func(fr []Frame) bool { return reflect.DeepEqual(gotFr, fr) }) {
 			twins++
-			continue
+			return
 		}
 		if !reflect.DeepEqual(gotFr, wantFr) || gotFile != wantFile || gotLine != wantLine {
 			if diffs++; diffs <= 10 {
@@ -156,9 +157,27 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 			}
 		}
 	}
+	// In chunks, as reports look addresses up: the units of a chunk are
+	// decoded first (as Process.Prepare does), in one pass over a
+	// compressed .debug_info; but those of the last chunk, each decoded
+	// by its lookup (and a pass of its own).
+	const chunk = 4096
+	for start := 0; start < len(addrs); start += chunk {
+		part := addrs[start:min(start+chunk, len(addrs))]
+		if start+chunk < len(addrs) {
+			var units []int32
+			for _, a := range part {
+				units = lazy.unitsAt(a, units)
+			}
+			lazy.prepare(units, c)
+		}
+		for _, a := range part {
+			check(a)
+		}
+	}
 	st := c.Stats()
-	t.Logf("%d addresses, %d in functions, %d in inlined code, %d in twins; %d of %d units decoded, %d by top DIE, %d of unknown extent, whole file: %v; %d differences",
-		len(addrs), named, inlined, twins, st.DWARFUnitsDecoded, len(lazy.units), countTopDIE(lazy, dwarfFile), len(lazy.always), lazy.wholeFile, diffs)
+	t.Logf("%d addresses, %d in functions, %d in inlined code, %d in twins; %d of %d units decoded (%d by a lookup), %d by top DIE, %d of unknown extent, whole file: %v; %d differences",
+		len(addrs), named, inlined, twins, st.DWARFUnitsDecoded, len(lazy.units), st.DWARFUnprepared, countTopDIE(lazy, dwarfFile), len(lazy.always), lazy.wholeFile, diffs)
 	if diffs > 0 {
 		t.Errorf("%d of %d addresses differ", diffs, len(addrs))
 	}
@@ -311,6 +330,23 @@ func TestDeepDIETree(t *testing.T) {
 		if err != nil || tooDeep != tc.tooDeep || ut.funcs != nil || ut.lines != nil {
 			t.Errorf("variable %v: decodeUnit = %+v, %d, %v; want no tables, %d too deep", tc.variable, ut, tooDeep, err, tc.tooDeep)
 		}
+	}
+}
+
+// unitHeaders reads the unit headers of info, as a parse reads those of a
+// compressed .debug_info: through a reader that cannot seek.
+func unitHeaders(info []byte, bo binary.ByteOrder) ([]unitHeader, error) {
+	ur := &unitReader{r: struct{ io.Reader }{bytes.NewReader(info)}, bo: bo, size: uint64(len(info))}
+	var heads []unitHeader
+	for {
+		h, ok, err := ur.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return heads, nil
+		}
+		heads = append(heads, h)
 	}
 }
 
@@ -538,7 +574,8 @@ func TestDWARFAcrossReports(t *testing.T) {
 // FuzzDWARFUnit feeds damaged DWARF through what the parse and a lookup
 // read: unit headers, aranges, abbreviations, and the decoding of each unit
 // (which recovers from panics in debug/dwarf: what it must not do is hang
-// or overflow the stack).
+// or overflow the stack); and a unit's bytes read as a stream are those
+// in the section.
 func FuzzDWARFUnit(f *testing.F) {
 	abbrev, info, _ := deepDWARF(300, false)
 	f.Add(abbrev, info, []byte(nil))
@@ -546,7 +583,7 @@ func FuzzDWARFUnit(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	sec, err := loadSections(ef)
+	sec, err := loadSections(ef, true)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -564,13 +601,29 @@ func FuzzDWARFUnit(f *testing.F) {
 			offs = append(offs, h.abbrev)
 		}
 		scanAbbrevs(abbrev, offs)
-		dt := &dwarfTables{sec: &dwarfSections{abbrev: abbrev, info: info}}
+		sec := &dwarfSections{abbrev: abbrev}
 		for _, h := range heads {
-			d, off, err := dt.unitData(&dwarfUnit{hdr: h.off, end: h.end, die: h.die})
+			d, off, err := sec.unitData(info[h.off:h.end], h.off, h.die)
 			if err != nil {
 				continue
 			}
 			decodeUnit(d, off, func(uint64) bool { return true })
+		}
+		// Read as a stream, every other unit's bytes are the same.
+		ur := &unitReader{r: struct{ io.Reader }{bytes.NewReader(info)}, bo: binary.LittleEndian, size: uint64(len(info))}
+		var buf unitBuf
+		defer buf.free()
+		for i := 0; ; i++ {
+			h, ok, err := ur.next()
+			if err != nil || !ok {
+				break
+			}
+			if i%2 == 1 {
+				continue
+			}
+			if b, err := ur.unit(&buf); err != nil || !bytes.Equal(b, info[h.off:h.end]) {
+				t.Fatalf("unit at %#x: %v; bytes differ: %v", h.off, err, err == nil)
+			}
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -166,11 +167,7 @@ func (p *Process) Lookup(pc uint64) Location { return p.LookupAt(pc, Latest) }
 // LookupAt is Lookup with JIT code named as the perf map stood at
 // generation gen: when the address was sampled.
 func (p *Process) LookupAt(pc uint64, gen Gen) Location {
-	ms := p.find(pc)
-	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
-		_ = p.Refresh() // best effort: a process that is gone keeps its last map
-		ms = p.find(pc)
-	}
+	ms := p.findOrRefresh(pc)
 	if ms == nil {
 		// Outside every mapping: JIT code unmapped since, if the process
 		// has a perf map; else not code at all (a frame pointer that
@@ -195,20 +192,70 @@ func (p *Process) LookupAt(pc uint64, gen Gen) Location {
 	return loc
 }
 
+// Prepare readies the lookups of pcs (taken as Lookup takes them): it
+// parses the binaries they are in, and decodes the DWARF compilation units
+// their lookups will read, in one pass over each binary's .debug_info.
+// Callers that resolve many addresses at once, as a report's stacks, give
+// them all to Prepare first: a compressed .debug_info (as Debian ships its
+// debug files) can only be read forward from its start, so each unit
+// looked up without it costs a read of the section up to it
+// (Stats.DWARFUnprepared). Lookups answer the same with or without it.
+func (p *Process) Prepare(pcs []uint64) {
+	type wanted struct {
+		b      *objfile
+		vaddrs []uint64
+	}
+	var bins []wanted
+	for _, pc := range pcs {
+		ms := p.findOrRefresh(pc)
+		if ms == nil || ms.bin == nil {
+			continue // JIT code, or no file
+		}
+		if ms.bin.evicted {
+			p.bind(ms)
+		}
+		if !ms.ok {
+			continue
+		}
+		vaddr := pc + ms.delta
+		if _, ok := ms.bin.frames[vaddr]; ok {
+			continue
+		}
+		i := slices.IndexFunc(bins, func(w wanted) bool { return w.b == ms.bin })
+		if i < 0 {
+			i = len(bins)
+			bins = append(bins, wanted{b: ms.bin})
+		}
+		bins[i].vaddrs = append(bins[i].vaddrs, vaddr)
+	}
+	for _, w := range bins {
+		if !w.b.evicted { // else dropped over MaxBytes by the parse of another: its lookups parse it again
+			w.b.prepare(w.vaddrs, p.c)
+		}
+	}
+}
+
 // MappingOf returns the mapping that holds pc (with its build id), or nil,
 // without resolving symbols: for callers that leave symbolization to a
 // backend. Like Lookup, it re-reads the memory map (at most once a second)
 // when pc is in no known mapping.
 func (p *Process) MappingOf(pc uint64) *Mapping {
-	ms := p.find(pc)
-	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
-		_ = p.Refresh()
-		ms = p.find(pc)
-	}
+	ms := p.findOrRefresh(pc)
 	if ms == nil {
 		return nil
 	}
 	return ms.m
+}
+
+// findOrRefresh returns the mapping that holds pc, or nil; when there is
+// none, it re-reads the maps (at most once a second) and looks again.
+func (p *Process) findOrRefresh(pc uint64) *mapState {
+	ms := p.find(pc)
+	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
+		_ = p.Refresh() // best effort: a process that is gone keeps its last map
+		ms = p.find(pc)
+	}
+	return ms
 }
 
 // lookupJIT resolves loc.Address, in no file mapping, from the process's

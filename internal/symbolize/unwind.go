@@ -16,7 +16,7 @@ const funcPCSPOff = 16
 // when the binary's tables do not cover pc. Go code answers from the pcln
 // SP-delta table (delta 0); other code from its compiled .eh_frame (CFA =
 // rsp+8), which is read only with Options.UnwindTables. The tables are
-// read once per binary, with its symbols.
+// read once per binary, a native binary's without its symbols.
 func (p *Process) ReturnAddressAtSP(pc uint64) (yes, known bool) {
 	b, vaddr := p.tables(pc)
 	if b == nil {
@@ -46,8 +46,16 @@ func (p *Process) tables(pc uint64) (*objfile, uint64) {
 		}
 		b = ms.bin
 	}
-	if !b.parsed {
-		b.parse(p.c)
+	if !b.parsed && !b.unwindRead {
+		if p.c.unwind {
+			// Native code answers from its unwind tables, read
+			// without its symbols: the parse waits for the lookups
+			// of the report, and decodes their DWARF units on its
+			// way (Process.Prepare). Go code is parsed.
+			b.loadUnwind(p.c)
+		} else {
+			b.parse(nil, p.c)
+		}
 	}
 	if b.parseErr != nil {
 		return nil, 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -35,6 +36,8 @@ type ExecWatcher struct {
 	f      format
 	ep     *os.File // an epoll instance over the rings, for Wait; set once
 	events []unix.EpollEvent
+
+	mu     sync.RWMutex // Wait holds it read, Close to unmap the rings
 	closed bool
 }
 
@@ -93,6 +96,13 @@ func OpenExecWatcher() (_ *ExecWatcher, err error) {
 // Any record counts, threads' included: the caller reads them with
 // Changed and paces its calls. It returns an error after Close.
 func (w *ExecWatcher) Wait(timeout time.Duration) (bool, error) {
+	// Close unmaps the rings that pending reads: it closes ep first,
+	// which ends this wait, then takes mu.
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return false, os.ErrClosed
+	}
 	return waitReadable(w.ep, w.events, timeout, w.pending)
 }
 
@@ -137,18 +147,22 @@ func (w *ExecWatcher) Changed(fn func(pid int)) (complete bool) {
 	return complete
 }
 
-// Close releases the events and rings. It is idempotent.
+// Close releases the events and rings, and ends a Wait under way. It is
+// idempotent.
 func (w *ExecWatcher) Close() error {
 	var errs []error
+	if w.ep != nil {
+		// First: a Wait under way returns, and lets go of mu.
+		if err := w.ep.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, r := range w.rings {
 		errs = append(errs, r.close())
 	}
 	closeAll(w.fds)
-	if w.ep != nil && !w.closed {
-		// w.ep stays set: a Wait under way on another goroutine reads
-		// it, and returns with os.ErrClosed.
-		errs = append(errs, w.ep.Close())
-	}
 	w.rings, w.fds, w.closed = nil, nil, true
 	return errors.Join(errs...)
 }

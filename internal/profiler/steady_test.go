@@ -173,7 +173,6 @@ func TestShortLivedSampledFromStart(t *testing.T) {
 	snaps, _ := p.Close()
 	take(snaps)
 	want := cpu * hz
-	t.Logf("stats %+v", p.Stats())
 	t.Logf("3 processes of 1 s: %.2f s of CPU, %d samples of the %.0f it stands for (%.0f%%); discovery %+v",
 		cpu, samples, want, 100*float64(samples)/want, p.Stats().Discovery)
 	if float64(samples) < 0.8*want {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 )
 
 // object is an ELF file mapped into a process.
@@ -15,6 +16,9 @@ type object struct {
 	f    *elf.File
 	syms []elf.Symbol // .dynsym, read on first use; index i is symbol i+1
 }
+
+// objectsOpened counts the ELF files loadObjects opened, for tests.
+var objectsOpened atomic.Int64
 
 // loadObjects opens the ELF files mapped into process pid, the main
 // executable first, then in address order. Files are read through
@@ -39,6 +43,7 @@ func loadObjects(pid int, maps []mapping) ([]*object, error) {
 		if err != nil {
 			continue // not an ELF file (locale archive, data file), or gone
 		}
+		objectsOpened.Add(1)
 		bias, ok := loadBias(f, path, maps)
 		if !ok {
 			f.Close()

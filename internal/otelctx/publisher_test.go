@@ -480,3 +480,43 @@ func BenchmarkThreadContext(b *testing.B) {
 		})
 	}
 }
+
+// TestLocateTLSSkipsKnownFiles: a second LocateTLS of a process opens only
+// the files not known to lack the symbol: the publisher's object that
+// defines it, not its executable's libc and ld.so again; and it finds the
+// same variable.
+func TestLocateTLSSkipsKnownFiles(t *testing.T) {
+	v := variants[2] // linked-gd: the executable, the library, libc, ld.so
+	p := startPublisher(t, v, "attach", "memfd")
+	lacksTLS.mu.Lock()
+	lacksTLS.m = nil // as in a new collector
+	lacksTLS.mu.Unlock()
+	n0 := objectsOpened.Load()
+	first, err := LocateTLS(p.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := objectsOpened.Load()
+	second, err := LocateTLS(p.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := objectsOpened.Load()
+	t.Logf("%s: first LocateTLS opened %d files, the second %d", v.name, n1-n0, n2-n1)
+	if second != first {
+		t.Fatalf("second LocateTLS %+v, first %+v", second, first)
+	}
+	if n2-n1 >= n1-n0 || n2-n1 > 1 {
+		t.Errorf("the second LocateTLS opened %d files (the first %d): want only the one that defines %s", n2-n1, n1-n0, SymbolName)
+	}
+	if _, err := LocateTLS(os.Getpid()); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("self: want ErrNotPublished, got %v", err)
+	}
+	n3 := objectsOpened.Load()
+	if _, err := LocateTLS(os.Getpid()); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("self again: want ErrNotPublished, got %v", err)
+	}
+	if n := objectsOpened.Load() - n3; n != 0 {
+		t.Errorf("a second LocateTLS of a process that publishes nothing opened %d files, want 0", n)
+	}
+}

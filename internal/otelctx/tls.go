@@ -5,6 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // SymbolName is the thread-local variable OTEP 4947 publishes: a pointer to
@@ -125,7 +129,24 @@ func LocateTLS(pid int) (TLSVar, error) {
 	if err != nil {
 		return TLSVar{}, err
 	}
-	objs, err := loadObjects(pid, maps)
+	// Files known not to define the symbol are not opened again: a
+	// collector attaching to a process every second read libc's
+	// dynamic symbols for each, a third of the cost of attaching.
+	keys := map[string]fileKey{}
+	kept := maps[:0:0]
+	for _, m := range maps {
+		path := strings.TrimSuffix(m.name, " (deleted)")
+		k, ok := keys[path]
+		if !ok && strings.HasPrefix(path, "/") {
+			k, _ = statKey(fmt.Sprintf("/proc/%d/root%s", pid, path))
+			keys[path] = k
+		}
+		if k != (fileKey{}) && lacksTLS.known(k) {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	objs, err := loadObjects(pid, kept)
 	if err != nil {
 		return TLSVar{}, err
 	}
@@ -135,7 +156,68 @@ func LocateTLS(pid int) (TLSVar, error) {
 		return TLSVar{}, err
 	}
 	defer mem.Close()
-	return locateTLS(objs, mem)
+	v, err := locateTLS(objs, mem)
+	for _, o := range objs {
+		if k := keys[o.path]; k != (fileKey{}) && !definesTLS(o) {
+			lacksTLS.add(k)
+		}
+	}
+	return v, err
+}
+
+// definesTLS reports whether o defines SymbolName as a TLS variable.
+func definesTLS(o *object) bool {
+	if tlsSegment(o.f) == nil {
+		return false
+	}
+	sym, _, ok := o.lookup(SymbolName)
+	return ok && elf.ST_TYPE(sym.Info) == elf.STT_TLS
+}
+
+// fileKey names a file's contents as far as stat can: a file replaced or
+// rewritten in place gets another key.
+type fileKey struct {
+	dev, ino, size uint64
+	mtime          int64
+}
+
+func statKey(path string) (fileKey, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileKey{}, err
+	}
+	return fileKey{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}, nil
+}
+
+// keySet is a bounded set of fileKeys, safe for concurrent use: when full
+// it is emptied, and files are read again.
+type keySet struct {
+	mu sync.Mutex
+	m  map[fileKey]struct{}
+}
+
+// maxLacksTLS bounds lacksTLS: a host's distinct libraries number in the
+// thousands at most; targets that create files to grow it only cost
+// themselves the reads again.
+const maxLacksTLS = 16384
+
+// lacksTLS holds the files read and found not to define SymbolName.
+var lacksTLS keySet
+
+func (s *keySet) known(k fileKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[k]
+	return ok
+}
+
+func (s *keySet) add(k fileKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxLacksTLS {
+		s.m = map[fileKey]struct{}{}
+	}
+	s.m[k] = struct{}{}
 }
 
 func locateTLS(objs []*object, mem io.ReaderAt) (TLSVar, error) {

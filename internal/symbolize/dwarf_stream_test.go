@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -234,22 +233,8 @@ func TestPrepareLibc(t *testing.T) {
 // decoded, and the answers are the eager parse's.
 func TestDWARFUnitsReadAt(t *testing.T) {
 	dir := t.TempDir()
-	names := []string{"unit_a", "unit_b", "unit_c", "unit_d"}
-	srcs := []string{filepath.Join(dir, "main.c")}
-	main := "int unit_a(int), unit_b(int), unit_c(int), unit_d(int);\n" +
-		"int main(int argc, char **argv) { return unit_a(argc) + unit_b(argc) + unit_c(argc) + unit_d(argc); }\n"
-	if err := os.WriteFile(srcs[0], []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		src := filepath.Join(dir, n+".c")
-		code := fmt.Sprintf("static inline int helper_%[1]s(int x) { return x * 3 + 1; }\n"+
-			"__attribute__((noinline)) int %[1]s(int x) { return helper_%[1]s(x) + helper_%[1]s(x ^ 5); }\n", n)
-		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srcs = append(srcs, src)
-	}
+	names, units, main := unitSources(t, dir)
+	srcs := append([]string{main}, units...)
 	bin := filepath.Join(dir, "units")
 	run := func(name string, args ...string) {
 		t.Helper()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -455,22 +454,7 @@ func TestParseAranges(t *testing.T) {
 // needed, and every answer stays what it was.
 func TestDWARFAcrossReports(t *testing.T) {
 	dir := t.TempDir()
-	var srcs []string
-	names := []string{"unit_a", "unit_b", "unit_c", "unit_d"}
-	for _, n := range names {
-		src := filepath.Join(dir, n+".c")
-		code := fmt.Sprintf("static inline int helper_%[1]s(int x) { return x * 3 + 1; }\n"+
-			"__attribute__((noinline)) int %[1]s(int x) { return helper_%[1]s(x) + helper_%[1]s(x ^ 5); }\n", n)
-		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srcs = append(srcs, src)
-	}
-	mainSrc := filepath.Join(dir, "main.c")
-	if err := os.WriteFile(mainSrc, []byte("int unit_a(int), unit_b(int), unit_c(int), unit_d(int);\n"+
-		"int main(int argc, char **argv) { return unit_a(argc) + unit_b(argc) + unit_c(argc) + unit_d(argc); }\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	names, srcs, mainSrc := unitSources(t, dir)
 	bin := filepath.Join(dir, "units")
 	if out, err := exec.Command("gcc", append([]string{"-O2", "-g", "-o", bin, mainSrc}, srcs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)

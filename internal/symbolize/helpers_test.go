@@ -389,3 +389,27 @@ func inlineCallLines(t *testing.T) (callSq, callAcc int) {
 	t.Helper()
 	return sourceLine(t, inlineCSource, "\t\ts += sq(i)"), sourceLine(t, inlineCSource, "\t\tt += acc(")
 }
+
+// unitSources writes the C sources of a program of four compilation units
+// (unit_a … unit_d, each calling an inlined helper of its own) and its
+// main into dir, and returns the units' function names, their files and
+// main's.
+func unitSources(t *testing.T, dir string) (names, units []string, main string) {
+	t.Helper()
+	names = []string{"unit_a", "unit_b", "unit_c", "unit_d"}
+	for _, n := range names {
+		src := filepath.Join(dir, n+".c")
+		code := fmt.Sprintf("static inline int helper_%[1]s(int x) { return x * 3 + 1; }\n"+
+			"__attribute__((noinline)) int %[1]s(int x) { return helper_%[1]s(x) + helper_%[1]s(x ^ 5); }\n", n)
+		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		units = append(units, src)
+	}
+	main = filepath.Join(dir, "main.c")
+	if err := os.WriteFile(main, []byte("int unit_a(int), unit_b(int), unit_c(int), unit_d(int);\n"+
+		"int main(int argc, char **argv) { return unit_a(argc) + unit_b(argc) + unit_c(argc) + unit_d(argc); }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return names, units, main
+}

@@ -76,13 +76,19 @@ func openELF(name string, r io.ReaderAt) (b *objfile, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ELF headers of %s: %w", name, err)
 	}
-	b = &objfile{name: name, r: r, ef: ef, buildID: buildID(ef)}
+	b = &objfile{name: name, r: r, ef: ef, buildID: buildID(ef), loads: loadHeaders(ef)}
+	return b, nil
+}
+
+// loadHeaders returns the PT_LOAD headers of ef.
+func loadHeaders(ef *elf.File) []elf.ProgHeader {
+	var loads []elf.ProgHeader
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD {
-			b.loads = append(b.loads, p.ProgHeader)
+			loads = append(loads, p.ProgHeader)
 		}
 	}
-	return b, nil
+	return loads
 }
 
 // seenAt records that process pid maps b at path.

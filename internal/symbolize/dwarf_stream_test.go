@@ -41,12 +41,7 @@ func newEagerResolver(tb testing.TB, path, dwarfPath string) *eagerResolver {
 		tb.Fatal(err)
 	}
 	defer df.Close()
-	var loads []elf.ProgHeader
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD {
-			loads = append(loads, p.ProgHeader)
-		}
-	}
+	loads := loadHeaders(ef)
 	syms, err := ef.Symbols()
 	if err != nil || len(syms) == 0 {
 		syms, err = df.Symbols()

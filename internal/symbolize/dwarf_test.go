@@ -60,12 +60,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 		t.Fatal(err)
 	}
 	defer ef.Close()
-	var loads []elf.ProgHeader
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD {
-			loads = append(loads, p.ProgHeader)
-		}
-	}
+	loads := loadHeaders(ef)
 	dwarfFile := ef
 	if !hasDWARF(ef) {
 		dbg, f := openDebugFile(ef, buildID(ef), 0, path)

@@ -121,20 +121,25 @@ func (w *ExecWatcher) pending() bool {
 // Changed calls fn with the pid of every process that started, ended,
 // exec'd or renamed a thread since the last call (a pid may come more than
 // once, and records of different CPUs in any order: the caller reads the
-// process as it is now). The start and end of threads other than a
-// process's first are not reported. It returns false when records were
-// lost: then some changes are not known, and the caller must look at
-// every process.
-func (w *ExecWatcher) Changed(fn func(pid int)) (complete bool) {
+// process as it is now), with start true for a new process or an exec,
+// the changes that can make a process one to profile. The start and end
+// of threads other than a process's first are not reported. It returns
+// false when records were lost: then some changes are not known, and the
+// caller must look at every process.
+func (w *ExecWatcher) Changed(fn func(pid int, start bool)) (complete bool) {
 	complete = true
 	for _, r := range w.rings {
 		st := r.read(&w.f, &w.rec, func(rec *Record) {
 			switch rec.Type {
 			case RecordComm:
-				fn(int(rec.Comm.Pid))
-			case RecordFork, RecordExit:
+				fn(int(rec.Comm.Pid), rec.Misc&miscCommExec != 0)
+			case RecordFork:
 				if rec.Task.Pid == rec.Task.Tid {
-					fn(int(rec.Task.Pid))
+					fn(int(rec.Task.Pid), true)
+				}
+			case RecordExit:
+				if rec.Task.Pid == rec.Task.Tid {
+					fn(int(rec.Task.Pid), false)
 				}
 			case RecordLost:
 				complete = false
@@ -146,6 +151,10 @@ func (w *ExecWatcher) Changed(fn func(pid int)) (complete bool) {
 	}
 	return complete
 }
+
+// miscCommExec marks a COMM record written by an exec
+// (PERF_RECORD_MISC_COMM_EXEC), not by a rename.
+const miscCommExec = 1 << 13
 
 // Close releases the events and rings, and ends a Wait under way. It is
 // idempotent.

@@ -204,6 +204,10 @@ type Scanner struct {
 	seen     map[int]bool // pid → matched at its last read
 	lastFull time.Time
 	stats    ScanStats
+	// pending are the pids Poll read from the watcher for the next
+	// Scan; lost says records were lost since the last Scan.
+	pending map[int]bool
+	lost    bool
 }
 
 // ScanStats count the work of a Scanner.
@@ -222,11 +226,11 @@ func NewScanner(w *ExecWatcher) *Scanner {
 // out the calling process. match must answer the same for a process as
 // long as it neither execs nor renames a thread.
 func (s *Scanner) Scan(match func(Process) bool) ([]Process, error) {
-	changed := map[int]bool{}
-	full := s.watch == nil || time.Since(s.lastFull) >= scanFullEvery
-	if s.watch != nil && !s.watch.Changed(func(pid int) { changed[pid] = true }) {
-		full = true
-	}
+	s.Poll()
+	changed := s.pending
+	s.pending = nil
+	full := s.watch == nil || s.lost || time.Since(s.lastFull) >= scanFullEvery
+	s.lost = false
 	if full {
 		s.lastFull = time.Now()
 	}
@@ -276,6 +280,28 @@ func (s *Scanner) Scan(match func(Process) bool) ([]Process, error) {
 		}
 	}
 	return out, nil
+}
+
+// Poll reads what the watcher saw since the last Poll or Scan, for the
+// next Scan, and reports whether a process started or exec'd: only then
+// can a Scan find a new process to profile. Thread starts and ends, and
+// renames, wake the watcher too; they are read, and the caller need not
+// scan for them.
+func (s *Scanner) Poll() (starts bool) {
+	if s.watch == nil {
+		return false
+	}
+	if s.pending == nil {
+		s.pending = map[int]bool{}
+	}
+	if !s.watch.Changed(func(pid int, start bool) {
+		s.pending[pid] = true
+		starts = starts || start
+	}) {
+		s.lost = true
+		starts = true
+	}
+	return starts
 }
 
 // Stats returns the counters of s.

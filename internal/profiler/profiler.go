@@ -313,7 +313,8 @@ func (p *Profiler) discoverLoop() {
 const discoverGap = 100 * time.Millisecond
 
 // watchStarts asks for discovery when the exec watcher sees processes
-// start, at most every discoverGap, so that a new process of a target
+// start or exec (threads starting and ending, which wake it too, are only
+// read), at most every discoverGap, so that a new process of a target
 // executable is sampled from its first milliseconds rather than from the
 // next scan: a process living a second lost half of it on average. It
 // returns when the watcher is closed.
@@ -332,9 +333,11 @@ func (p *Profiler) watchStarts(pf procfs) {
 		if !seen {
 			continue
 		}
-		select {
-		case p.rediscover <- struct{}{}:
-		default:
+		if pf.pollStarts() {
+			select {
+			case p.rediscover <- struct{}{}:
+			default:
+			}
 		}
 		select {
 		case <-p.stop:

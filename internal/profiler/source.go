@@ -78,6 +78,14 @@ func newProcfs(log *zap.Logger) procfs {
 	return procfs{scan: &scanner{s: perf.NewScanner(w)}, watch: w}
 }
 
+// pollStarts reads what the exec watcher saw for the next scan, and
+// reports whether a process started or exec'd.
+func (p procfs) pollStarts() bool {
+	p.scan.mu.Lock()
+	defer p.scan.mu.Unlock()
+	return p.scan.s.Poll()
+}
+
 // waitStart waits up to timeout for the exec watcher to see a process
 // start, end or exec (or a thread's), and reports whether it did. It
 // returns an error when there is no watcher or it was closed.

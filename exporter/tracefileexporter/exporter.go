@@ -112,13 +112,15 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 // and follows steps of the wall clock.
 func (e *traceFile) tick(stop, done chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(time.Second)
+	// On beats of the clock, as the receiver's loops (clock.UntilBeat).
+	t := time.NewTimer(clock.UntilBeat(time.Second, time.Second))
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+			t.Reset(clock.UntilBeat(time.Second, time.Second))
 			e.clk.Refresh()
 			e.mu.Lock()
 			if err := e.rot.Tick(); err != nil {

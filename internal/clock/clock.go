@@ -6,6 +6,9 @@
 // re-measured periodically so that steps of the wall clock are followed. A
 // reading costs a few clock_gettime calls: measure per report, never per
 // sample.
+//
+// UntilBeat times periodic work so that the loops of one process wake up
+// together.
 package clock
 
 import (

@@ -30,3 +30,42 @@ func BenchmarkOffset(b *testing.B) {
 		_ = Offset()
 	}
 }
+
+func TestUntilBeat(t *testing.T) {
+	for _, c := range []struct{ period, within time.Duration }{
+		{time.Second, time.Second},
+		{100 * time.Millisecond, 100 * time.Millisecond},
+		{100 * time.Millisecond, 750 * time.Millisecond},
+		{time.Second, 10 * time.Millisecond}, // no beat within: the next one after
+	} {
+		before := time.Duration(Monotonic())
+		d := UntilBeat(c.period, c.within)
+		after := time.Duration(Monotonic())
+		at := after + d // no earlier than the beat meant
+		most := max(c.within, c.period)
+		if c.within < c.period {
+			most = c.within + c.period
+		}
+		if d <= 0 || d > most {
+			t.Errorf("UntilBeat(%v, %v) = %v, want in (0, %v]", c.period, c.within, d, most)
+		}
+		if c.within < c.period && d < c.within {
+			t.Errorf("UntilBeat(%v, %v) = %v: no beat was within, want the first after it", c.period, c.within, d)
+		}
+		// The beat is a multiple of period, reached from a reading
+		// between before and after.
+		beat := (at / c.period) * c.period
+		if beat < before || at-beat > after-before {
+			t.Errorf("UntilBeat(%v, %v) = %v: lands at %v, not on a beat (read between %v and %v)", c.period, c.within, d, at, before, after)
+		}
+		if c.within >= c.period && beat > before+c.within {
+			t.Errorf("UntilBeat(%v, %v) = %v: past within", c.period, c.within, d)
+		}
+		if c.within >= c.period && beat+c.period <= after+c.within-(after-before) {
+			t.Errorf("UntilBeat(%v, %v) = %v: a later beat %v was within", c.period, c.within, d, beat+c.period)
+		}
+	}
+	if d := UntilBeat(0, time.Second); d != time.Second {
+		t.Errorf("UntilBeat(0, 1s) = %v, want 1s", d)
+	}
+}

@@ -92,7 +92,8 @@ func OpenExecWatcher() (_ *ExecWatcher, err error) {
 	return w, nil
 }
 
-// Wait waits up to timeout for a record, and reports whether one came.
+// Wait waits up to timeout (no bound when it is 0) for a record, and
+// reports whether one came.
 // Any record counts, threads' included: the caller reads them with
 // Changed and paces its calls. It returns an error after Close.
 func (w *ExecWatcher) Wait(timeout time.Duration) (bool, error) {

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/clock"
 )
 
 // Session samples a changing set of processes. Attach and Detach may be
@@ -507,7 +509,13 @@ func (s *Session) Read(fn func(*Record)) error {
 		if s.opts.Sched || s.prompt.Load() || time.Since(lastSideband) < readBusy || time.Since(time.Unix(0, s.lastAttach.Load())) < readBusy {
 			wake = readWake
 		}
-		if err := s.wait(events, wake); err != nil {
+		// On a beat (clock.UntilBeat), and not before wake since the
+		// last pass: a reader that its watermark wakes needs no more.
+		within := wake
+		if !lastPass.IsZero() {
+			within = max(time.Until(lastPass.Add(wake)), 0)
+		}
+		if err := s.wait(events, clock.UntilBeat(wake, within)); err != nil {
 			return fmt.Errorf("wait for perf rings: %w", err)
 		}
 		now := time.Now()
@@ -572,7 +580,7 @@ func (s *Session) aboveWatermark() bool {
 	return false
 }
 
-// waitReadable waits up to timeout for the epoll instance ep (registered
+// waitReadable waits up to timeout (no bound when it is 0) for the epoll instance ep (registered
 // with the Go runtime's poller) to have a ready file, or for pending to
 // report true, and reports whether either happened. The goroutine is
 // parked, not its thread.
@@ -587,7 +595,11 @@ func waitReadable(ep *os.File, events []unix.EpollEvent, timeout time.Duration, 
 	if err != nil {
 		return false, err
 	}
-	if err := ep.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	if err := ep.SetReadDeadline(deadline); err != nil {
 		return false, err
 	}
 	// epoll_wait without a timeout reports what is ready; when nothing

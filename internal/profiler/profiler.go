@@ -293,13 +293,15 @@ func (p *Profiler) readLoop() {
 // target's pid was reused: the new process is not sampled until then.
 func (p *Profiler) discoverLoop() {
 	defer p.wg.Done()
-	t := time.NewTicker(p.opts.DiscoveryInterval)
+	every := p.opts.DiscoveryInterval
+	t := time.NewTimer(clock.UntilBeat(every, every))
 	defer t.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
+			t.Reset(clock.UntilBeat(every, every))
 		case <-p.rediscover:
 		}
 		p.discover()
@@ -321,7 +323,8 @@ const discoverGap = 100 * time.Millisecond
 func (p *Profiler) watchStarts(pf procfs) {
 	defer p.wg.Done()
 	for {
-		seen, err := pf.waitStart(time.Second)
+		// No timeout: Close ends the wait.
+		seen, err := pf.waitStart(0)
 		if err != nil {
 			return
 		}
@@ -418,7 +421,7 @@ const (
 // jitPoller keeps the perf maps of the targets current.
 func (p *Profiler) jitPoller() {
 	defer p.wg.Done()
-	t := time.NewTimer(jitPollInterval)
+	t := time.NewTimer(clock.UntilBeat(jitPollInterval, jitPollInterval))
 	defer t.Stop()
 	prompt := false
 	for {
@@ -428,9 +431,9 @@ func (p *Profiler) jitPoller() {
 		case <-t.C:
 			found := p.pollJIT()
 			if found {
-				t.Reset(jitPollInterval)
+				t.Reset(clock.UntilBeat(jitPollInterval, jitPollInterval))
 			} else {
-				t.Reset(jitLookInterval)
+				t.Reset(clock.UntilBeat(jitLookInterval, jitLookInterval))
 			}
 			// A sample of JIT code is named by the map as it stood when
 			// it was taken, told from the changes the poller saw

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/symbolize"
@@ -125,19 +126,23 @@ func (r *perfprofReceiver) schedHint(err error) string {
 // telemetry every discovery_interval, so that losses show promptly.
 func (r *perfprofReceiver) loop(ctx context.Context) {
 	defer r.wg.Done()
-	report := time.NewTicker(r.cfg.ReportInterval)
+	// On beats of the clock, as the engine's loops (clock.UntilBeat).
+	every, statsEvery := r.cfg.ReportInterval, r.cfg.DiscoveryInterval
+	report := time.NewTimer(clock.UntilBeat(every, every))
 	defer report.Stop()
-	stats := time.NewTicker(r.cfg.DiscoveryInterval)
+	stats := time.NewTimer(clock.UntilBeat(statsEvery, statsEvery))
 	defer stats.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-report.C:
+			report.Reset(clock.UntilBeat(every, every))
 			r.report(ctx)
 		case <-r.prof.Flush():
 			r.report(ctx)
 		case <-stats.C:
+			stats.Reset(clock.UntilBeat(statsEvery, statsEvery))
 			r.recordStats()
 		}
 	}

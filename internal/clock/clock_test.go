@@ -3,6 +3,8 @@ package clock
 import (
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMapperAgreesWithTimeNow(t *testing.T) {
@@ -67,5 +69,20 @@ func TestUntilBeat(t *testing.T) {
 	}
 	if d := UntilBeat(0, time.Second); d != time.Second {
 		t.Errorf("UntilBeat(0, 1s) = %v, want 1s", d)
+	}
+}
+
+func TestMonotonicIsTheKernels(t *testing.T) {
+	for range 100 {
+		var a, b unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+		m := Monotonic()
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
+		// Between the two kernel readings, give or take the origin's
+		// measurement (a few microseconds at most).
+		const slack = 50 * time.Microsecond
+		if m+uint64(slack) < uint64(a.Nano()) || m > uint64(b.Nano())+uint64(slack) {
+			t.Fatalf("Monotonic() = %d, kernel read %d and %d", m, a.Nano(), b.Nano())
+		}
 	}
 }

@@ -86,7 +86,7 @@ func (p procfs) pollStarts() bool {
 	return p.scan.s.Poll()
 }
 
-// waitStart waits up to timeout for the exec watcher to see a process
+// waitStart waits up to timeout (no bound when 0) for the exec watcher to see a process
 // start, end or exec (or a thread's), and reports whether it did. It
 // returns an error when there is no watcher or it was closed.
 func (p procfs) waitStart(timeout time.Duration) (bool, error) {

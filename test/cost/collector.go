@@ -85,7 +85,7 @@ func (c *costCase) config(pid int, spans, dir, sinkAddr string, port int) string
 type result struct {
 	err  error
 	wall time.Duration // the window, as measured
-	cpu  time.Duration // the collector's utime+stime over the window
+	cpu  time.Duration // the collector's threads' CPU time over the window
 	mem  measure.Memory
 	// The target's utime+stime over the window (target rows).
 	targetCPU time.Duration
@@ -251,7 +251,7 @@ func (t *tool) sample(ctx context.Context, pid, target, port int, s *sink) (snap
 	var sn snapshot
 	var err error
 	sn.at = time.Now()
-	if sn.cpu, err = measure.StatCPU(pid); err != nil {
+	if sn.cpu, err = measure.TaskCPU(pid); err != nil {
 		return sn, err
 	}
 	if target > 0 {

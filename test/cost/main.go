@@ -71,9 +71,11 @@
 //
 // Over the window, of the collector process:
 //
-//   - CPU: utime+stime from /proc/PID/stat (all threads, those that exited
-//     included), as % of one core over the window's wall time: counted in
-//     10 ms ticks, steps of 0.03% of a core over a 30 s window;
+//   - CPU: the run time of its threads from /proc/PID/task/TID/schedstat,
+//     in nanoseconds, as % of one core over the window's wall time
+//     (utime+stime of /proc/PID/stat counts 10 ms ticks: steps of 0.05% of
+//     a core over a 20 s window, as large as the differences to measure at
+//     99 Hz; the collector's threads live as long as it does);
 //   - memory, from /proc/PID/status at the end of the window: VmRSS, its
 //     split into RssAnon (heap, stacks) and RssFile (the binary and
 //     libraries mapped), VmHWM, the peak RSS over the whole run, start-up

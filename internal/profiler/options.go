@@ -180,14 +180,11 @@ func (o *Options) setDefaults() {
 		o.Perf.StackUser = o.UnwindStackBytes
 		if o.Perf.RingPages == 0 {
 			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes))
-			if o.Perf.WakeFraction == 0 {
-				// Wake the reader at half full: below 121 Hz a ring
-				// holds half a second, a quarter of a second of
-				// slack; the largest rings hold 128 samples, 64 ms of
-				// slack at 999 Hz, which the reader kept without a
-				// loss under the race detector with both CPUs busy
-				// (TestFirstSymbolizationDoesNotStallReading), and
-				// half the wake-ups of a quarter.
+			if o.Perf.RingPages < unwindRingPages && o.Perf.WakeFraction == 0 {
+				// It holds half a second: wake the reader at half
+				// full, a quarter of a second of slack. The largest
+				// rings hold less at their rates, and wake at a
+				// quarter.
 				o.Perf.WakeFraction = 2
 			}
 		}

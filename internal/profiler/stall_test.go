@@ -45,7 +45,7 @@ int main(void) {
 // either: the test holds the tables for the first second (HoldTables), so
 // that the queue fills (a process's share holds half a second of this
 // target) and is unwound while the reader reads. Its rings of 2 MiB wake
-// the reader every 64 samples of a CPU, or after 100 ms without
+// the reader every 32 samples of a CPU, or after 100 ms without
 // (perf.readWake): a target that does not fill one that fast leaves gaps
 // of 100 ms and more, so the reader may be away 200 ms there.
 func TestFirstSymbolizationDoesNotStallReading(t *testing.T) {

@@ -66,7 +66,7 @@ const (
 	maxUnwindFrames = 127
 	// unwindRingPages is the ring size per CPU when stacks are copied:
 	// 2 MiB holds 128 samples of 16 KiB, 128 ms at 999 Hz, and its
-	// watermark wakes the reader every 64. With 1 MiB the reader fell
+	// watermark wakes the reader every 32. With 1 MiB the reader fell
 	// behind two threads burning both CPUs at 999 Hz under the race
 	// detector (8% lost), and woke twice as often (a third more of the
 	// collector's CPU).

@@ -580,10 +580,10 @@ func (s *Session) aboveWatermark() bool {
 	return false
 }
 
-// waitReadable waits up to timeout (no bound when it is 0) for the epoll instance ep (registered
-// with the Go runtime's poller) to have a ready file, or for pending to
-// report true, and reports whether either happened. The goroutine is
-// parked, not its thread.
+// waitReadable waits up to timeout (no bound when it is 0) for the epoll
+// instance ep (registered with the Go runtime's poller) to have a ready
+// file, or for pending to report true, and reports whether either
+// happened. The goroutine is parked, not its thread.
 //
 // A wake-up that came while nobody waited may be lost: the runtime's
 // poller looks at ep (which reads, and clears, the perf events'

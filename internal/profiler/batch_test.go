@@ -81,3 +81,48 @@ func TestInternTellsStacksApart(t *testing.T) {
 		t.Fatal("intern kept the caller's slice, which the ring reuses")
 	}
 }
+
+// TestInternMany: across the index's growth and the arena's chunks, every
+// stack keeps its index, and the stacks a batch keeps at a split are its
+// own copies.
+func TestInternMany(t *testing.T) {
+	b := newBatch()
+	chain := func(i int) []uint64 {
+		c := make([]uint64, 1+i%40) // some longer than the first chunk's tail
+		for k := range c {
+			c[k] = uint64(i)<<20 | uint64(k)
+		}
+		return c
+	}
+	const n = 20_000
+	for i := range n {
+		if got := b.intern(chain(i), 0, 0); got != int32(i) {
+			t.Fatalf("stack %d interned as %d", i, got)
+		}
+		b.samples = append(b.samples, rawSample{time: uint64(i), stack: int32(i)})
+	}
+	for i := range n {
+		if got := b.intern(chain(i), 0, 0); got != int32(i) {
+			t.Fatalf("stack %d found as %d", i, got)
+		}
+		if !slices.Equal(b.stacks[i].chain, chain(i)) {
+			t.Fatalf("stack %d is %x", i, b.stacks[i].chain)
+		}
+	}
+	if len(b.stacks) != n {
+		t.Fatalf("%d stacks, want %d", len(b.stacks), n)
+	}
+	_, keep, _ := b.takeBefore(n / 2)
+	for i, s := range keep.samples {
+		st := keep.stacks[s.stack]
+		if !slices.Equal(st.chain, chain(n/2+i)) {
+			t.Fatalf("kept sample %d has %x", i, st.chain)
+		}
+		if &st.chain[0] == &b.stacks[n/2+i].chain[0] {
+			t.Fatal("a kept stack shares the old batch's chunk")
+		}
+		if got := keep.intern(chain(n/2+i), 0, 0); got != s.stack {
+			t.Fatalf("kept stack %d found as %d, want %d", i, got, s.stack)
+		}
+	}
+}

@@ -43,8 +43,10 @@ type engine struct {
 	rediscover chan struct{}
 	attached   int      // processes attached now
 	chain      []uint64 // scratch for addSchedGroup
-	// unwFrames and unwChain are scratch for unwindCopy.
+	// unwFrames and unwChain are scratch for unwindCopy, unwRows its
+	// cache of unwinding rules.
 	unwFrames, unwChain []uint64
+	unwRows             symbolize.RowCache
 	// pendingBytes is what the pending queues of all processes hold (see
 	// pending.go).
 	pendingBytes int64

@@ -143,7 +143,7 @@ func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.
 	if cap(e.unwFrames) < maxUnwindFrames {
 		e.unwFrames = make([]uint64, 0, maxUnwindFrames)
 	}
-	frames, stop := u.Unwind(regs, &symbolize.StackCopy{SP: regs.SP, Data: stack}, e.unwFrames[:0])
+	frames, stop := u.UnwindCached(regs, &symbolize.StackCopy{SP: regs.SP, Data: stack}, e.unwFrames[:0], &e.unwRows)
 
 	// The kernel part, then the user part: the sampled pc and the return
 	// addresses unwound.

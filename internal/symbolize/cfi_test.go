@@ -385,10 +385,35 @@ func TestUnwindWalk(t *testing.T) {
 	}
 }
 
+// TestRowCache: rows a RowCache keeps for one Unwinder are not used for
+// another at the same pcs (here one whose binary has no unwind table, so
+// that the frame pointers are followed), and a warm cache unwinds as a
+// cold one.
+func TestRowCache(t *testing.T) {
+	tab, regs, stack, want := syntheticStack(t, 16)
+	withRows := libcUnwinder(tab)
+	noRows := libcUnwinder(nil)
+	var c RowCache
+	wantNoRows, wantStop := noRows.Unwind(regs, stack, make([]uint64, 0, 64))
+	for round := range 3 {
+		got, _ := withRows.UnwindCached(regs, stack, make([]uint64, 0, 64), &c)
+		if !slices.Equal(got[:min(len(got), len(want))], want) || len(got) < len(want) {
+			t.Fatalf("round %d: unwound %x, want %x first", round, got, want)
+		}
+		got, stop := noRows.UnwindCached(regs, stack, make([]uint64, 0, 64), &c)
+		if !slices.Equal(got, wantNoRows) || stop != wantStop {
+			t.Fatalf("round %d: without rows, unwound %x (%v), want %x (%v)", round, got, stop, wantNoRows, wantStop)
+		}
+	}
+	if slices.Equal(wantNoRows, want[:min(len(want), len(wantNoRows))]) && len(wantNoRows) >= len(want) {
+		t.Fatal("the frame pointers unwind the synthetic stack: the test cannot tell the unwinders apart")
+	}
+}
+
 // libcUnwinder is an Unwinder whose one mapping is libc's table at its
 // link-time addresses.
 func libcUnwinder(tab *unwindTable) *Unwinder {
-	return &Unwinder{maps: []unwindMap{{start: 0, limit: 1 << 47, cfi: tab, binary: true}}}
+	return &Unwinder{maps: []unwindMap{{start: 0, limit: 1 << 47, cfi: tab, binary: true}}, id: unwinderIDs.Add(1)}
 }
 
 // BenchmarkUnwind16 unwinds a 16-frame stack of libc code without frame
@@ -402,6 +427,23 @@ func BenchmarkUnwind16(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		out, _ = u.Unwind(regs, stack, out[:0])
+	}
+	if len(out) != len(want) || !slices.Equal(out, want) {
+		b.Fatalf("unwound %x, want %x", out, want)
+	}
+}
+
+// BenchmarkUnwind16Cached is BenchmarkUnwind16 with a RowCache, as the
+// engine unwinds.
+func BenchmarkUnwind16Cached(b *testing.B) {
+	tab, regs, stack, want := syntheticStack(b, 16)
+	u := libcUnwinder(tab)
+	out := make([]uint64, 0, 16)
+	var c RowCache
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, _ = u.UnwindCached(regs, stack, out[:0], &c)
 	}
 	if len(out) != len(want) || !slices.Equal(out, want) {
 		b.Fatalf("unwound %x, want %x", out, want)

@@ -112,6 +112,12 @@ func (s UnwindStop) String() string {
 // tables for Go code (see goTable.step), else the frame pointer, as for
 // JIT code. It does not allocate.
 func (u *Unwinder) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, UnwindStop) {
+	return u.UnwindCached(regs, stack, out, nil)
+}
+
+// UnwindCached is Unwind that looks up the rows of native code in c first
+// and keeps those it finds there; c may be nil.
+func (u *Unwinder) UnwindCached(regs Regs, stack *StackCopy, out []uint64, c *RowCache) ([]uint64, UnwindStop) {
 	// exact: regs.IP is the instruction the thread was at (the sample's,
 	// or one a signal interrupted), not a return address.
 	exact := true
@@ -124,9 +130,28 @@ func (u *Unwinder) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, 
 			pc-- // the call, not the instruction after it
 		}
 		exact = false
-		cfi, gotab, vaddr, found := u.codeAt(pc)
-		var next Regs
-		ok := false
+		var (
+			cfi   *unwindTable
+			gotab *goTable
+			vaddr uint64
+			found bool
+			r     unwindRow
+			next  Regs
+			ok    bool
+		)
+		cached := false
+		if c != nil {
+			r, cached = c.get(u.id, pc)
+		}
+		if cached {
+			found = true
+		} else if cfi, gotab, vaddr, found = u.codeAt(pc); found && gotab == nil {
+			r = cfi.find(vaddr)
+			if c != nil {
+				c.put(u.id, pc, r)
+			}
+			cached = true
+		}
 		if gotab != nil {
 			var top, goFunc bool
 			if next, ok, top, goFunc = gotab.step(vaddr, regs, !exactPC, stack); top {
@@ -143,7 +168,9 @@ func (u *Unwinder) Unwind(regs Regs, stack *StackCopy, out []uint64) ([]uint64, 
 				return out, UnwindNoCode
 			}
 		} else if !ok {
-			r := cfi.find(vaddr)
+			if !cached {
+				r = cfi.find(vaddr)
+			}
 			switch r.cfa {
 			case cfaEnd:
 				return out, UnwindEnd

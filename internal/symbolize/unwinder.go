@@ -1,6 +1,9 @@
 package symbolize
 
-import "sort"
+import (
+	"sort"
+	"sync/atomic"
+)
 
 // An Unwinder unwinds the user stacks of one process from the tables its
 // binaries had loaded when it was made (see [Process.Unwinder]). It never
@@ -10,6 +13,42 @@ import "sort"
 // unwound by the frame pointer, as JIT code is.
 type Unwinder struct {
 	maps []unwindMap // by start
+	id   uint64      // names u in a RowCache without keeping it alive
+}
+
+// unwinderIDs numbers Unwinders from 1 (0 marks a RowCache's empty
+// entries).
+var unwinderIDs atomic.Uint64
+
+// A RowCache remembers the unwinding rules of the native code at recent
+// pcs, of any Unwinder: a profile's samples come back to the same few
+// hundred pcs, and a rule found in a large table (libc's has ~40 000
+// rows) costs cache misses each time. It is direct-mapped, 8 KiB, and not
+// safe for concurrent use: one per ring reader.
+type RowCache struct {
+	e [rowCacheSize]rowCacheEntry
+}
+
+const rowCacheSize = 256
+
+type rowCacheEntry struct {
+	id, pc uint64
+	row    unwindRow
+}
+
+func (c *RowCache) get(id, pc uint64) (unwindRow, bool) {
+	e := &c.e[rowCacheSlot(pc)]
+	return e.row, e.id == id && e.pc == pc
+}
+
+func (c *RowCache) put(id, pc uint64, r unwindRow) {
+	c.e[rowCacheSlot(pc)] = rowCacheEntry{id: id, pc: pc, row: r}
+}
+
+// rowCacheSlot mixes the pc's bits: return addresses of one function
+// differ in their low bits, functions of one library in the middle ones.
+func rowCacheSlot(pc uint64) uint64 {
+	return (pc ^ pc>>8 ^ pc>>16) % rowCacheSize
 }
 
 // unwindMap is one executable mapping and its binary's tables.
@@ -27,7 +66,7 @@ type unwindMap struct {
 // the binaries; an Unwinder keeps them alive after an eviction until it is
 // dropped. It needs Options.UnwindTables.
 func (p *Process) Unwinder() *Unwinder {
-	u := &Unwinder{maps: make([]unwindMap, 0, len(p.maps))}
+	u := &Unwinder{maps: make([]unwindMap, 0, len(p.maps)), id: unwinderIDs.Add(1)}
 	for _, ms := range p.maps {
 		if ms.bin != nil && ms.bin.evicted {
 			p.bind(ms)

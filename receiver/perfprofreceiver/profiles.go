@@ -178,6 +178,12 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 		root     string
 	}
 	merged := map[sampleKey]pprofile.Sample{}
+	// The attributes of a thread and of a CPU, by thread and by CPU:
+	// most samples start a Sample of their own (their stacks differ), and
+	// the dictionary would hash the same strings for each.
+	type threadAttrs struct{ id, name int32 }
+	threads := map[uint32]threadAttrs{}
+	var cpus []int32 // 1 + index; 0: not yet
 	for i := range s.Samples {
 		r := &s.Samples[i]
 		if r.OffCPU() != off {
@@ -199,14 +205,26 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 				ps.SetStackIndex(t.stack(s.Stacks[r.Stack]))
 			}
 			ps.SetLinkIndex(k.link)
-			ps.AttributeIndices().Append(
-				t.AttrInt(convention.ThreadID, int64(r.Tid)),
-				t.AttrStr(convention.ThreadName, s.Threads[r.Tid]),
-			)
+			ta, ok := threads[r.Tid]
+			if !ok {
+				ta = threadAttrs{t.AttrInt(convention.ThreadID, int64(r.Tid)), t.AttrStr(convention.ThreadName, s.Threads[r.Tid])}
+				threads[r.Tid] = ta
+			}
+			ps.AttributeIndices().Append(ta.id, ta.name)
 			if off {
 				ps.AttributeIndices().Append(t.AttrStr(convention.ThreadState, r.State.String()))
 			} else {
-				ps.AttributeIndices().Append(t.AttrInt(convention.CPU, int64(r.CPU)))
+				if int(r.CPU) >= len(cpus) && r.CPU < 1<<12 {
+					cpus = append(cpus, make([]int32, int(r.CPU)+1-len(cpus))...)
+				}
+				if int(r.CPU) < len(cpus) {
+					if cpus[r.CPU] == 0 {
+						cpus[r.CPU] = 1 + t.AttrInt(convention.CPU, int64(r.CPU))
+					}
+					ps.AttributeIndices().Append(cpus[r.CPU] - 1)
+				} else {
+					ps.AttributeIndices().Append(t.AttrInt(convention.CPU, int64(r.CPU)))
+				}
 				if k.delta > 0 {
 					ps.AttributeIndices().Append(t.AttrIntUnit(convention.CPUTimeDelta, int64(k.delta), convention.CPUTimeDeltaUnit))
 				}

@@ -130,9 +130,10 @@ type Options struct {
 // stackRingPages sizes the ring of each CPU when samples copy stacks: half
 // a second of samples of one CPU at frequency Hz (a CPU runs one thread at
 // a time, so its samples come at most at that rate), at least 64 pages and
-// at most unwindRingPages. The reader passes over the rings every 100 ms
-// and at a quarter full, so half a second leaves it 5 passes of slack; at
-// 99 Hz a ring is 1 MiB (2 MiB at 999 Hz) of pinned memory (VmPin).
+// at most unwindRingPages. The reader passes over the rings at half full
+// (and every 100 ms while a target is new), so half a second leaves it a
+// quarter of a second of slack; at 99 Hz a ring is 1 MiB (4 MiB from
+// 242 Hz) of pinned memory (VmPin, outside RSS).
 func stackRingPages(frequency, stackBytes int) int {
 	const perSample = 1 << 10 // header, registers, callchain
 	want := frequency * (stackBytes + perSample) / 2 / os.Getpagesize()
@@ -180,11 +181,11 @@ func (o *Options) setDefaults() {
 		o.Perf.StackUser = o.UnwindStackBytes
 		if o.Perf.RingPages == 0 {
 			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes))
-			if o.Perf.RingPages < unwindRingPages && o.Perf.WakeFraction == 0 {
-				// It holds half a second: wake the reader at half
-				// full, a quarter of a second of slack. The largest
-				// rings hold less at their rates, and wake at a
-				// quarter.
+			if o.Perf.WakeFraction == 0 {
+				// Wake the reader at half full: below 242 Hz a ring
+				// holds half a second, a quarter of a second of
+				// slack; the largest hold 256 samples, 128 ms of
+				// slack at 999 Hz.
 				o.Perf.WakeFraction = 2
 			}
 		}

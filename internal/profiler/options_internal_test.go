@@ -9,7 +9,9 @@ func TestStackRingPages(t *testing.T) {
 		{121, DefaultUnwindStackBytes, 512},
 		{999, DefaultUnwindStackBytes, unwindRingPages},
 		{19, 8 << 10, 64},
-		{99, MaxUnwindStackBytes, 512},
+		{99, MaxUnwindStackBytes, 1024},
+		{241, DefaultUnwindStackBytes, 512},
+		{242, DefaultUnwindStackBytes, 1024},
 	} {
 		if got := stackRingPages(c.freq, c.stack); got != c.want {
 			t.Errorf("stackRingPages(%d Hz, %d bytes) = %d, want %d", c.freq, c.stack, got, c.want)

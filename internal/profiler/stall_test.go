@@ -44,10 +44,10 @@ int main(void) {
 // them, and are unwound in chunks that the read loop does not wait for
 // either: the test holds the tables for the first second (HoldTables), so
 // that the queue fills (a process's share holds half a second of this
-// target) and is unwound while the reader reads. Its rings of 2 MiB wake
-// the reader every 32 samples of a CPU, or after 100 ms without
-// (perf.readWake): a target that does not fill one that fast leaves gaps
-// of 100 ms and more, so the reader may be away 200 ms there.
+// target) and is unwound while the reader reads. Its rings of 4 MiB wake
+// the reader every 128 samples of a CPU, and for 5 s after an attach
+// every 100 ms (perf.readWake) besides: the reader may be away 200 ms
+// there.
 func TestFirstSymbolizationDoesNotStallReading(t *testing.T) {
 	dir := t.TempDir()
 	src, bin := filepath.Join(dir, "burn.c"), filepath.Join(dir, "burn")

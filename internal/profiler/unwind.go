@@ -65,12 +65,15 @@ const (
 	// perf_event_max_stack (127) bounds its chains.
 	maxUnwindFrames = 127
 	// unwindRingPages is the ring size per CPU when stacks are copied:
-	// 2 MiB holds 128 samples of 16 KiB, 128 ms at 999 Hz, and its
-	// watermark wakes the reader every 32. With 1 MiB the reader fell
-	// behind two threads burning both CPUs at 999 Hz under the race
-	// detector (8% lost), and woke twice as often (a third more of the
-	// collector's CPU).
-	unwindRingPages = 512
+	// 4 MiB holds 256 samples of 16 KiB, 256 ms at 999 Hz, and its
+	// watermark wakes the reader every 128. Each wake-up costs the
+	// collector far more than the switch (its state is cold, the target
+	// having run in between): against 2 MiB rings waking at a quarter,
+	// the collector's CPU at 999 Hz on the C target went from 1.38-1.48%
+	// of a core to 1.12-1.16% (interleaved runs), with more slack. With
+	// 1 MiB the reader fell behind two threads burning both CPUs at
+	// 999 Hz under the race detector (8% lost).
+	unwindRingPages = 1024
 )
 
 // UnwindStats count what became of the user stacks of on-CPU samples when

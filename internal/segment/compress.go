@@ -36,6 +36,11 @@ func (r *Rotator) compressLoop() {
 	r.compressing = false
 }
 
+// compressLevel is gzip's level 2: on a 5.9 MB segment of the C target at
+// 999 Hz, 30 ms and 16.1% of the size, against 148 ms and 12.9% at the
+// default level (6), which took 8.6% of the collector's CPU there.
+const compressLevel = 2
+
 // compressFile gzips path to path.gz and removes path.
 func compressFile(path string) (string, error) {
 	gz := path + ".gz"
@@ -48,7 +53,12 @@ func compressFile(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("segment: compress: %w", err)
 	}
-	zw := gzip.NewWriter(out)
+	zw, err := gzip.NewWriterLevel(out, compressLevel)
+	if err != nil {
+		out.Close()
+		os.Remove(gz)
+		return "", fmt.Errorf("segment: compress: %w", err)
+	}
 	_, err = io.Copy(zw, in)
 	if cerr := zw.Close(); err == nil {
 		err = cerr

@@ -3,18 +3,21 @@ package profiler
 import "testing"
 
 func TestStackRingPages(t *testing.T) {
-	for _, c := range []struct{ freq, stack, want int }{
-		{99, DefaultUnwindStackBytes, 256},
-		{120, DefaultUnwindStackBytes, 256},
-		{121, DefaultUnwindStackBytes, 512},
-		{999, DefaultUnwindStackBytes, unwindRingPages},
-		{19, 8 << 10, 64},
-		{99, MaxUnwindStackBytes, 1024},
-		{241, DefaultUnwindStackBytes, 512},
-		{242, DefaultUnwindStackBytes, 1024},
+	for _, c := range []struct{ freq, stack, cpus, want int }{
+		{99, DefaultUnwindStackBytes, 2, 512},
+		{120, DefaultUnwindStackBytes, 2, 512},
+		{121, DefaultUnwindStackBytes, 2, 1024},
+		{999, DefaultUnwindStackBytes, 2, unwindRingPages},
+		{19, 8 << 10, 2, 64},
+		{99, MaxUnwindStackBytes, 2, 1024},
+		{60, DefaultUnwindStackBytes, 2, 256},
+		{999, DefaultUnwindStackBytes, 32, 1024},
+		{999, DefaultUnwindStackBytes, 64, 512},
+		{99, DefaultUnwindStackBytes, 128, 256},
+		{99, DefaultUnwindStackBytes, 4096, 64},
 	} {
-		if got := stackRingPages(c.freq, c.stack); got != c.want {
-			t.Errorf("stackRingPages(%d Hz, %d bytes) = %d, want %d", c.freq, c.stack, got, c.want)
+		if got := stackRingPages(c.freq, c.stack, c.cpus); got != c.want {
+			t.Errorf("stackRingPages(%d Hz, %d bytes, %d CPUs) = %d, want %d", c.freq, c.stack, c.cpus, got, c.want)
 		}
 	}
 }

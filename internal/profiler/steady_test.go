@@ -83,7 +83,7 @@ func TestSteadyTargetsParseOnce(t *testing.T) {
 // one a wake-up of the collector) while it profiles the C program's two
 // busy threads with stack copies (UnwindAuto), after the first 5 s in which
 // it passes every 100 ms. The rings wake it by the bytes written, at half:
-// at 99 Hz a 1 MiB ring per CPU every 512 KiB, 31 samples of 16.5 KiB, at
+// at 99 Hz a 2 MiB ring per CPU every MiB, 62 samples of 16.5 KiB, at
 // 999 Hz a 4 MiB ring every 124, with a pass every second besides when
 // they are slower than that. The bound is 1.5 times
 // that for the samples taken (the target's share of a busy machine
@@ -114,8 +114,8 @@ func TestReaderWakeups(t *testing.T) {
 			if samples < float64(hz)/4 {
 				t.Fatalf("only %.0f samples/s: the target hardly ran", samples)
 			}
-			perWake := 31.0
-			if hz > 240 {
+			perWake := 62.0
+			if hz > 120 {
 				perWake = 124
 			}
 			if max := 1.5 * (samples/perWake + 1); passes > max {

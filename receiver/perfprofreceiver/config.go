@@ -38,8 +38,9 @@ type Config struct {
 	// RingPages is the size of each per-CPU perf ring in 4 KiB pages, a
 	// power of two. Raise it when receiver_perfprof_lost_records grows.
 	// Unset (0): 64, or when samples copy their stacks (unwind auto or
-	// dwarf) half a second of one CPU's samples, up to 1024: 256 (1 MiB)
-	// at 99 Hz, 512 (2 MiB) from 121 Hz, 1024 (4 MiB) from 242 Hz.
+	// dwarf) a second of one CPU's samples, up to 1024: 512 (2 MiB) at
+	// 99 Hz, 1024 (4 MiB) from 121 Hz; the rings of all CPUs together at
+	// most 128 MiB.
 	RingPages int `mapstructure:"ring_pages"`
 	// Unwind says how the user part of on-CPU stacks is found:
 	//   - auto (default): each sample copies the top of its thread's

@@ -50,6 +50,12 @@ type batch struct {
 
 func newBatch() *batch { return &batch{} }
 
+// sizedBatch is a batch with room for n samples: the next report's batch
+// of a steady process holds about as many as the last, and growing to
+// them by appends allocated twice their size (a tenth of the collector's
+// allocations at 999 Hz).
+func sizedBatch(n int) *batch { return &batch{samples: make([]rawSample, 0, n)} }
+
 const (
 	minIndex = 64      // slots of a batch's first index
 	minChunk = 256     // words of a batch's first chunk of chains
@@ -153,10 +159,10 @@ func (b *batch) takeBefore(cut uint64) (out, keep *batch, moved map[int32]int32)
 	case 0:
 		return nil, b, nil
 	case len(b.samples):
-		return b, newBatch(), nil
+		return b, sizedBatch(len(b.samples)), nil
 	}
 	out = &batch{samples: make([]rawSample, 0, n), stacks: b.stacks}
-	keep = newBatch()
+	keep = sizedBatch(len(b.samples))
 	moved = make(map[int32]int32, len(b.samples)-n)
 	stacks := map[int32]int32{}
 	for i, s := range b.samples {

@@ -246,7 +246,15 @@ func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *symbolize.Unwinder) {
 // BenchmarkHandleSampleUnwind is BenchmarkHandleSample with unwinding
 // (UnwindAuto): real samples of the C program without frame pointers
 // (nofpSamples), each unwound by the process's Unwinder and interned.
-func BenchmarkHandleSampleUnwind(b *testing.B) {
+func BenchmarkHandleSampleUnwind(b *testing.B) { benchHandleUnwind(b, false) }
+
+// BenchmarkHandleSampleUnwindNew is BenchmarkHandleSampleUnwind with a
+// new batch for every pass over the samples, so that each stack is
+// interned for the first time, as most are in a profile of code whose
+// leaf addresses vary (inner loops of libz here) between reports.
+func BenchmarkHandleSampleUnwindNew(b *testing.B) { benchHandleUnwind(b, true) }
+
+func benchHandleUnwind(b *testing.B, fresh bool) {
 	e, st := benchEngine(b, false)
 	e.opts.Unwind = UnwindAuto
 	samples, u := nofpSamples(b, e)
@@ -262,33 +270,14 @@ func BenchmarkHandleSampleUnwind(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if i%(1<<16) == 0 {
-			b.StopTimer()
-			st.batch.samples = st.batch.samples[:0]
-			b.StartTimer()
-		}
-		rec.Sample = samples[i%len(samples)]
-		rec.Sample.Time = uint64(i)
-		e.handle(&rec)
-	}
-}
-
-// BenchmarkHandleSampleUnwindNew is BenchmarkHandleSampleUnwind with a
-// new batch for every pass over the samples, so that each stack is
-// interned for the first time, as most are in a profile of code whose
-// leaf addresses vary (inner loops of libz here) between reports.
-func BenchmarkHandleSampleUnwindNew(b *testing.B) {
-	e, st := benchEngine(b, false)
-	e.opts.Unwind = UnwindAuto
-	samples, u := nofpSamples(b, e)
-	st.unwinder.Store(u)
-	rec := perf.Record{Type: perf.RecordSample}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i%len(samples) == 0 {
+		switch {
+		case fresh && i%len(samples) == 0:
 			b.StopTimer()
 			st.batch = newBatch()
+			b.StartTimer()
+		case !fresh && i%(1<<16) == 0:
+			b.StopTimer()
+			st.batch.samples = st.batch.samples[:0]
 			b.StartTimer()
 		}
 		rec.Sample = samples[i%len(samples)]

@@ -183,7 +183,7 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 	// the dictionary would hash the same strings for each.
 	type threadAttrs struct{ id, name int32 }
 	threads := map[uint32]threadAttrs{}
-	var cpus []int32 // 1 + index; 0: not yet
+	cpus := map[uint32]int32{}
 	for i := range s.Samples {
 		r := &s.Samples[i]
 		if r.OffCPU() != off {
@@ -214,17 +214,12 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 			if off {
 				ps.AttributeIndices().Append(t.AttrStr(convention.ThreadState, r.State.String()))
 			} else {
-				if int(r.CPU) >= len(cpus) && r.CPU < 1<<12 {
-					cpus = append(cpus, make([]int32, int(r.CPU)+1-len(cpus))...)
+				ci, ok := cpus[r.CPU]
+				if !ok {
+					ci = t.AttrInt(convention.CPU, int64(r.CPU))
+					cpus[r.CPU] = ci
 				}
-				if int(r.CPU) < len(cpus) {
-					if cpus[r.CPU] == 0 {
-						cpus[r.CPU] = 1 + t.AttrInt(convention.CPU, int64(r.CPU))
-					}
-					ps.AttributeIndices().Append(cpus[r.CPU] - 1)
-				} else {
-					ps.AttributeIndices().Append(t.AttrInt(convention.CPU, int64(r.CPU)))
-				}
+				ps.AttributeIndices().Append(ci)
 				if k.delta > 0 {
 					ps.AttributeIndices().Append(t.AttrIntUnit(convention.CPUTimeDelta, int64(k.delta), convention.CPUTimeDeltaUnit))
 				}

@@ -177,7 +177,7 @@ func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.
 	// skips its caller if it has not pushed one (V8's bytecode handlers):
 	// symbolization tells, as for the kernel's chains.
 	var leaf uint64
-	if e.opts.RecoverLeafCaller && len(stack) >= 8 && !u.Covered(regs.IP) {
+	if e.opts.RecoverLeafCaller && len(stack) >= 8 && !u.Covered(regs.IP, &e.unwRows) {
 		leaf = ne.Uint64(stack)
 	}
 	return chain, leaf

@@ -130,27 +130,23 @@ func (u *Unwinder) UnwindCached(regs Regs, stack *StackCopy, out []uint64, c *Ro
 			pc-- // the call, not the instruction after it
 		}
 		exact = false
+		// native: r is the row of native code at pc, from c or from
+		// its table (and kept in c). Inline, not frameCode: this loop
+		// is the read loop's hottest.
 		var (
 			cfi   *unwindTable
 			gotab *goTable
 			vaddr uint64
-			found bool
-			r     unwindRow
 			next  Regs
 			ok    bool
 		)
-		cached := false
-		if c != nil {
-			r, cached = c.get(u.id, pc)
-		}
-		if cached {
-			found = true
-		} else if cfi, gotab, vaddr, found = u.codeAt(pc); found && gotab == nil {
-			r = cfi.find(vaddr)
-			if c != nil {
+		r, native := c.get(u.id, pc)
+		found := native
+		if !native {
+			if cfi, gotab, vaddr, found = u.codeAt(pc); found && gotab == nil {
+				r, native = cfi.find(vaddr), true
 				c.put(u.id, pc, r)
 			}
-			cached = true
 		}
 		if gotab != nil {
 			var top, goFunc bool
@@ -168,7 +164,7 @@ func (u *Unwinder) UnwindCached(regs Regs, stack *StackCopy, out []uint64, c *Ro
 				return out, UnwindNoCode
 			}
 		} else if !ok {
-			if !cached {
+			if !native {
 				r = cfi.find(vaddr)
 			}
 			switch r.cfa {

@@ -36,13 +36,46 @@ type rowCacheEntry struct {
 	row    unwindRow
 }
 
+// get and put work on a nil c, which keeps nothing.
 func (c *RowCache) get(id, pc uint64) (unwindRow, bool) {
+	if c == nil {
+		return unwindRow{}, false
+	}
 	e := &c.e[rowCacheSlot(pc)]
 	return e.row, e.id == id && e.pc == pc
 }
 
 func (c *RowCache) put(id, pc uint64, r unwindRow) {
-	c.e[rowCacheSlot(pc)] = rowCacheEntry{id: id, pc: pc, row: r}
+	if c != nil {
+		c.e[rowCacheSlot(pc)] = rowCacheEntry{id: id, pc: pc, row: r}
+	}
+}
+
+// frameCode is what unwinds the frame at a pc: the binary's tables and the
+// pc's address in it (found: it is in a binary); for native code (not
+// Go's), its row.
+type frameCode struct {
+	cfi    *unwindTable
+	gotab  *goTable
+	vaddr  uint64
+	found  bool
+	row    unwindRow
+	native bool
+}
+
+// frameCode looks pc up in c, then in u's mappings, keeping native code's
+// row in c.
+func (u *Unwinder) frameCode(pc uint64, c *RowCache) frameCode {
+	if r, ok := c.get(u.id, pc); ok {
+		return frameCode{found: true, row: r, native: true}
+	}
+	cfi, gotab, vaddr, found := u.codeAt(pc)
+	fc := frameCode{cfi: cfi, gotab: gotab, vaddr: vaddr, found: found}
+	if found && gotab == nil {
+		fc.row, fc.native = cfi.find(vaddr), true
+		c.put(u.id, pc, fc.row)
+	}
+	return fc
 }
 
 // rowCacheSlot mixes the pc's bits: return addresses of one function
@@ -114,16 +147,19 @@ func (u *Unwinder) codeAt(pc uint64) (*unwindTable, *goTable, uint64, bool) {
 // instruction a thread was at): an .eh_frame row or a Go function. Where
 // it has none, the frame is stepped by its frame pointer, which skips the
 // caller of a function that has not pushed one; see
-// [Process.LeafCallerAtSP] for the leaves that can be told.
-func (u *Unwinder) Covered(pc uint64) bool {
-	cfi, gotab, vaddr, ok := u.codeAt(pc)
-	if !ok {
+// [Process.LeafCallerAtSP] for the leaves that can be told. c (may be
+// nil) holds the rows UnwindCached found: the leaf's, when it is asked
+// right after.
+func (u *Unwinder) Covered(pc uint64, c *RowCache) bool {
+	fc := u.frameCode(pc, c)
+	switch {
+	case !fc.found:
 		return false
+	case fc.native:
+		return fc.row.cfa != cfaUnknown
 	}
-	if gotab != nil {
-		if _, _, ok := gotab.funcAt(vaddr); ok {
-			return true
-		}
+	if _, _, ok := fc.gotab.funcAt(fc.vaddr); ok {
+		return true
 	}
-	return cfi.find(vaddr).cfa != cfaUnknown
+	return fc.cfi.find(fc.vaddr).cfa != cfaUnknown
 }

@@ -158,6 +158,14 @@ func ThreadName(pid, tid int) string {
 	return strings.TrimSuffix(string(b), "\n")
 }
 
+// RingCPUs returns how many CPUs a Session opens a ring on: every online
+// CPU, which may be more than the collector may run on (runtime.NumCPU
+// counts those of its affinity mask, a container's cpuset).
+func RingCPUs() (int, error) {
+	cpus, err := onlineCPUs()
+	return len(cpus), err
+}
+
 // onlineCPUs parses /sys/devices/system/cpu/online ("0-3,6").
 func onlineCPUs() ([]int, error) {
 	b, err := os.ReadFile("/sys/devices/system/cpu/online")

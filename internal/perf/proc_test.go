@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +146,18 @@ func TestScannerWithoutWatcher(t *testing.T) {
 	if st := s.Stats(); st.Full != 3 || st.Reads < 3*10 {
 		t.Errorf("without a watcher: %+v, want 3 full scans of every process", st)
 	}
+}
+
+// TestRingCPUs: a Session's rings are one per online CPU, at least the CPUs
+// the collector may run on. Under `taskset -c 0` on a host with more CPUs,
+// runtime.NumCPU is 1 and RingCPUs is not.
+func TestRingCPUs(t *testing.T) {
+	n, err := perf.RingCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < runtime.NumCPU() {
+		t.Fatalf("RingCPUs %d, runtime.NumCPU %d", n, runtime.NumCPU())
+	}
+	t.Logf("RingCPUs %d, runtime.NumCPU %d", n, runtime.NumCPU())
 }

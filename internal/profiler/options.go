@@ -156,7 +156,8 @@ func stackRingPages(frequency, stackBytes, cpus int) int {
 // maxStackRingBytes bounds the pinned memory of the stack rings of all
 // CPUs: 32 CPUs get 4 MiB rings, 64 CPUs 2 MiB. Hosts with more CPUs than
 // that rarely profile a target at such rates on all of them; ring_pages
-// sets the size.
+// sets the size. The count is of online CPUs (perf.RingCPUs), which a
+// container with a cpuset of its own still has a ring on each of.
 const maxStackRingBytes = 128 << 20
 
 func (o *Options) setDefaults() {
@@ -195,7 +196,11 @@ func (o *Options) setDefaults() {
 		}
 		o.Perf.StackUser = o.UnwindStackBytes
 		if o.Perf.RingPages == 0 {
-			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes), runtime.NumCPU())
+			cpus, err := perf.RingCPUs()
+			if err != nil {
+				cpus = runtime.NumCPU() // Open reports the error
+			}
+			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes), cpus)
 			if o.Perf.WakeFraction == 0 {
 				// Wake the reader at half full: below 121 Hz a ring
 				// holds a second, half a second of slack; the

@@ -203,12 +203,15 @@ func (m *PerfMap) Stats() PerfMapStats {
 }
 
 // Reread makes the next Update read the file from its start: the caller
-// had it written anew (a JVM's Compiler.perfmap).
+// had it written anew (a JVM's Compiler.perfmap). A map looked for in
+// vain just before is looked for again at once: the caller knows it is
+// there now.
 func (m *PerfMap) Reread() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.tail = nil
 	m.modTime = time.Time{}
+	m.lastMiss = time.Time{}
 }
 
 // Update reads what was written to the map since the last Update and

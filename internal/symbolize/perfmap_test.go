@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -286,6 +287,31 @@ func TestPerfMapRewrite(t *testing.T) {
 	}
 	if st := m.Stats(); st.Rewrites != 2 {
 		t.Errorf("%d rewrites counted, want 2", st.Rewrites)
+	}
+}
+
+// TestPerfMapRereadAfterMiss: a map looked for before its process wrote
+// it (a JVM before the collector asks it for one) is read as soon as the
+// caller says it was written, not after the miss interval: in the second
+// after attaching to a JVM, its samples were left unnamed.
+func TestPerfMapRereadAfterMiss(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf-1.map")
+	m := newPerfMapAt(path)
+	if _, err := m.Update(); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("no map yet: %v, want os.ErrNotExist", err)
+	}
+	if err := os.WriteFile(path, []byte("1000 100 A::one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Update(); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("looked for again within the miss interval: %v", err)
+	}
+	m.Reread()
+	if _, err := m.Update(); err != nil {
+		t.Fatal(err)
+	}
+	if f, how := m.Lookup(0x1010, Latest); f.Function != "A::one" || how != JITNewest {
+		t.Errorf("after Reread 0x1010 is %q (%v), want A::one", f.Function, how)
 	}
 }
 

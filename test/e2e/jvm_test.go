@@ -17,7 +17,8 @@ import (
 // TestCollectorNamesJVMFrames profiles a JVM started with no flags through
 // the built collector with jvm.perf_map on: the samples of its two burner
 // threads must name the method each burns in (Class.method, from the perf
-// map the collector has the JVM write), and the threads their full names.
+// map the collector has the JVM write) in 99.8% of them, as the README
+// says, from the JVM's first second on, and the threads their full names.
 func TestCollectorNamesJVMFrames(t *testing.T) {
 	requirePerf(t)
 	for _, v := range []string{"17", "25"} {
@@ -120,7 +121,7 @@ service:
 			t.Errorf("%s: only %d samples (full thread name missing?)", thread, total[thread])
 			continue
 		}
-		if float64(named[thread]) < 0.95*float64(total[thread]) {
+		if float64(named[thread]) < 0.998*float64(total[thread]) {
 			t.Errorf("%s: %d of %d samples name %s", thread, named[thread], total[thread], want)
 		}
 	}

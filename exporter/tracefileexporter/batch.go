@@ -46,7 +46,7 @@ type evRef struct {
 
 // sampleGroup holds what the events of one OTLP sample share.
 type sampleGroup struct {
-	stack  int32 // index into batch.stacks
+	stack  int32 // index of a batch stack (batch.stack)
 	tid    uint32
 	worker uint64
 	source uint8
@@ -81,23 +81,30 @@ type frame struct {
 
 // location is a dictionary location as the batch uses it.
 type location struct {
-	key    string // identity: frames, or mapping and address if unsymbolized
-	addr   uint64 // address in the profile
-	frames []frame
-	kernel bool
+	// key is its identity, frames or mapping and address if unsymbolized:
+	// batch.keys[keyOff:keyEnd].
+	keyOff, keyEnd int32
+	addr           uint64 // address in the profile
+	frames         []frame
+	kernel         bool
 }
 
 // batch is what one push becomes: events in time order over sample groups
-// and spans, with the locations their stacks use.
+// and spans, with the locations their stacks use. The exporter keeps one
+// for the next push (reset): a push of a report at 999 Hz grew these
+// slices anew each time, a twentieth of the collector's CPU.
 type batch struct {
 	evs    []evRef
 	groups []sampleGroup
 	spans  []spanEv
 
-	locs     []location // used locations, in first-use order
-	stacks   [][]int32  // per used stack: indices into locs, leaf first
-	stackIdx map[int32]int32
-	locIdx   map[int32]int32
+	locs      []location // used locations, in first-use order
+	keys      []byte     // the locations' identities, one after another
+	stackLocs []int32    // the used stacks' indices into locs, leaf first, one after another
+	stackEnd  []int32    // per used stack: where its indices end in stackLocs
+	stackIdx  map[int32]int32
+	locIdx    map[int32]int32
+	dict      profileDict
 
 	workerSpans []int32 // spans with worker.id, candidates for polls and parks
 
@@ -105,6 +112,43 @@ type batch struct {
 	period                         int64
 	noThread                       int
 }
+
+// reset empties b for the next push and keeps the room it grew to. What
+// refers to the last push's data (strings of its dictionary) is cleared,
+// so that the batch does not keep it alive.
+func (b *batch) reset() {
+	clear(b.groups)
+	clear(b.spans)
+	for i := range b.locs {
+		clear(b.locs[i].frames)
+	}
+	clear(b.services)
+	clear(b.hosts)
+	clear(b.pids)
+	clear(b.workers)
+	b.evs, b.groups, b.spans = b.evs[:0], b.groups[:0], b.spans[:0]
+	b.locs, b.keys, b.stackLocs, b.stackEnd = b.locs[:0], b.keys[:0], b.stackLocs[:0], b.stackEnd[:0]
+	clear(b.stackIdx)
+	clear(b.locIdx)
+	b.dict.d = pprofile.ProfilesDictionary{}
+	clear(b.dict.attrs)
+	clear(b.dict.links)
+	b.workerSpans = b.workerSpans[:0]
+	b.services, b.hosts, b.pids, b.workers = b.services[:0], b.hosts[:0], b.pids[:0], b.workers[:0]
+	b.period, b.noThread = 0, 0
+}
+
+// stack returns the location indices of the batch's stack i, leaf first.
+func (b *batch) stack(i int32) []int32 {
+	start := int32(0)
+	if i > 0 {
+		start = b.stackEnd[i-1]
+	}
+	return b.stackLocs[start:b.stackEnd[i]]
+}
+
+// key returns the identity of location i.
+func (b *batch) key(i int) []byte { return b.keys[b.locs[i].keyOff:b.locs[i].keyEnd] }
 
 // sort orders the events by time, then kind, then what they refer to: a
 // total order, so an unstable sort gives the same file every time. A
@@ -184,22 +228,20 @@ func (p *profileDict) link(i int32) (string, string) {
 	return l[0], l[1]
 }
 
-// stack returns the batch's index of dictionary stack si, adding it and its
-// locations on first use.
-func (b *batch) stack(p *profileDict, si int32) int32 {
+// addStack returns the batch's index of dictionary stack si, adding it
+// and its locations on first use.
+func (b *batch) addStack(p *profileDict, si int32) int32 {
 	if i, ok := b.stackIdx[si]; ok {
 		return i
 	}
-	var locs []int32
 	if st := p.d.StackTable(); si >= 0 && int(si) < st.Len() {
 		raw := st.At(int(si)).LocationIndices()
-		locs = make([]int32, 0, raw.Len())
 		for j := range raw.Len() {
-			locs = append(locs, b.location(p, raw.At(j)))
+			b.stackLocs = append(b.stackLocs, b.location(p, raw.At(j)))
 		}
 	}
-	i := int32(len(b.stacks))
-	b.stacks = append(b.stacks, locs)
+	i := int32(len(b.stackEnd))
+	b.stackEnd = append(b.stackEnd, int32(len(b.stackLocs)))
 	b.stackIdx[si] = i
 	return i
 }
@@ -208,7 +250,18 @@ func (b *batch) location(p *profileDict, li int32) int32 {
 	if i, ok := b.locIdx[li]; ok {
 		return i
 	}
-	var l location
+	i := int32(len(b.locs))
+	if len(b.locs) < cap(b.locs) {
+		// The slot of a location of an earlier push: its frames' room
+		// serves again.
+		b.locs = b.locs[:i+1]
+		b.locs[i] = location{frames: b.locs[i].frames[:0]}
+	} else {
+		b.locs = append(b.locs, location{})
+	}
+	l := &b.locs[i]
+	l.keyOff = int32(len(b.keys))
+	key := b.keys
 	if lt := p.d.LocationTable(); li >= 0 && int(li) < lt.Len() {
 		pl := lt.At(int(li))
 		l.addr = pl.Address()
@@ -217,7 +270,6 @@ func (b *batch) location(p *profileDict, li int32) int32 {
 			mapFile = p.str(mt.At(int(pl.MappingIndex())).FilenameStrindex())
 		}
 		l.kernel = l.addr >= kernelAddrStart || strings.HasPrefix(mapFile, "[kernel")
-		var key strings.Builder
 		lines := pl.Lines()
 		for j := range lines.Len() {
 			ln := lines.At(j)
@@ -233,24 +285,23 @@ func (b *batch) location(p *profileDict, li int32) int32 {
 				f.file = "kernel"
 			}
 			l.frames = append(l.frames, f)
-			key.WriteString(f.name)
-			key.WriteByte(0)
-			key.WriteString(f.file)
-			key.WriteByte(0)
-			key.WriteString(strconv.FormatUint(f.line, 10))
-			key.WriteByte(1)
+			key = append(key, f.name...)
+			key = append(key, 0)
+			key = append(key, f.file...)
+			key = append(key, 0)
+			key = strconv.AppendUint(key, f.line, 10)
+			key = append(key, 1)
 		}
 		if len(l.frames) == 0 {
 			// Unsymbolized: the address means something only in its mapping.
-			key.WriteByte(2)
-			key.WriteString(mapFile)
-			key.WriteByte(0)
-			key.WriteString(strconv.FormatUint(l.addr, 16))
+			key = append(key, 2)
+			key = append(key, mapFile...)
+			key = append(key, 0)
+			key = strconv.AppendUint(key, l.addr, 16)
 		}
-		l.key = key.String()
 	}
-	i := int32(len(b.locs))
-	b.locs = append(b.locs, l)
+	b.keys = key
+	l.keyEnd = int32(len(b.keys))
 	b.locIdx[li] = i
 	return i
 }
@@ -258,8 +309,12 @@ func (b *batch) location(p *profileDict, li int32) int32 {
 // addProfiles turns every sample timestamp of pd into a CpuSampleEvent;
 // unix converts timestamps to CLOCK_MONOTONIC.
 func (b *batch) addProfiles(pd pprofile.Profiles, unix func(uint64) uint64) {
-	p := &profileDict{d: pd.Dictionary(), attrs: map[int32]attr{}, links: map[int32][2]string{}}
-	b.stackIdx, b.locIdx = map[int32]int32{}, map[int32]int32{}
+	p := &b.dict
+	p.d = pd.Dictionary()
+	if p.attrs == nil {
+		p.attrs, p.links = map[int32]attr{}, map[int32][2]string{}
+		b.stackIdx, b.locIdx = map[int32]int32{}, map[int32]int32{}
+	}
 	rps := pd.ResourceProfiles()
 	for i := range rps.Len() {
 		rp := rps.At(i)
@@ -310,7 +365,7 @@ func (b *batch) addProfile(p *profileDict, prof pprofile.Profile, res resource, 
 	samples := prof.Samples()
 	for i := range samples.Len() {
 		s := samples.At(i)
-		g := sampleGroup{stack: b.stack(p, s.StackIndex()), worker: convention.NoWorker, pid: res.pid}
+		g := sampleGroup{stack: b.addStack(p, s.StackIndex()), worker: convention.NoWorker, pid: res.pid}
 		if off {
 			g.source = convention.SourceOffCPU
 		}
@@ -570,8 +625,8 @@ type addrTable struct {
 
 // resolve returns the address of the location with identity key and
 // address addr.
-func (t *addrTable) resolve(key string, addr uint64) uint64 {
-	if a, ok := t.byKey[key]; ok {
+func (t *addrTable) resolve(key []byte, addr uint64) uint64 {
+	if a, ok := t.byKey[string(key)]; ok {
 		return a
 	}
 	if t.byKey == nil {
@@ -586,7 +641,8 @@ func (t *addrTable) resolve(key string, addr uint64) uint64 {
 			}
 		}
 	}
-	t.byKey[key] = addr
-	t.byAddr[addr] = key
+	k := string(key)
+	t.byKey[k] = addr
+	t.byAddr[addr] = k
 	return addr
 }

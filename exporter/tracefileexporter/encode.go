@@ -1,6 +1,7 @@
 package tracefileexporter
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/perfprof/perfprof/internal/convention"
@@ -8,20 +9,24 @@ import (
 )
 
 // chains resolves the addresses of the batch's locations and returns them
-// with each stack's callchain (leaf first).
+// with each stack's callchain (leaf first), in the exporter's buffers:
+// valid until the next batch. Called with e.mu held.
 func (e *traceFile) chains(b *batch) (addrs []uint64, chains [][]uint64) {
-	addrs = make([]uint64, len(b.locs))
+	addrs = slices.Grow(e.addrBuf[:0], len(b.locs))[:len(b.locs)]
 	for i := range b.locs {
-		addrs[i] = e.addrs.resolve(b.locs[i].key, b.locs[i].addr)
+		addrs[i] = e.addrs.resolve(b.key(i), b.locs[i].addr)
 	}
-	chains = make([][]uint64, len(b.stacks))
-	for i, st := range b.stacks {
-		c := make([]uint64, len(st))
-		for j, li := range st {
-			c[j] = addrs[li]
-		}
-		chains[i] = c
+	flat := slices.Grow(e.chainBuf[:0], len(b.stackLocs))[:len(b.stackLocs)]
+	for j, li := range b.stackLocs {
+		flat[j] = addrs[li]
 	}
+	chains = slices.Grow(e.chainsBuf[:0], len(b.stackEnd))[:len(b.stackEnd)]
+	start := int32(0)
+	for i, end := range b.stackEnd {
+		chains[i] = flat[start:end:end]
+		start = end
+	}
+	e.addrBuf, e.chainBuf, e.chainsBuf = addrs, flat, chains
 	return addrs, chains
 }
 
@@ -138,7 +143,7 @@ func (e *traceFile) encodeLegacy(w *wire.LegacyWriter, defs *wire.LegacyDefs, b 
 		switch ev.kind {
 		case kSample:
 			g := &b.groups[ev.idx]
-			for _, li := range b.stacks[g.stack][:len(chains[g.stack])] {
+			for _, li := range b.stack(g.stack)[:len(chains[g.stack])] {
 				if defined[li] || len(b.locs[li].frames) == 0 {
 					continue
 				}
@@ -158,7 +163,7 @@ func (e *traceFile) encodeLegacy(w *wire.LegacyWriter, defs *wire.LegacyDefs, b 
 					return err
 				}
 			}
-			if len(b.stacks[g.stack]) > wire.LegacyMaxFrames {
+			if len(b.stack(g.stack)) > wire.LegacyMaxFrames {
 				c.truncated++
 			}
 			rec.Code, rec.Worker, rec.Tid, rec.Source, rec.Frames = wire.LegacyCpuSample, worker(g.worker), g.tid, g.source, chains[g.stack]

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -55,8 +56,13 @@ type traceFile struct {
 	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
 	last       segment.Stats // stats already turned into telemetry
-	stop       chan struct{}
-	done       chan struct{}
+	// The buffers of chains, kept from one batch to the next.
+	addrBuf, chainBuf []uint64
+	chainsBuf         [][]uint64
+	// spare is a batch kept for the next push, with the room it grew to.
+	spare atomic.Pointer[batch]
+	stop  chan struct{}
+	done  chan struct{}
 
 	errMu      sync.Mutex
 	errLast    time.Time
@@ -210,9 +216,10 @@ func (e *traceFile) pushProfiles(ctx context.Context, pd pprofile.Profiles) erro
 	if clk == nil {
 		return errNotStarted
 	}
-	var b batch
+	b := e.batch()
+	defer e.keep(b)
 	b.addProfiles(pd, clk.Mono)
-	return e.write(ctx, &b)
+	return e.write(ctx, b)
 }
 
 func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
@@ -220,10 +227,25 @@ func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	if clk == nil {
 		return errNotStarted
 	}
-	var b batch
+	b := e.batch()
+	defer e.keep(b)
 	b.addTraces(td, clk.Mono, e.cfg.Correlation)
 	e.countSkipped(ctx, "span_no_thread", b.noThread)
-	return e.write(ctx, &b)
+	return e.write(ctx, b)
+}
+
+// batch returns the spare batch, or a new one while another push has it.
+func (e *traceFile) batch() *batch {
+	if b := e.spare.Swap(nil); b != nil {
+		return b
+	}
+	return new(batch)
+}
+
+// keep makes b, written or failed, the spare batch.
+func (e *traceFile) keep(b *batch) {
+	b.reset()
+	e.spare.Store(b)
 }
 
 // clock returns the Unix → CLOCK_MONOTONIC mapper, nil before start.

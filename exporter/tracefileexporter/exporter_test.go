@@ -243,6 +243,87 @@ func TestAddressCollision(t *testing.T) {
 	assert.Equal(t, map[uint64]string{1: "alpha /a.c:1", 2: "beta /b.c:2"}, got)
 }
 
+// TestPushesReuseBatch pushes reports of different dictionaries one after
+// another, as the receiver does, through the one batch the exporter keeps:
+// a later push with fewer and shorter locations (inlined frames before,
+// none now) must name its samples with its own symbols only, in both
+// formats.
+func TestPushesReuseBatch(t *testing.T) {
+	for _, format := range []string{FormatTRC, FormatTokioTRC} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			e := newTestFile(t, dir, func(c *Config) { c.Format = format })
+			now := uint64(time.Now().UnixNano())
+			push := func(n int, name string, inlined bool) {
+				t.Helper()
+				b := tracefiletest.NewProfBuilder()
+				p := b.Profile(1, "svc", false)
+				for i := range n {
+					fns := []tracefiletest.Fn{tracefiletest.F(fmt.Sprintf("%s_%d", name, i), "/"+name+".c", int64(i+1))}
+					if inlined {
+						fns = append([]tracefiletest.Fn{tracefiletest.F("inlined_"+name, "/inl.h", 7)}, fns...)
+					}
+					l := b.Location(0x500000+uint64(i)*0x10, fns...)
+					b.Sample(p, b.Stack(l), 0, []int32{b.Attr(convention.ThreadID, 10+i)}, []uint64{now}, []int64{1})
+				}
+				now += 1000
+				require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
+			}
+			push(40, "first", true)
+			push(3, "second", false)
+			require.NoError(t, e.shutdown(t.Context()))
+
+			got := map[string]int{} // function of the leaf, by sample
+			files := segmentFiles(t, dir)
+			require.NotEmpty(t, files)
+			if format == FormatTRC {
+				syms := map[uint64][]string{}
+				for _, f := range files {
+					evs := readTRC(t, f)
+					for a, s := range symbolTable(evs) {
+						syms[a] = s
+					}
+					for _, ev := range evs {
+						if ev.Name() == "CpuSampleEvent" {
+							a := ev.Field("callchain").Frames[0]
+							require.NotEmpty(t, syms[a], "address %#x has no symbol", a)
+							got[strings.Join(syms[a], " < ")]++
+						}
+					}
+				}
+			} else {
+				names := map[uint64]string{}
+				for _, f := range files {
+					for _, r := range readLegacy(t, f) {
+						if r.Code == wire.LegacyCallframeDef {
+							names[r.Addr] = r.Symbol
+						}
+						if r.Code == wire.LegacyCpuSample {
+							got[names[r.Frames[0]]]++
+						}
+					}
+				}
+			}
+			want := map[string]int{}
+			for i := range 40 {
+				if format == FormatTRC {
+					want[fmt.Sprintf("first_%d /first.c:%d < inlined_first /inl.h:7", i, i+1)] = 1
+				} else {
+					want[fmt.Sprintf("first_%d", i)] = 1
+				}
+			}
+			for i := range 3 {
+				if format == FormatTRC {
+					want[fmt.Sprintf("second_%d /second.c:%d", i, i+1)] = 1
+				} else {
+					want[fmt.Sprintf("second_%d", i)] = 1
+				}
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
 func TestExportLegacy(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestFile(t, dir, func(c *Config) { c.Format = FormatTokioTRC; c.Compress = false })

@@ -168,6 +168,9 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 	prof.SetTime(pcommon.Timestamp(lo))
 	prof.SetDurationNano(hi - lo)
 
+	// The key holds no string: the root name is its attribute's index,
+	// looked up only for samples that have one, so that the map hashes
+	// plain memory.
 	type sampleKey struct {
 		stack    int32
 		tid, cpu uint32
@@ -175,7 +178,7 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 		delta    uint64
 		link     int32
 		worker   int64
-		root     string
+		root     int32
 	}
 	merged := map[sampleKey]pprofile.Sample{}
 	// The attributes of a thread and of a CPU, by thread and by CPU:
@@ -184,13 +187,25 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 	type threadAttrs struct{ id, name int32 }
 	threads := map[uint32]threadAttrs{}
 	cpus := map[uint32]int32{}
+	var (
+		lastRoot     string
+		lastRootAttr int32
+	)
 	for i := range s.Samples {
 		r := &s.Samples[i]
 		if r.OffCPU() != off {
 			continue
 		}
 		j := &r.Link
-		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: j.Root}
+		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: -1}
+		if j.Root != "" {
+			// Samples in a row mostly share their root span: one name
+			// compared (often the same string) rather than two hashed.
+			if j.Root != lastRoot {
+				lastRoot, lastRootAttr = j.Root, t.AttrStr(convention.RootName, j.Root)
+			}
+			k.root = lastRootAttr
+		}
 		if !off {
 			const q = convention.CPUTimeDeltaQuantum
 			k.delta = (r.Weight + q/2) / q * q
@@ -227,8 +242,8 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 			if j.Worker >= 0 {
 				ps.AttributeIndices().Append(t.AttrInt(convention.WorkerID, j.Worker))
 			}
-			if j.Root != "" {
-				ps.AttributeIndices().Append(t.AttrStr(convention.RootName, j.Root))
+			if k.root >= 0 {
+				ps.AttributeIndices().Append(k.root)
 			}
 			merged[k] = ps
 		}

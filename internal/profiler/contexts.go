@@ -77,7 +77,18 @@ const contextSkew = 50_000 // ns
 // report share it, the ring reader never takes it.
 type contextStore struct {
 	mu    sync.Mutex
-	procs map[uint32]map[ctxKey][]SpanContext // pid → thread → by time
+	procs map[uint32]map[ctxKey]*ctxList // pid → thread
+}
+
+// ctxList is the contexts of one thread, by time.
+type ctxList struct {
+	l []SpanContext
+	// next is where find looks first: after the context it found last.
+	// A report joins a thread's samples in time order, one context per
+	// sample, so it is most often the one; a binary search of a
+	// thread's seconds of contexts per sample was 4% of the collector's
+	// CPU at 999 Hz.
+	next int
 }
 
 // ctxKey keeps a thread's switch-out contexts apart from its cpu-clock
@@ -91,41 +102,50 @@ func (c *contextStore) add(sc SpanContext) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.procs == nil {
-		c.procs = map[uint32]map[ctxKey][]SpanContext{}
+		c.procs = map[uint32]map[ctxKey]*ctxList{}
 	}
 	th := c.procs[sc.Pid]
 	if th == nil {
-		th = map[ctxKey][]SpanContext{}
+		th = map[ctxKey]*ctxList{}
 		c.procs[sc.Pid] = th
 	}
 	k := ctxKey{sc.Tid, sc.Switch}
-	l := th[k]
+	cl := th[k]
+	if cl == nil {
+		cl = &ctxList{}
+		th[k] = cl
+	}
 	// Contexts of one thread come in time order, but for a thread that
 	// moved between CPUs, whose records are read from different rings.
-	i := len(l)
-	for i > 0 && l[i-1].Time > sc.Time {
+	i := len(cl.l)
+	for i > 0 && cl.l[i-1].Time > sc.Time {
 		i--
 	}
-	th[k] = slices.Insert(l, i, sc)
+	cl.l = slices.Insert(cl.l, i, sc)
 }
 
 // find returns the context read for the sample of tid at time t: a
 // cpu-clock sample, or with out the switch-out that began off-CPU time.
 func (c *contextStore) find(pid, tid uint32, out bool, t uint64) (SpanContext, bool) {
-	l := c.procs[pid][ctxKey{tid, out}]
-	i, _ := slices.BinarySearchFunc(l, t, func(sc SpanContext, t uint64) int {
-		switch {
-		case sc.Time+contextSkew < t:
-			return -1
-		case sc.Time > t+contextSkew:
+	cl := c.procs[pid][ctxKey{tid, out}]
+	if cl == nil {
+		return SpanContext{}, false
+	}
+	l := cl.l
+	// The first context within contextSkew after t-contextSkew, if any:
+	// at next when the one before it is too old, else found by search.
+	i := cl.next
+	if i > len(l) || (i < len(l) && l[i].Time+contextSkew < t) || (i > 0 && l[i-1].Time+contextSkew >= t) {
+		i, _ = slices.BinarySearchFunc(l, t, func(sc SpanContext, t uint64) int {
+			if sc.Time+contextSkew < t {
+				return -1
+			}
 			return 1
-		}
-		return 0
-	})
-	for ; i < len(l) && l[i].Time <= t+contextSkew; i++ {
-		if l[i].Time+contextSkew >= t {
-			return l[i], true
-		}
+		})
+	}
+	if i < len(l) && l[i].Time <= t+contextSkew {
+		cl.next = i + 1
+		return l[i], true
 	}
 	return SpanContext{}, false
 }
@@ -145,7 +165,8 @@ const contextKeepOut = 600_000_000_000 // ns
 func (c *contextStore) forget(before uint64) {
 	keepOut := before - min(before, contextKeepOut)
 	for pid, th := range c.procs {
-		for k, l := range th {
+		for k, cl := range th {
+			l := cl.l
 			i, _ := slices.BinarySearchFunc(l, before, func(sc SpanContext, t uint64) int {
 				if sc.Time < t {
 					return -1
@@ -158,7 +179,8 @@ func (c *contextStore) forget(before uint64) {
 			if i == len(l) {
 				delete(th, k)
 			} else if i > 0 {
-				th[k] = slices.Delete(l, 0, i)
+				cl.l = slices.Delete(l, 0, i)
+				cl.next = max(0, cl.next-i)
 			}
 		}
 		if len(th) == 0 {

@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -58,5 +59,79 @@ func TestForgetKeepsLastSwitchOut(t *testing.T) {
 	c.forget(15*s + contextKeepOut)
 	if _, ok := c.find(1, 8, true, 13*s); ok {
 		t.Error("a switch-out context older than contextKeepOut was kept")
+	}
+}
+
+// TestFindMatchesSearch: find, which looks after the context it found last
+// before it searches, answers what a scan of the thread's contexts does,
+// for samples in time order (the usual), out of order, repeated, between
+// contexts and after forget shortened the list.
+func TestFindMatchesSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var c contextStore
+	var all []SpanContext
+	tm := uint64(1_000_000_000)
+	for range 3000 {
+		tm += uint64(rng.IntN(3 * contextSkew))
+		sc := SpanContext{Pid: 1, Tid: 5, Time: tm, CPUDelta: tm}
+		c.add(sc)
+		all = append(all, sc)
+	}
+	scan := func(t uint64, from uint64) (uint64, bool) {
+		for _, sc := range all {
+			if sc.Time >= from && sc.Time+contextSkew >= t && sc.Time <= t+contextSkew {
+				return sc.CPUDelta, true
+			}
+		}
+		return 0, false
+	}
+	check := func(what string, q uint64, from uint64) {
+		t.Helper()
+		want, wok := scan(q, from)
+		got, ok := c.find(1, 5, false, q)
+		if ok != wok || got.CPUDelta != want {
+			t.Fatalf("%s: find at %d = %d %v, want %d %v", what, q, got.CPUDelta, ok, want, wok)
+		}
+	}
+	for _, sc := range all {
+		check("in order", sc.Time+uint64(rng.IntN(contextSkew)), 0)
+	}
+	for range 3000 {
+		check("any order", all[0].Time+uint64(rng.Int64N(int64(tm-all[0].Time+2*contextSkew))), 0)
+	}
+	for _, sc := range all[:200] {
+		check("repeated", sc.Time, 0)
+		check("repeated", sc.Time, 0)
+	}
+	cut := all[1500].Time
+	c.forget(cut)
+	for _, sc := range all[1400:] {
+		check("after forget", sc.Time, cut)
+	}
+}
+
+// BenchmarkContextFind joins a report's samples of two threads at 999 Hz
+// with their contexts, which the store holds for 6 s (the report's second
+// and contextGrace): ns/op is per sample.
+func BenchmarkContextFind(b *testing.B) {
+	var c contextStore
+	const period = 1_001_001
+	var times []uint64
+	for i := range 6 * 999 {
+		for tid := uint32(1); tid <= 2; tid++ {
+			tm := uint64(i)*period + uint64(tid)*1000
+			c.add(SpanContext{Pid: 1, Tid: tid, Time: tm + 2000, CPUDelta: period})
+			if i >= 5*999 {
+				times = append(times, tm)
+			}
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % len(times)
+		if _, ok := c.find(1, uint32(1+k%2), false, times[k]); !ok {
+			b.Fatal("no context")
+		}
 	}
 }

@@ -72,12 +72,16 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 			continue // the binary itself, named in its own debuglink
 		}
 		for _, root := range roots {
-			f, err := os.Open(root + cand)
+			f, err := openTargetFile(root+cand, true)
 			if err != nil {
 				continue
 			}
 			h := crc32.NewIEEE()
-			if _, err := io.Copy(h, f); err != nil || h.Sum32() != crc {
+			if fi, err := f.Stat(); err != nil || fi.Size() > maxDebugFileBytes {
+				f.Close()
+				continue
+			}
+			if _, err := io.Copy(h, io.LimitReader(f, maxDebugFileBytes)); err != nil || h.Sum32() != crc {
 				f.Close()
 				continue
 			}
@@ -92,8 +96,12 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 	return nil, nil
 }
 
+// maxDebugFileBytes bounds the debug file whose CRC is checked, all of
+// which is read: the largest of Debian's (LLVM's) are under 2 GiB.
+const maxDebugFileBytes = 4 << 30
+
 func openELFFile(name string) (*elf.File, *os.File) {
-	f, err := os.Open(name)
+	f, err := openTargetFile(name, true)
 	if err != nil {
 		return nil, nil
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSeparateDebugFile: a binary stripped of its DWARF
@@ -116,6 +119,73 @@ func TestSeparateDebugFile(t *testing.T) {
 			bin := layout(t, tc.rel, tc.corrupt)
 			if got := inlined(t, bin); got != tc.want {
 				t.Errorf("debug file %s: inlined frames with lines = %v, want %v", tc.rel, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDebugLinkHostileFiles: the file a binary's .gnu_debuglink names is
+// the target's to make. A FIFO there (which blocked the open until a writer
+// came) or a link to /dev/zero (whose CRC never ended) is passed over at
+// once, and so is a FIFO at the build-id path.
+func TestDebugLinkHostileFiles(t *testing.T) {
+	for _, tool := range []string{"gcc", "objcopy"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	full := compileC(t, dir, "inl.c", inlineCSource, "full", "-O2", "-g", "-Wl,--build-id")
+	stripped := filepath.Join(dir, "stripped")
+	if out, err := exec.Command("objcopy", "--strip-debug", "--add-gnu-debuglink="+full, full, stripped).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, out)
+	}
+	ef, err := elf.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	id := buildID(ef)
+	// The debuglink names "full", looked for next to the binary: the real
+	// one is moved away, a hostile file takes its place.
+	if err := os.Rename(full, filepath.Join(dir, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	old := debugDir
+	debugDir = filepath.Join(dir, "debug")
+	t.Cleanup(func() { debugDir = old })
+	byID := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+	if err := os.MkdirAll(filepath.Dir(byID), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(byID, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, mk := range map[string]func(string) error{
+		"fifo":      func(p string) error { return unix.Mkfifo(p, 0o644) },
+		"/dev/zero": func(p string) error { return os.Symlink("/dev/zero", p) },
+	} {
+		t.Run(strings.TrimPrefix(name, "/dev/"), func(t *testing.T) {
+			link := filepath.Join(dir, "full")
+			os.Remove(link)
+			if err := mk(link); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan bool, 1)
+			go func() {
+				df, f := openDebugFile(ef, id, 0, stripped)
+				if f != nil {
+					f.Close()
+				}
+				done <- df != nil
+			}()
+			select {
+			case found := <-done:
+				if found {
+					t.Errorf("a %s was taken as the debug file", name)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("looking for the debug file still waits on a %s after 5 s", name)
 			}
 		})
 	}

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Gen is a generation of a perf map: it grows by one each time a line is
@@ -130,34 +128,6 @@ func (m *PerfMap) candidates() []string {
 	return m.names
 }
 
-// openMap opens a perf map without following symbolic links out of the
-// process's root: the file is the target's to make, and a link in it
-// (absolute ones resolve in our root through /proc/PID/root) must not make
-// us read, and name its code after, a file of ours.
-func openMap(name string) (*os.File, error) {
-	if rest, ok := strings.CutPrefix(name, "/proc/"); ok {
-		if pid, rel, ok := strings.Cut(rest, "/root/"); ok {
-			root, err := unix.Open("/proc/"+pid+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, &os.PathError{Op: "open", Path: name, Err: err}
-			}
-			defer unix.Close(root)
-			fd, err := unix.Openat2(root, rel, &unix.OpenHow{
-				Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-				Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-			})
-			if err == nil {
-				return os.NewFile(uintptr(fd), name), nil
-			}
-			if err != unix.ENOSYS {
-				return nil, &os.PathError{Op: "open", Path: name, Err: err}
-			}
-			// Before Linux 5.6: no link may lead out, at least at the end.
-		}
-	}
-	return os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-}
-
 // newPerfMapAt returns a perf map read from path, for tests.
 func newPerfMapAt(path string) *PerfMap { return &PerfMap{names: []string{path}} }
 
@@ -238,7 +208,10 @@ func (m *PerfMap) update() error {
 		names = m.candidates()
 	}
 	for _, name := range names {
-		f, err := openMap(name)
+		// The file is the target's to make: not a link (absolute ones
+		// resolve in our root through /proc/PID/root, and would have us
+		// name its code after a file of ours), not a FIFO.
+		f, err := openTargetFile(name, false)
 		if err != nil {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // jitSource maps anonymous executable memory, copies a tiny function into
@@ -452,5 +454,32 @@ func TestNoMappingIsJITOnlyWithAPerfMap(t *testing.T) {
 	time.Sleep(perfMapMissInterval + 100*time.Millisecond)
 	if loc := p.LookupAt(pc, 0); loc.JIT == NotJIT || len(loc.Frames) != 1 || loc.Frames[0].Function != "jitfn" {
 		t.Errorf("with a perf map: %+v, want JIT code named jitfn", loc)
+	}
+}
+
+// TestPerfMapFIFO: a target that makes its perf map a FIFO (no privilege
+// needed) blocked the poller inside open, with the map's lock held, until
+// a writer came; now it is refused at once, directly and through the
+// process's root.
+func TestPerfMapFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf-1.map")
+	if err := unix.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, fmt.Sprintf("/proc/%d/root%s", os.Getpid(), path)} {
+		m := newPerfMapAt(name)
+		done := make(chan error, 1)
+		go func() {
+			_, err := m.Update()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || m.Found() {
+				t.Errorf("%s: a FIFO was read as a perf map (err %v)", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Update still waits on a FIFO after 5 s", name)
+		}
 	}
 }

@@ -324,6 +324,30 @@ func TestPushesReuseBatch(t *testing.T) {
 	}
 }
 
+// TestSpareBatchBounded: the batch kept for the next push is let go when a
+// push made it larger than maxSpareEvents, and kept again after a usual one.
+func TestSpareBatchBounded(t *testing.T) {
+	e := newTestFile(t, t.TempDir(), nil)
+	push := func(values int64, n int) {
+		t.Helper()
+		b := tracefiletest.NewProfBuilder()
+		p := b.Profile(1, "svc", false)
+		l := b.Location(0x500000, tracefiletest.F("f", "/f.c", 1))
+		now := uint64(time.Now().UnixNano())
+		ts, vals := make([]uint64, n), make([]int64, n)
+		for i := range n {
+			ts[i], vals[i] = now+uint64(i), values
+		}
+		b.Sample(p, b.Stack(l), 0, []int32{b.Attr(convention.ThreadID, 1)}, ts, vals)
+		require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
+	}
+	push(maxRepeat, maxSpareEvents/maxRepeat+1)
+	assert.Nil(t, e.spare.Load(), "a batch of more than maxSpareEvents events was kept")
+	push(1, 100)
+	assert.NotNil(t, e.spare.Load(), "a usual batch was not kept")
+	require.NoError(t, e.shutdown(t.Context()))
+}
+
 func TestExportLegacy(t *testing.T) {
 	dir := t.TempDir()
 	e := newTestFile(t, dir, func(c *Config) { c.Format = FormatTokioTRC; c.Compress = false })

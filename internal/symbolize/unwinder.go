@@ -51,33 +51,6 @@ func (c *RowCache) put(id, pc uint64, r unwindRow) {
 	}
 }
 
-// frameCode is what unwinds the frame at a pc: the binary's tables and the
-// pc's address in it (found: it is in a binary); for native code (not
-// Go's), its row.
-type frameCode struct {
-	cfi    *unwindTable
-	gotab  *goTable
-	vaddr  uint64
-	found  bool
-	row    unwindRow
-	native bool
-}
-
-// frameCode looks pc up in c, then in u's mappings, keeping native code's
-// row in c.
-func (u *Unwinder) frameCode(pc uint64, c *RowCache) frameCode {
-	if r, ok := c.get(u.id, pc); ok {
-		return frameCode{found: true, row: r, native: true}
-	}
-	cfi, gotab, vaddr, found := u.codeAt(pc)
-	fc := frameCode{cfi: cfi, gotab: gotab, vaddr: vaddr, found: found}
-	if found && gotab == nil {
-		fc.row, fc.native = cfi.find(vaddr), true
-		c.put(u.id, pc, fc.row)
-	}
-	return fc
-}
-
 // rowCacheSlot mixes the pc's bits: return addresses of one function
 // differ in their low bits, functions of one library in the middle ones.
 func rowCacheSlot(pc uint64) uint64 {
@@ -151,15 +124,20 @@ func (u *Unwinder) codeAt(pc uint64) (*unwindTable, *goTable, uint64, bool) {
 // nil) holds the rows UnwindCached found: the leaf's, when it is asked
 // right after.
 func (u *Unwinder) Covered(pc uint64, c *RowCache) bool {
-	fc := u.frameCode(pc, c)
-	switch {
-	case !fc.found:
+	if r, ok := c.get(u.id, pc); ok {
+		return r.cfa != cfaUnknown
+	}
+	cfi, gotab, vaddr, ok := u.codeAt(pc)
+	if !ok {
 		return false
-	case fc.native:
-		return fc.row.cfa != cfaUnknown
 	}
-	if _, _, ok := fc.gotab.funcAt(fc.vaddr); ok {
-		return true
+	if gotab != nil {
+		if _, _, ok := gotab.funcAt(vaddr); ok {
+			return true
+		}
+		return cfi.find(vaddr).cfa != cfaUnknown
 	}
-	return fc.cfi.find(fc.vaddr).cfa != cfaUnknown
+	r := cfi.find(vaddr)
+	c.put(u.id, pc, r)
+	return r.cfa != cfaUnknown
 }

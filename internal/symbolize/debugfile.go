@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // debugDir is where distributions install separate debug files. A variable
@@ -72,7 +74,7 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 			continue // the binary itself, named in its own debuglink
 		}
 		for _, root := range roots {
-			f, err := openTargetFile(root+cand, true)
+			f, err := targetfile.Open(root+cand, true)
 			if err != nil {
 				continue
 			}
@@ -101,7 +103,7 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 const maxDebugFileBytes = 4 << 30
 
 func openELFFile(name string) (*elf.File, *os.File) {
-	f, err := openTargetFile(name, true)
+	f, err := targetfile.Open(name, true)
 	if err != nil {
 		return nil, nil
 	}

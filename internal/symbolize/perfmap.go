@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // Gen is a generation of a perf map: it grows by one each time a line is
@@ -211,7 +213,7 @@ func (m *PerfMap) update() error {
 		// The file is the target's to make: not a link (absolute ones
 		// resolve in our root through /proc/PID/root, and would have us
 		// name its code after a file of ours), not a FIFO.
-		f, err := openTargetFile(name, false)
+		f, err := targetfile.Open(name, false)
 		if err != nil {
 			continue
 		}

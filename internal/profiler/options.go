@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perfprof/perfprof/internal/container"
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/perf"
 )
 
@@ -126,6 +127,10 @@ type Options struct {
 	Procs Procs
 	// Logger receives what the engine has to say; nil discards it.
 	Logger *zap.Logger
+	// Limits counts the bounds that targets' data reach (files refused,
+	// DWARF too deep, attach replies too large: see package limits);
+	// nil: a Recorder that logs each bound once per subject to Logger.
+	Limits *limits.Recorder
 }
 
 // stackRingPages sizes the ring of each of cpus CPUs when samples copy
@@ -181,6 +186,13 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.Limits == nil {
+		log := o.Logger
+		o.Limits = limits.NewRecorder(func(k limits.Kind, subject string, err error) {
+			log.Warn("A target's data reached a bound; what it concerns is left out, the rest is profiled",
+				zap.Stringer("bound", k), zap.String("subject", subject), zap.Error(err))
+		})
 	}
 	if o.Procs == nil {
 		o.Procs = procfs{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
 )
@@ -518,6 +519,8 @@ type Stats struct {
 	// Options.Executables or cgroups): how many read every process, and
 	// the processes read.
 	Discovery perf.ScanStats
+	// Limits counts the bounds targets' data reached, by kind.
+	Limits limits.Counts
 }
 
 // OffCPUStats say how context switches are captured, and what became of
@@ -569,6 +572,7 @@ func (p *Profiler) Stats() Stats {
 		s.Discovery = pf.stats()
 	}
 	s.JIT = p.syms.jitStats()
+	s.Limits = p.opts.Limits.Counts()
 	s.EBPF.Reason = p.opts.ebpfErr
 	if p.labels != nil {
 		s.EBPF.Active = true

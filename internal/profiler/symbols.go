@@ -77,6 +77,7 @@ func newSymbols(opts Options) *symbols {
 		cache: symbolize.NewCache(symbolize.Options{
 			UnwindTables: opts.RecoverLeafCaller || opts.Unwind != UnwindFramePointer,
 			MaxBytes:     opts.MaxSymbolBytes,
+			Limits:       opts.Limits,
 		}),
 		wake: make(chan struct{}, 1),
 	}

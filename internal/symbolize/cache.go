@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"syscall"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // DefaultMaxBinaries is the default of Options.MaxBinaries.
@@ -29,6 +31,10 @@ type Options struct {
 	// Process.ReturnAddressAtSP needs: the CFA rules of .eh_frame (Go
 	// binaries answer from their pcln tables without it).
 	UnwindTables bool
+	// Limits counts the bounds a target's files reach (see package
+	// limits) and logs each once per binary or process. nil: counted
+	// nowhere.
+	Limits *limits.Recorder
 }
 
 // Stats counts the work of a Cache.
@@ -86,6 +92,7 @@ type Cache struct {
 	max       int
 	maxBytes  int64
 	unwind    bool // Options.UnwindTables
+	limits    *limits.Recorder
 	byBuildID map[string]*objfile
 	byFile    map[fileKey]*objfile
 	lru       list.List // of *objfile, most recently used first
@@ -107,6 +114,7 @@ func NewCache(opts Options) *Cache {
 		max:       opts.MaxBinaries,
 		maxBytes:  opts.MaxBytes,
 		unwind:    opts.UnwindTables,
+		limits:    opts.Limits,
 		byBuildID: make(map[string]*objfile),
 		byFile:    make(map[fileKey]*objfile),
 		tableSize: make(map[*objfile]int64),

@@ -80,13 +80,28 @@ func (p Process) Alive() bool {
 	return err == nil && q.StartTime == p.StartTime
 }
 
-// Matches reports whether the process runs one of the named executables: a
-// name matches the base name of the executable, or the comm (which the
-// kernel truncates to 15 bytes).
+// Matches reports whether the process runs one of the named executables.
+// A name with a "/" is an executable path and matches only the path of
+// the process's executable, as the kernel links it (/proc/PID/exe). A
+// name without one matches the base name of the executable, or the comm
+// (which the kernel truncates to 15 bytes).
+//
+// A process chooses its own comm (prctl(PR_SET_NAME), or a write to
+// /proc/self/comm) and any user can run a copy of a binary under any
+// base name, so a bare name selects whatever process wants to be
+// selected. A path selects only processes that run that file, which on
+// a host only those who can write it can replace; in a container the
+// path is the container's, so there the cgroup is the selector to trust.
 func (p Process) Matches(names []string) bool {
 	base := filepath.Base(p.Exe)
 	for _, n := range names {
-		if p.Exe != "" && (n == base || n == p.Exe) {
+		if strings.Contains(n, "/") {
+			if p.Exe != "" && n == p.Exe {
+				return true
+			}
+			continue
+		}
+		if p.Exe != "" && n == base {
 			return true
 		}
 		c := n

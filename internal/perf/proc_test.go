@@ -161,3 +161,65 @@ func TestRingCPUs(t *testing.T) {
 	}
 	t.Logf("RingCPUs %d, runtime.NumCPU %d", n, runtime.NumCPU())
 }
+
+// TestMatchesForgedComm: a process can set its comm to anything
+// (prctl(PR_SET_NAME), a write to /proc/self/comm). A bare name selects
+// it then; an executable path does not, however the comm reads.
+func TestMatchesForgedComm(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep in PATH")
+	}
+	bin := filepath.Join(t.TempDir(), fmt.Sprintf("svc%d", os.Getpid()%100000))
+	if b, err := os.ReadFile(sleep); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatalf("copy sleep: %v", err)
+	}
+	// A shell that names itself after the service (its base name, and
+	// its path cut to the comm's 15 bytes), then waits.
+	forged := filepath.Base(bin)
+	if len(bin) <= 15 {
+		forged = bin
+	}
+	sh := exec.Command("sh", "-c", "printf %s \"$1\" > /proc/$$/comm; read x", "sh", forged)
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); sh.Wait() }()
+	real := exec.Command(bin, "30")
+	if err := real.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { real.Process.Kill(); real.Wait() }()
+
+	var forger perf.Process
+	deadline := time.Now().Add(5 * time.Second)
+	for forger.Comm != forged && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		forger, _ = perf.ReadProcess(sh.Process.Pid)
+	}
+	if forger.Comm != forged {
+		t.Fatalf("the shell's comm is %q, want %q", forger.Comm, forged)
+	}
+	service, err := perf.ReadProcess(real.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !forger.Matches([]string{filepath.Base(bin)}) {
+		t.Error("a bare name did not select the process that took it as its comm (the documented weakness)")
+	}
+	if forger.Matches([]string{bin}) {
+		t.Errorf("the path %s selected a shell whose comm is %q", bin, forger.Comm)
+	}
+	if !service.Matches([]string{bin}) {
+		t.Errorf("the path %s did not select the process running it (exe %q)", bin, service.Exe)
+	}
+	// Forging a path as comm: a 15-byte comm that is a path prefix.
+	p := perf.Process{Exe: "/bin/sh", Comm: "/opt/app/server"}
+	if p.Matches([]string{"/opt/app/server"}) {
+		t.Error("a path matched a comm")
+	}
+}

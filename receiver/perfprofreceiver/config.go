@@ -109,8 +109,12 @@ type TargetsConfig struct {
 	// Pids must exist when the receiver starts; each is released when it
 	// exits.
 	Pids []int `mapstructure:"pids"`
-	// Executables select processes by the base name of their executable
-	// (or its path, or their comm).
+	// Executables select processes by their executable: a name with a
+	// "/" is the executable's path and matches it only; a bare name
+	// matches the executable's base name or the comm. A process can take
+	// any comm (prctl(PR_SET_NAME)) or run a copy of a binary under any
+	// name, so a bare name is chosen by the target as much as by the
+	// user; a path, or cgroups and container_ids, are not.
 	Executables []string `mapstructure:"executables"`
 	// Cgroups select processes by their cgroup: path.Match patterns over
 	// the paths of /proc/PID/cgroup (cgroup v2, and each v1 hierarchy),

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/internal/symbolize"
@@ -255,6 +256,9 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofJitFrames, jit.Older-lastJIT.Older, "naming", "older")
 	add(tb.ReceiverPerfprofJitFrames, jit.Later-lastJIT.Later, "naming", "later")
 	add(tb.ReceiverPerfprofJitFrames, jit.Unnamed-lastJIT.Unnamed, "naming", "unnamed")
+	for k := range limits.NumKinds {
+		add(tb.ReceiverPerfprofTargetLimits, st.Limits[k]-last.Limits[k], "bound", k.String())
+	}
 
 	if d := st.BufferFull - last.BufferFull; d > 0 {
 		r.log.Warn("Samples dropped: twice correlation.max_buffered_samples were waiting for their spans",

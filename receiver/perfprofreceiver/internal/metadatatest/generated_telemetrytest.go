@@ -309,6 +309,22 @@ func AssertEqualReceiverPerfprofSpansUnmatched(t *testing.T, tt *componenttest.T
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverPerfprofTargetLimits(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_target_limits",
+		Description: "Times a target's data reached a bound and was left out, by bound (file_refused, a file the target names that is not a regular file - a FIFO, a device - or leads out of its root; file_too_large, a file or /proc entry over what is read; dwarf_depth, DWARF nested deeper than the walk goes; type_cycle, Go runtime types that refer to themselves or nest too deep; perf_map_symbols, a perf map over its bound of lines or bytes; line_rows, a line table over its bound of rows; compressed_section, a section that decompresses past its bound; attach_reply, a JVM attach reply too large, too slow or malformed; span_future, a span whose end lies further ahead than the join waits). What reached the bound loses its symbols or contexts; the rest of the target, and every other target, is profiled. Each bound is logged once per binary or process. [Development]",
+		Unit:        "{event}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_target_limits")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverPerfprofUnwoundSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_unwound_samples",

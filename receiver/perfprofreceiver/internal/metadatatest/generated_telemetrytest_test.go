@@ -37,6 +37,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofSpanValuesBounded.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
+	tb.ReceiverPerfprofTargetLimits.Add(context.Background(), 1)
 	tb.ReceiverPerfprofUnwoundSamples.Add(context.Background(), 1)
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -90,6 +91,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofSpansUnmatched(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofTargetLimits(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofUnwoundSamples(t, testTel,

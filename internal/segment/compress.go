@@ -63,8 +63,17 @@ func compressFile(path string) (string, error) {
 	if cerr := zw.Close(); err == nil {
 		err = cerr
 	}
+	// The .gz and its directory entry reach the disk before the .bin goes:
+	// a power cut then leaves the .bin, or a whole .gz (a .bin next to a
+	// .gz is compressed again, see scan).
+	if serr := syncFile(out); err == nil {
+		err = serr
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = syncParent(gz)
 	}
 	if err != nil {
 		os.Remove(gz)

@@ -249,15 +249,29 @@ func (r *Rotator) rotate() error {
 	f := r.f
 	r.f = nil
 	path := f.Name()
+	if r.batches == 0 {
+		f.Close()
+		os.Remove(path)
+		return nil
+	}
 	if r.trunc {
 		if f.Truncate(r.size) == nil {
 			r.trunc = false
 		}
 	}
-	cerr := f.Close()
-	if r.batches == 0 {
-		os.Remove(path)
-		return nil
+	// The data goes to disk before the rename and the rename before
+	// anything else happens to the segment (compression removes the .bin):
+	// otherwise a power cut can leave a sealed name over missing data, or
+	// neither name. A failed sync still seals: the page cache holds what
+	// there is, and keeping the file .active would not get it to disk.
+	var errs []error
+	if !r.trunc {
+		if err := syncFile(f); err != nil {
+			errs = append(errs, fmt.Errorf("segment: sync %s: %w", path, err))
+		}
+	}
+	if err := f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("segment: close %s: %w", path, err))
 	}
 	if r.trunc {
 		// The file may end with a partial batch: keep it as .active.
@@ -267,12 +281,12 @@ func (r *Rotator) rotate() error {
 	if err := os.Rename(path, sealed); err != nil {
 		return fmt.Errorf("segment: seal: %w", err)
 	}
+	if err := syncParent(sealed); err != nil {
+		errs = append(errs, fmt.Errorf("segment: sync directory of %s: %w", sealed, err))
+	}
 	r.stats.Segments++
 	s := file{r.n, sealed, r.size}
-	var err error
-	if cerr != nil {
-		err = fmt.Errorf("segment: close %s: %w", path, cerr)
-	}
+	err := errors.Join(errs...)
 	r.sealed = append(r.sealed, s)
 	if r.opts.Compress {
 		// Compress in the background, so that a batch that seals a

@@ -34,6 +34,13 @@ type Options struct {
 	MaxTotalSize int64
 	// Compress gzips sealed segments to .bin.gz and removes the .bin.
 	Compress bool
+	// FileMode is the permission of the segments, .active, sealed and
+	// compressed alike; 0 = 0600. The directories the Rotator creates get
+	// it with x wherever it has r (0640 → 0750); directories that exist
+	// keep their mode. The mode is given exactly, whatever the umask. The
+	// owner must have read and write: recovery and compression reopen the
+	// files.
+	FileMode os.FileMode
 	// Metadata is written as a SegmentMetadataEvent at the start of every
 	// segment (see SetMetadata).
 	Metadata map[string]string
@@ -141,6 +148,12 @@ func New(opts Options) (*Rotator, error) {
 		return nil, fmt.Errorf("segment: legacy version %d: %w (supported %d..%d)",
 			v, wire.ErrLegacyVersion, wire.LegacyMinVersion, wire.LegacyMaxVersion)
 	}
+	if opts.FileMode == 0 {
+		opts.FileMode = defaultFileMode
+	}
+	if opts.FileMode&^0o777 != 0 || opts.FileMode&0o600 != 0o600 {
+		return nil, fmt.Errorf("segment: file mode %#o: want permission bits only (at most 0777), with read and write for the owner", uint32(opts.FileMode))
+	}
 	r := &Rotator{opts: opts, now: opts.Now, mono: opts.Monotonic}
 	if r.now == nil {
 		r.now = time.Now
@@ -149,7 +162,7 @@ func New(opts Options) (*Rotator, error) {
 		r.mono = defaultMonotonic
 	}
 	r.meta = sortedPairs(opts.Metadata)
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := mkdirAll(opts.Dir, dirMode(opts.FileMode)); err != nil {
 		return nil, fmt.Errorf("segment: cannot create directory %s: %w", opts.Dir, err)
 	}
 	probe, err := os.CreateTemp(opts.Dir, "."+opts.Prefix+".probe-*")

@@ -96,3 +96,30 @@ func TestHostileNamesText(t *testing.T) {
 	_, errs, _ = perfprof(t, "report", filepath.Join(t.TempDir(), "no\x1b[2Jfile"))
 	checkPrintable(t, "error naming a file", errs)
 }
+
+// TestHostileNamesFolded: a name with ';', a newline or control characters
+// stays one frame of one line: as many lines as stacks, and each line
+// splits back into the stack's frames.
+func TestHostileNamesFolded(t *testing.T) {
+	path := hostileFile(t)
+	for _, tt := range []struct {
+		args   []string
+		frames int
+	}{
+		{nil, 3},
+		{[]string{"--by", "span"}, 4},
+		{[]string{"--by", "thread"}, 4},
+	} {
+		out := mustRun(t, append(append([]string{"folded"}, tt.args...), path)...)
+		checkPrintable(t, "folded", out)
+		sum, stacks := foldedSum(t, out)
+		if sum != 3 || len(stacks) != 1 {
+			t.Fatalf("folded %v: %d samples in %d lines, want 3 in 1:\n%s", tt.args, sum, len(stacks), out)
+		}
+		for st := range stacks {
+			if n := len(strings.Split(st, ";")); n != tt.frames {
+				t.Errorf("folded %v: %q splits into %d frames, want %d", tt.args, st, n, tt.frames)
+			}
+		}
+	}
+}

@@ -77,13 +77,10 @@ next:
 	}
 }
 
-// TestSealSyncs: a sealed segment's data is synced before the rename, and
-// its directory after it, so that a power cut leaves the whole segment
-// under one of its names.
-func TestSealSyncs(t *testing.T) {
-	dir := t.TempDir()
-	seen := recordSyncs(t, dir)
-	r, err := New(Options{Dir: dir, Prefix: "seg"})
+// writeOneBatch writes one batch with a new Rotator and closes it.
+func writeOneBatch(t *testing.T, opts Options) {
+	t.Helper()
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +90,15 @@ func TestSealSyncs(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSealSyncs: a sealed segment's data is synced before the rename, and
+// its directory after it, so that a power cut leaves the whole segment
+// under one of its names.
+func TestSealSyncs(t *testing.T) {
+	dir := t.TempDir()
+	seen := recordSyncs(t, dir)
+	writeOneBatch(t, Options{Dir: dir, Prefix: "seg"})
 	wantSyncs(t, seen(),
 		syncStep{"seg.0.bin.active", []string{"seg.0.bin.active"}, []string{"seg.0.bin"}},
 		syncStep{filepath.Base(dir), []string{"seg.0.bin"}, []string{"seg.0.bin.active"}})
@@ -103,16 +109,7 @@ func TestSealSyncs(t *testing.T) {
 func TestCompressSyncs(t *testing.T) {
 	dir := t.TempDir()
 	seen := recordSyncs(t, dir)
-	r, err := New(Options{Dir: dir, Prefix: "seg", Compress: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.WriteBatch(rotBatch(0, 3, 100, 5e9)); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeOneBatch(t, Options{Dir: dir, Prefix: "seg", Compress: true})
 	both := []string{"seg.0.bin", "seg.0.bin.gz"}
 	wantSyncs(t, seen(),
 		syncStep{"seg.0.bin.gz", both, nil},

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/base64"
 	"flag"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -71,7 +70,7 @@ func dump(e *env, args []string, kinds string, symbolize bool, out string) error
 			return err
 		}
 		if info.Truncated != nil {
-			fmt.Fprintf(e.stderr, "perfprof: warning: truncated, the events before it were dumped: %v\n", info.Truncated)
+			printf(e.stderr, "perfprof: warning: truncated, the events before it were dumped: %v\n", info.Truncated)
 		}
 	}
 	if err := bw.Flush(); err != nil {
@@ -192,7 +191,9 @@ func appendValue(b []byte, v *wire.Value, syms map[uint64][]analysis.Frame) []by
 	return append(b, "null"...)
 }
 
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD,
+// and control characters, DEL and C1 too, are \u escapes, so that dump's
+// output is safe on a terminal.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -208,7 +209,7 @@ func appendString(b []byte, s string) []byte {
 				b = append(b, '\\', 't')
 			case c == '\r':
 				b = append(b, '\\', 'r')
-			case c < 0x20:
+			case c < 0x20 || c == 0x7f:
 				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
 			default:
 				b = append(b, c)
@@ -219,6 +220,9 @@ func appendString(b []byte, s string) []byte {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 {
 			b = append(b, `\ufffd`...)
+		} else if r < 0xa0 {
+			// A C1 control: valid JSON raw, but a terminal may act on it.
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&15])
 		} else {
 			b = append(b, s[i:i+n]...)
 		}

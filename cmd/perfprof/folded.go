@@ -15,7 +15,10 @@ func init() {
 		name: "folded",
 		summary: "print folded stacks \"root;…;leaf COUNT\" (identical stacks merged, inlined frames expanded) " +
 			"for flamegraph.pl, inferno or speedscope",
-		help:  selectHelp + "\n\nWith a selector only the selection's samples are folded.",
+		help: selectHelp + "\n\nWith a selector only the selection's samples are folded.\n\n" +
+			"Each stack is one line and each frame one field, whatever the names hold: a ';' in a\n" +
+			"name becomes ',', and control characters (newlines too), DEL and invalid UTF-8 are\n" +
+			"escaped Go-style, as \\n, \\x1b, \\u009b or \\xff.",
 		usage: "[--source cpu|offcpu] [--by span|worker|thread] [--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [-o FILE] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags

@@ -111,11 +111,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := exec(&env{stdout, stderr}, pos); err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "perfprof %s: %v\n", cmd.name, err)
+			printf(stderr, "perfprof %s: %v\n", cmd.name, err)
 			fs.Usage()
 			return 2
 		}
-		fmt.Fprintf(stderr, "perfprof %s: %v\n", cmd.name, err)
+		printf(stderr, "perfprof %s: %v\n", cmd.name, err)
 		return 1
 	}
 	return 0
@@ -272,7 +272,7 @@ func (f *inputFlags) load(e *env, args []string) (*analysis.Trace, error) {
 		return nil, err
 	}
 	for _, w := range t.Warnings {
-		fmt.Fprintf(e.stderr, "perfprof: warning: %s\n", w)
+		printf(e.stderr, "perfprof: warning: %s\n", w)
 	}
 	return t, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func dur(ns uint64) string { return time.Duration(ns).String() }
 // writeReport writes the report of the whole trace, or of the samples of
 // sel when it is not nil.
 func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *reportOpts) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p := func(format string, a ...any) { printf(w, format, a...) }
 
 	if sel != nil {
 		writeSelection(w, t, sel, o)
@@ -238,7 +239,7 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 		pl := t.Polls[lp.Poll]
 		p("%2d. worker %d, %s, at +%s, task %d", i+1, pl.Worker, dur(lp.Duration), dur(pl.Start-t.Start), pl.TaskID)
 		if sp, ok := t.SpanByID(pl.SpanID()); ok {
-			p(", span %q", sp.Name)
+			p(", span %s", strconv.Quote(sp.Name))
 		}
 		if pl.SpawnLoc != "" {
 			p(", spawned at %s", pl.SpawnLoc)
@@ -269,7 +270,7 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 }
 
 func section(w io.Writer, title string) {
-	fmt.Fprintf(w, "\n== %s ==\n", title)
+	printf(w, "\n== %s ==\n", title)
 }
 
 func weightStr(v uint64, unit string) string {
@@ -281,16 +282,16 @@ func weightStr(v uint64, unit string) string {
 
 func funcTable(w io.Writer, t *analysis.Trace, a *analysis.Agg, top int, unit string) {
 	fs := t.Funcs(a)
-	fmt.Fprintf(w, "%d %s, %d functions", a.Samples, "samples", len(fs))
+	printf(w, "%d %s, %d functions", a.Samples, "samples", len(fs))
 	if unit == "ns" {
-		fmt.Fprintf(w, ", %s", dur(a.Total))
+		printf(w, ", %s", dur(a.Total))
 	}
-	fmt.Fprintf(w, "\n   SELF%%       SELF   CUMUL%%      CUMUL  FUNCTION\n")
+	printf(w, "\n   SELF%%       SELF   CUMUL%%      CUMUL  FUNCTION\n")
 	for i, f := range fs {
 		if i >= top {
 			break
 		}
-		fmt.Fprintf(w, "  %6.2f%% %10s  %6.2f%% %10s  %s\n", pctOf(f.Self, a.Total), num(f.Self, unit), pctOf(f.Cum, a.Total), num(f.Cum, unit), f.Name)
+		printf(w, "  %6.2f%% %10s  %6.2f%% %10s  %s\n", pctOf(f.Self, a.Total), num(f.Self, unit), pctOf(f.Cum, a.Total), num(f.Cum, unit), f.Name)
 	}
 }
 
@@ -313,18 +314,18 @@ func groups(w io.Writer, t *analysis.Trace, title string, filter func(*analysis.
 	gs, none := t.AggregateBy(filter, weight, g)
 	section(w, fmt.Sprintf("%s: %d groups", title, len(gs)))
 	if len(gs) == 0 {
-		fmt.Fprintf(w, "  %s\n", empty)
+		printf(w, "  %s\n", empty)
 		return
 	}
 	if none.Samples > 0 {
-		fmt.Fprintf(w, "  (%d samples in no group)\n", none.Samples)
+		printf(w, "  (%d samples in no group)\n", none.Samples)
 	}
 	for i, gr := range gs {
 		if i >= o.groups {
-			fmt.Fprintf(w, "  … %d more groups\n", len(gs)-i)
+			printf(w, "  … %d more groups\n", len(gs)-i)
 			break
 		}
-		fmt.Fprintf(w, "-- %s: ", gr.Name)
+		printf(w, "-- %s: ", gr.Name)
 		funcTable(w, t, gr.Agg, o.top, unit)
 	}
 }
@@ -340,22 +341,22 @@ func stacks(w io.Writer, t *analysis.Trace, a *analysis.Agg, n, depth int, label
 		}
 	}
 	for _, sw := range analysis.TopStacks(a, n) {
-		fmt.Fprintf(w, "    %5.1f%% %s", pctOf(sw.Weight, a.Total), weightStr(sw.Weight, unit))
+		printf(w, "    %5.1f%% %s", pctOf(sw.Weight, a.Total), weightStr(sw.Weight, unit))
 		if label != "" {
-			fmt.Fprintf(w, " %s", label)
+			printf(w, " %s", label)
 		}
 		fmt.Fprintln(w)
 		frames := t.StackFrames(sw.Stack)
 		for i, f := range frames {
 			if i >= depth {
-				fmt.Fprintf(w, "          … %d more frames\n", len(frames)-i)
+				printf(w, "          … %d more frames\n", len(frames)-i)
 				break
 			}
-			fmt.Fprintf(w, "          %s", f.Func)
+			printf(w, "          %s", f.Func)
 			if f.File != "" && f.File != "kernel" {
-				fmt.Fprintf(w, " (%s:%d)", f.File, f.Line)
+				printf(w, " (%s:%d)", f.File, f.Line)
 			} else if f.File == "kernel" {
-				fmt.Fprintf(w, " [kernel]")
+				printf(w, " [kernel]")
 			}
 			fmt.Fprintln(w)
 		}

@@ -19,7 +19,7 @@ func ms(ns uint64) string { return fmt.Sprintf("%.3f", float64(ns)/1e6) }
 // writeSelection writes the selection section: the selector, the chosen
 // spans with their own breakdowns, and the breakdown of all of them.
 func writeSelection(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *reportOpts) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p := func(format string, a ...any) { printf(w, format, a...) }
 	section(w, fmt.Sprintf("Selection: %s: %d span(s)", sel.Selector, len(sel.Spans)))
 	if len(sel.Spans) == 0 {
 		// Select chose a trace by its samples' trace_id alone.
@@ -59,7 +59,7 @@ func writeSelection(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *
 // parse these lines: keep the labels, the units and the Samples line.
 func writeBreakdown(w io.Writer, b analysis.Breakdown) {
 	states := b.OffStates
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p := func(format string, a ...any) { printf(w, format, a...) }
 	const label = "  %-21s %10s ms %5.1f%%"
 	p("Breakdown: wall %s ms over %d span(s)\n", ms(b.Wall), b.Spans)
 	if b.Period > 0 {
@@ -90,7 +90,7 @@ func writeBreakdown(w io.Writer, b analysis.Breakdown) {
 // writeSpanNames writes the Spans section: per span name of the whole
 // trace, its count, duration percentiles and where its wall time went.
 func writeSpanNames(w io.Writer, t *analysis.Trace, selected bool, o *reportOpts) {
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p := func(format string, a ...any) { printf(w, format, a...) }
 	names := t.SpanNames()
 	title := fmt.Sprintf("Spans: %d names, %d spans", len(names), len(t.Spans))
 	if selected {

@@ -45,6 +45,9 @@ type Config struct {
 	MaxTotalSize ByteSize `mapstructure:"max_total_size"`
 	// Compress gzips sealed segments.
 	Compress bool `mapstructure:"compress"`
+	// FileMode is the permission of the segments (default 0600); the
+	// directories the exporter creates get it with x wherever it has r.
+	FileMode FileMode `mapstructure:"file_mode"`
 	// Correlation names the span attributes that say where a span ran,
 	// as the perfprof receiver's correlation section does: give both
 	// components the same names.
@@ -82,6 +85,7 @@ func createDefaultConfig() *Config {
 		RotationInterval: 60 * time.Second,
 		MaxTotalSize:     1 << 30,
 		Compress:         true,
+		FileMode:         0o600,
 		TimeoutConfig:    exporterhelper.NewDefaultTimeoutConfig(),
 		// Off by default: a failed write goes straight back to the
 		// pipeline (the perfprof receiver counts what it could not
@@ -125,6 +129,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RotationInterval != 0 && c.RotationInterval < time.Second {
 		errs = append(errs, fmt.Errorf("rotation_interval %s: must be 0 (off) or at least 1s", c.RotationInterval))
+	}
+	if c.FileMode&^0o777 != 0 {
+		errs = append(errs, fmt.Errorf("file_mode %s: only permission bits (at most 0777) may be set", c.FileMode))
+	} else if c.FileMode&0o600 != 0o600 {
+		errs = append(errs, fmt.Errorf("file_mode %s: the owner must be able to read and write the segments (0600 at least)", c.FileMode))
 	}
 	if c.Correlation.ThreadIDAttribute == "" {
 		errs = append(errs, errors.New("correlation.thread_id_attribute: must name a span attribute"))
@@ -172,3 +181,23 @@ func (b ByteSize) String() string {
 	}
 	return strconv.FormatInt(int64(b), 10) + "B"
 }
+
+// FileMode is a file permission that the configuration gives as an octal
+// string ("0640", "640", "0o640"), as chmod takes it, or as a YAML number
+// (0640 and 0o640 are octal in YAML; a bare 640 is decimal, and refused).
+type FileMode uint32
+
+// UnmarshalText parses an octal mode.
+func (m *FileMode) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
+	n, err := strconv.ParseUint(digits, 8, 32)
+	if err != nil || digits == "" {
+		return fmt.Errorf("invalid file mode %q: want octal permission bits such as \"0600\" or \"0640\"", text)
+	}
+	*m = FileMode(n)
+	return nil
+}
+
+// String formats m in octal, as "0640".
+func (m FileMode) String() string { return fmt.Sprintf("%#04o", uint32(m)) }

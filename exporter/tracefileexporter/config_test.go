@@ -36,6 +36,7 @@ func TestLoadConfig(t *testing.T) {
 			c.RotationInterval = 5 * time.Minute
 			c.MaxTotalSize = 200 << 20
 			c.Compress = false
+			c.FileMode = 0o640
 			c.Correlation.ThreadIDAttribute = "os.tid"
 			c.Correlation.WorkerIDAttribute = "tokio.worker"
 		})},
@@ -43,6 +44,11 @@ func TestLoadConfig(t *testing.T) {
 			c.Correlation.ThreadIDAttribute = "os.thread_id"
 			c.Correlation.WorkerIDAttribute = ""
 		})},
+		{name: "file_mode_yaml_octal", want: withDefaults(func(c *Config) { c.FileMode = 0o750 })},
+		{name: "file_mode_decimal", wantErr: []string{"file_mode 01200: only permission bits (at most 0777) may be set"}},
+		{name: "file_mode_setuid", wantErr: []string{"file_mode 04700: only permission bits (at most 0777) may be set"}},
+		{name: "file_mode_no_owner_write", wantErr: []string{"file_mode 0440: the owner must be able to read and write the segments (0600 at least)"}},
+		{name: "file_mode_not_octal", wantErr: []string{`invalid file mode "rw-r-----"`}},
 		{name: "no_thread_attribute", wantErr: []string{"correlation.thread_id_attribute: must name a span attribute"}},
 		{name: "bad_format", wantErr: []string{`format "parquet": must be "trc" or "tokiotrc"`}},
 		{name: "bad_size", wantErr: []string{`invalid size "10 furlongs"`}},
@@ -86,4 +92,17 @@ func TestByteSize(t *testing.T) {
 	}
 	assert.Equal(t, "100MiB", ByteSize(100<<20).String())
 	assert.Equal(t, "1000B", ByteSize(1000).String())
+}
+
+func TestFileModeText(t *testing.T) {
+	for in, want := range map[string]FileMode{"0600": 0o600, "640": 0o640, "0o750": 0o750, " 0644 ": 0o644} {
+		var m FileMode
+		require.NoError(t, m.UnmarshalText([]byte(in)), in)
+		assert.Equal(t, want, m, in)
+	}
+	for _, in := range []string{"", "0o", "0x1ff", "rw-------", "0689", "-0600"} {
+		var m FileMode
+		assert.Error(t, m.UnmarshalText([]byte(in)), in)
+	}
+	assert.Equal(t, "0640", FileMode(0o640).String())
 }

@@ -90,6 +90,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 		Interval:     e.cfg.RotationInterval,
 		MaxTotalSize: int64(e.cfg.MaxTotalSize),
 		Compress:     e.cfg.Compress,
+		FileMode:     os.FileMode(e.cfg.FileMode),
 		Metadata:     e.meta.entries(e.host),
 	}
 	if e.cfg.Format == FormatTokioTRC {

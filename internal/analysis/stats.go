@@ -309,12 +309,14 @@ func (t *Trace) StackFrames(stack int32) []Frame {
 }
 
 // Folded returns folded stacks "root;...;leaf" with their weights, merged
-// when identical. prefix, if not "", is a frame put before the root. A ';'
-// inside a function name (Rust's "[u8; 4]") becomes ',' so that it does not
-// split the frame.
+// when identical. prefix, if not "", is a frame put before the root. Every
+// frame, prefix included, is one field of one line whatever its name: a ';'
+// (Rust's "[u8; 4]") becomes ',' and control characters, newlines
+// included, are escaped as by Printable (a newline as \n).
 func (t *Trace) Folded(a *Agg, prefix string) map[string]uint64 {
 	out := map[string]uint64{}
 	var sb strings.Builder
+	prefix = foldedFrame(prefix)
 	for st, w := range a.Stacks {
 		sb.Reset()
 		if prefix != "" {
@@ -324,11 +326,16 @@ func (t *Trace) Folded(a *Agg, prefix string) map[string]uint64 {
 			if sb.Len() > 0 {
 				sb.WriteByte(';')
 			}
-			sb.WriteString(strings.ReplaceAll(n, ";", ","))
+			sb.WriteString(foldedFrame(n))
 		}
 		out[sb.String()] += w
 	}
 	return out
+}
+
+// foldedFrame is a frame name as one field of a folded line.
+func foldedFrame(name string) string {
+	return strings.ReplaceAll(Printable(name), ";", ",")
 }
 
 // StackWeight is a stack and its weight.

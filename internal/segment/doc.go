@@ -3,6 +3,13 @@
 // TOKIOTRC records), to the active file Dir/Prefix.N.bin.active and seals it
 // to Prefix.N.bin when it passes a size or its wall-clock window ends.
 //
+// A segment is synced before it is sealed, and its directory after, and a
+// compressed copy is synced before the .bin is removed, so that a power cut
+// too leaves every sealed segment whole under one of its names. Segments
+// are private to their owner by default (mode 0600, see
+// [Options.FileMode]): they hold the stacks, span names and attributes of
+// the programs profiled.
+//
 // Every segment is readable on its own: it starts with a ClockSync and the
 // segment metadata (a legacy segment with its header and, from version 17, a
 // SegmentMetadata record), and the legacy definitions handed to a batch

@@ -79,18 +79,25 @@ func (r *Rotator) recoverActive(path string, n int) error {
 		r.stats.RecoveredEmpty++
 		return nil
 	}
-	if c.keep < size {
-		// Sync before the rename: a recovered .bin must not come back
-		// longer after a power cut.
-		if f.Truncate(c.keep) != nil || f.Sync() != nil {
-			r.stats.RotateErrors++
-			return nil
-		}
+	if c.keep < size && f.Truncate(c.keep) != nil {
+		r.stats.RotateErrors++
+		return nil
+	}
+	// Sync before the rename, even with nothing cut: the dead writer never
+	// synced, and a recovered .bin must not come back shorter or longer
+	// after a power cut. Sync the directory after it, so that the sealed
+	// name is what a power cut leaves.
+	if syncFile(f) != nil {
+		r.stats.RotateErrors++
+		return nil
 	}
 	sealed := r.name(n, ".bin")
 	if os.Rename(path, sealed) != nil {
 		r.stats.RotateErrors++
 		return nil
+	}
+	if syncParent(sealed) != nil {
+		r.stats.RotateErrors++ // sealed all the same
 	}
 	r.stats.Recovered++
 	r.sealed = append(r.sealed, file{n, sealed, c.keep})

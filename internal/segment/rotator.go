@@ -34,6 +34,13 @@ type Options struct {
 	MaxTotalSize int64
 	// Compress gzips sealed segments to .bin.gz and removes the .bin.
 	Compress bool
+	// FileMode is the permission of the segments, .active, sealed and
+	// compressed alike; 0 = 0600. The directories the Rotator creates get
+	// it with x wherever it has r (0640 → 0750); directories that exist
+	// keep their mode. The mode is given exactly, whatever the umask. The
+	// owner must have read and write: recovery and compression reopen the
+	// files.
+	FileMode os.FileMode
 	// Metadata is written as a SegmentMetadataEvent at the start of every
 	// segment (see SetMetadata).
 	Metadata map[string]string
@@ -141,6 +148,12 @@ func New(opts Options) (*Rotator, error) {
 		return nil, fmt.Errorf("segment: legacy version %d: %w (supported %d..%d)",
 			v, wire.ErrLegacyVersion, wire.LegacyMinVersion, wire.LegacyMaxVersion)
 	}
+	if opts.FileMode == 0 {
+		opts.FileMode = defaultFileMode
+	}
+	if opts.FileMode&^0o777 != 0 || opts.FileMode&0o600 != 0o600 {
+		return nil, fmt.Errorf("segment: file mode %#o: want permission bits only (at most 0777), with read and write for the owner", uint32(opts.FileMode))
+	}
 	r := &Rotator{opts: opts, now: opts.Now, mono: opts.Monotonic}
 	if r.now == nil {
 		r.now = time.Now
@@ -149,7 +162,7 @@ func New(opts Options) (*Rotator, error) {
 		r.mono = defaultMonotonic
 	}
 	r.meta = sortedPairs(opts.Metadata)
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := mkdirAll(opts.Dir, dirMode(opts.FileMode)); err != nil {
 		return nil, fmt.Errorf("segment: cannot create directory %s: %w", opts.Dir, err)
 	}
 	probe, err := os.CreateTemp(opts.Dir, "."+opts.Prefix+".probe-*")
@@ -249,15 +262,29 @@ func (r *Rotator) rotate() error {
 	f := r.f
 	r.f = nil
 	path := f.Name()
+	if r.batches == 0 {
+		f.Close()
+		os.Remove(path)
+		return nil
+	}
 	if r.trunc {
 		if f.Truncate(r.size) == nil {
 			r.trunc = false
 		}
 	}
-	cerr := f.Close()
-	if r.batches == 0 {
-		os.Remove(path)
-		return nil
+	// The data goes to disk before the rename and the rename before
+	// anything else happens to the segment (compression removes the .bin):
+	// otherwise a power cut can leave a sealed name over missing data, or
+	// neither name. A failed sync still seals: the page cache holds what
+	// there is, and keeping the file .active would not get it to disk.
+	var errs []error
+	if !r.trunc {
+		if err := syncFile(f); err != nil {
+			errs = append(errs, fmt.Errorf("segment: sync %s: %w", path, err))
+		}
+	}
+	if err := f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("segment: close %s: %w", path, err))
 	}
 	if r.trunc {
 		// The file may end with a partial batch: keep it as .active.
@@ -267,12 +294,12 @@ func (r *Rotator) rotate() error {
 	if err := os.Rename(path, sealed); err != nil {
 		return fmt.Errorf("segment: seal: %w", err)
 	}
+	if err := syncParent(sealed); err != nil {
+		errs = append(errs, fmt.Errorf("segment: sync directory of %s: %w", sealed, err))
+	}
 	r.stats.Segments++
 	s := file{r.n, sealed, r.size}
-	var err error
-	if cerr != nil {
-		err = fmt.Errorf("segment: close %s: %w", path, cerr)
-	}
+	err := errors.Join(errs...)
 	r.sealed = append(r.sealed, s)
 	if r.opts.Compress {
 		// Compress in the background, so that a batch that seals a

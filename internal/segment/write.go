@@ -200,14 +200,14 @@ func (r *Rotator) segmentStart(first bool) []byte {
 
 // open creates the next segment and writes its start.
 func (r *Rotator) open(now time.Time) error {
-	if err := os.MkdirAll(r.opts.Dir, 0o755); err != nil {
+	if err := mkdirAll(r.opts.Dir, dirMode(r.opts.FileMode)); err != nil {
 		r.stats.WriteErrors++
 		return fmt.Errorf("segment: create directory %s: %w", r.opts.Dir, err)
 	}
 	var f *os.File
 	for range 1000 {
 		var err error
-		f, err = os.OpenFile(r.name(r.next, ".bin.active"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = createFile(r.name(r.next, ".bin.active"), os.O_WRONLY|os.O_EXCL, r.opts.FileMode)
 		if err == nil {
 			break
 		}

@@ -75,6 +75,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 		// there; the engine maps it (and the threads) to the collector's
 		// ids, choosing the process by the container.
 		containerID, podUID := strAttr(rs.Resource().Attributes(), convention.ContainerID), strAttr(rs.Resource().Attributes(), convention.K8sPodUID)
+		service := strAttr(rs.Resource().Attributes(), convention.ServiceName)
 		// The process's profiles get this resource from now on.
 		if spanPid != 0 {
 			r.prof.NameProcess(int(spanPid), containerID, podUID, res)
@@ -118,6 +119,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 					Resource:     res,
 					ContainerID:  containerID,
 					PodUID:       podUID,
+					Service:      service,
 				})
 			}
 		}
@@ -127,7 +129,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	for _, o := range []struct {
 		n       int64
 		outcome string
-	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}, {c.Unmapped, "unmapped"}} {
+	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}, {c.Future, "future"}, {c.Unmapped, "unmapped"}} {
 		if o.n > 0 {
 			r.telemetry.ReceiverPerfprofSpans.Add(ctx, o.n, metric.WithAttributes(attribute.String("outcome", o.outcome)))
 		}
@@ -145,8 +147,8 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	}
 }
 
-// strAttr reads a string attribute that names a container or a pod: ""
-// when absent, not a string or too long to be one.
+// strAttr reads a string attribute that names a container, a pod or a
+// service: "" when absent, not a string or too long to be one.
 func strAttr(m pcommon.Map, key string) string {
 	if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr && len(v.Str()) <= maxContainerID {
 		return v.Str()

@@ -180,9 +180,6 @@ func addFuture(f []futureSpans, sp *Span, ahead time.Duration) []futureSpans {
 	return append(f, futureSpans{subject: subject, n: 1, spanID: sp.SpanID, ahead: ahead})
 }
 
-// maxNamedProcesses bounds the pids whose spans named their resource.
-const maxNamedProcesses = 4096
-
 // NameProcess says that the spans of resource came from process pid (their
 // resource's process.pid) of container cid and pod pod (its container.id
 // and k8s.pod.uid, "" when none), as the process sees itself (see
@@ -195,11 +192,10 @@ func (e *engine) NameProcess(pid int, cid, pod string, resource int32) {
 	if pid = int(e.ids.pid(uint32(pid), cid, pod)); pid == 0 {
 		return
 	}
+	now := clock.Monotonic()
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
-	if _, ok := e.pidResource[pid]; ok || len(e.pidResource) < maxNamedProcesses {
-		e.pidResource[pid] = resource
-	}
+	e.names.name(pid, resource, now)
 }
 
 // Lookup returns what the join would link a sample of thread tid at Unix
@@ -250,10 +246,11 @@ func (e *engine) link(l *Link, sp *tidmap.Span) {
 
 // join looks up, for every sample of b older than the watermark, the span
 // that ran on its thread at its time; where unrelated spans were open on
-// the thread at once, none (a wrong link misleads more than a missing one). It returns the link of each sample
-// and sets the process's resource: the one most of the linked samples
-// share, else the one its spans named it by, else the last it had. Called
-// with spansMu held, not mu: the samples of b are the caller's now.
+// the thread at once, none (a wrong link misleads more than a missing
+// one). It returns the link of each sample and sets the process's
+// resource: the one most of the linked samples share, else the one its
+// spans named it by while it lived, else the last it had. Called with
+// spansMu held, not mu: the samples of b are the caller's now.
 func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) []Link {
 	links := make([]Link, len(b.samples))
 	votes := map[int32]int{}
@@ -328,8 +325,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 	}
 	if best >= 0 {
 		st.resource = best
-	} else if h, ok := e.pidResource[st.info.Pid]; ok {
-		st.resource = h
+	} else if !st.unnamed {
+		if h, ok := e.names.get(st.info.Pid); ok {
+			st.resource = h
+		}
 	}
 	return links
 }

@@ -26,10 +26,6 @@ const (
 	flagIsRemote    = 0x200
 )
 
-// maxResources bounds the distinct span resources remembered for the
-// profiles; spans of further resources are still joined, without resource.
-const maxResources = 4096
-
 // Bounds on what a span may make the receiver hold: max_spans names and
 // maxResources resources stay in memory, and one request may carry values
 // of megabytes (up to max_request_body_size).
@@ -165,8 +161,8 @@ func intAttr(m pcommon.Map, key string) (int64, bool) {
 }
 
 // internResource returns the handle of a span resource, remembering it for
-// the profiles of its process; -1 past maxResources, and -1 and false for
-// a resource over maxResourceSize.
+// the profiles of its process (see resourceTable); -1 and false for a
+// resource over maxResourceSize.
 func (r *perfprofReceiver) internResource(res pcommon.Resource) (int32, bool) {
 	attrs := res.Attributes()
 	keys := make([]string, 0, attrs.Len())
@@ -181,31 +177,12 @@ func (r *perfprofReceiver) internResource(res pcommon.Resource) (int32, bool) {
 		return -1, false
 	}
 	sort.Strings(keys)
-	key := strings.Join(keys, "\x00")
-	r.resMu.Lock()
-	defer r.resMu.Unlock()
-	if h, ok := r.resourceIdx[key]; ok {
-		return h, true
-	}
-	if len(r.resources) >= maxResources {
-		return -1, true
-	}
-	cp := pcommon.NewResource()
-	res.CopyTo(cp)
-	h := int32(len(r.resources))
-	r.resources = append(r.resources, cp)
-	r.resourceIdx[key] = h
-	return h, true
+	return r.resources.intern(strings.Join(keys, "\x00"), res), true
 }
 
 // resource returns the span resource of handle h, and false for none.
 func (r *perfprofReceiver) resource(h int32) (pcommon.Resource, bool) {
-	r.resMu.Lock()
-	defer r.resMu.Unlock()
-	if h < 0 || int(h) >= len(r.resources) {
-		return pcommon.Resource{}, false
-	}
-	return r.resources[h], true
+	return r.resources.get(h)
 }
 
 // startServers starts the configured OTLP servers.

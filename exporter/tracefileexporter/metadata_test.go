@@ -1,7 +1,6 @@
 package tracefileexporter
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -9,14 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
-	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadatatest"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"github.com/perfprof/perfprof/internal/convention"
@@ -27,16 +23,8 @@ import (
 // the exporter hold, or a segment list, more than maxMetaValues of them;
 // the rest are counted. The next segment lists its own batches' values.
 func TestMetadataBounded(t *testing.T) {
-	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
-	cfg := createDefaultConfig()
-	cfg.Directory = t.TempDir()
-	cfg.Compress = false
-	set := exportertest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tt.NewTelemetrySettings()
-	e, err := newTraceFile(cfg, set)
-	require.NoError(t, err)
-	require.NoError(t, e.start(t.Context(), nil))
+	dir := t.TempDir()
+	e, tt := newMeasuredFile(t, dir)
 
 	base := uint64(time.Now().UnixNano())
 	const named, perPush = 100_000, 10_000
@@ -74,7 +62,7 @@ func TestMetadataBounded(t *testing.T) {
 	require.NoError(t, e.pushTraces(t.Context(), td))
 	require.NoError(t, e.shutdown(t.Context()))
 
-	segs := segmentFiles(t, cfg.Directory)
+	segs := segmentFiles(t, dir)
 	require.Len(t, segs, 2)
 	for i, want := range []struct {
 		services int

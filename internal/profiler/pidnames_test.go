@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	xunix "golang.org/x/sys/unix"
-
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
@@ -32,11 +30,7 @@ func TestNewestPidsAreNamed(t *testing.T) {
 // TestReusedPidIsNotNamedByTheOld: the name that spans gave a process
 // goes with it; a process that takes its pid later is not named by it.
 func TestReusedPidIsNotNamedByTheOld(t *testing.T) {
-	p, src, pr := open(t, func(o *profiler.Options) {
-		o.Pids = nil
-		o.Executables = []string{"app"}
-		o.DiscoveryInterval = 10 * time.Millisecond
-	})
+	p, src, pr := open(t, discovering)
 	now := clock.Monotonic()
 	p.NameProcess(app.Pid, "", "", 4)
 	src.Push(profilertest.Sample(app.Pid, app.Pid, now-20*s, 0x401000))
@@ -60,18 +54,10 @@ func TestReusedPidIsNotNamedByTheOld(t *testing.T) {
 // process that has it now started named another process (one that was no
 // target): the new target is not named by them.
 func TestPidNamedBeforeItsProcessStarted(t *testing.T) {
-	p, src, pr := open(t, func(o *profiler.Options) {
-		o.Pids = nil
-		o.Executables = []string{"app"}
-		o.DiscoveryInterval = 10 * time.Millisecond
-	})
+	p, src, pr := open(t, discovering)
 	p.NameProcess(200, "", "", 5) // not a target
 	// The process that takes pid 200 starts at the next clock tick.
-	var boot, mono xunix.Timespec
-	_ = xunix.ClockGettime(xunix.CLOCK_BOOTTIME, &boot)
-	_ = xunix.ClockGettime(xunix.CLOCK_MONOTONIC, &mono)
-	tick := uint64(boot.Nano())/uint64(10*time.Millisecond) + 1
-	started := tick*uint64(10*time.Millisecond) - uint64(boot.Nano()-mono.Nano())
+	tick, started := nextTick()
 	time.Sleep(time.Duration(started + ms - clock.Monotonic()))
 	pr.Start(perf.Process{Pid: 200, StartTime: tick, Exe: "/usr/bin/app", Comm: "app"})
 	waitFor(t, func() bool { return src.Attached(200) })
@@ -92,4 +78,12 @@ func TestPidNamedBeforeItsProcessStarted(t *testing.T) {
 			t.Errorf("the new process has resource %d, want 6 its spans named", sn.Resource)
 		}
 	}
+}
+
+// discovering has the profiler find targets by executable (app), every
+// 10 ms.
+func discovering(o *profiler.Options) {
+	o.Pids = nil
+	o.Executables = []string{"app"}
+	o.DiscoveryInterval = 10 * time.Millisecond
 }

@@ -55,6 +55,7 @@ type traceFile struct {
 	spawnLocs  map[string]uint16
 	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
+	metaWarned bool          // the metadata_full warning was logged
 	last       segment.Stats // stats already turned into telemetry
 	// The buffers of chains, kept from one batch to the next.
 	addrBuf, chainBuf []uint64
@@ -282,8 +283,19 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", "nested_worker_span")))
 	}
 	b.sort()
+	e.meta.newSegment(e.rot.Stats())
 	if e.meta.add(b) {
 		e.rot.SetMetadata(e.meta.entries(e.host))
+	}
+	if n := e.meta.left; n > 0 {
+		e.meta.left = 0
+		e.tb.ExporterTracefileSkipped.Add(ctx, n, metric.WithAttributes(attribute.String("reason", "metadata_full")))
+		if !e.metaWarned {
+			e.metaWarned = true
+			e.logger.Warn("Services, hosts, pids or worker ids left out of the segment metadata, which lists a bounded number of each, of a bounded length "+
+				"(otelcol_exporter_tracefile_skipped{reason=\"metadata_full\"} counts them; this message is not repeated)",
+				zap.Int64("values", n), zap.Int("max_values", maxMetaValues), zap.Int("max_value_bytes", maxMetaValue))
+		}
 	}
 	if len(e.addrs.byKey) > maxAddrKeys {
 		// Start over in a new segment, so that no segment holds one
@@ -340,36 +352,66 @@ func (c *eventCounts) record(ctx context.Context, tb *metadata.TelemetryBuilder)
 	}
 }
 
+// Bounds on the segment metadata. It lists the services, hosts, pids and
+// worker ids that the batches of the segment name, which is whatever the
+// clients put in their resources and spans: past maxMetaValues values of
+// one kind in a segment, and for a value longer than maxMetaValue bytes,
+// a value is left out of the list and counted
+// (skipped{reason="metadata_full"}).
+const (
+	maxMetaValues = 1024
+	maxMetaValue  = 256
+)
+
 // metaSets accumulates what the segment metadata says: every service, host,
-// pid and worker seen so far.
+// pid and worker the batches of the active segment named (see
+// maxMetaValues), and the sample period.
 type metaSets struct {
 	services, hosts, pids, workers map[string]bool
 	period                         int64
+	// sealed is the count of segments sealed or abandoned when the sets
+	// were last emptied (see newSegment).
+	sealed int
+	// left counts the values left out since write last took the count.
+	left int64
 }
 
-func addTo(m *map[string]bool, keys []string) bool {
+// newSegment empties the sets when the segment they described is no
+// longer the active one, so that a segment's metadata lists what its own
+// batches name (and those of the batch a rotation came in), not every
+// value since the collector started.
+func (m *metaSets) newSegment(s segment.Stats) {
+	if n := s.Segments + s.Abandoned; n != m.sealed {
+		m.sealed = n
+		m.services, m.hosts, m.pids, m.workers = nil, nil, nil, nil
+	}
+}
+
+func (m *metaSets) addTo(set *map[string]bool, keys []string) bool {
 	changed := false
 	for _, k := range keys {
-		if k == "" {
+		if k == "" || (*set)[k] {
 			continue
 		}
-		if *m == nil {
-			*m = map[string]bool{}
+		if len(k) > maxMetaValue || len(*set) >= maxMetaValues {
+			m.left++
+			continue
 		}
-		if !(*m)[k] {
-			(*m)[k] = true
-			changed = true
+		if *set == nil {
+			*set = map[string]bool{}
 		}
+		(*set)[k] = true
+		changed = true
 	}
 	return changed
 }
 
 // add merges what batch b names and reports whether anything is new.
 func (m *metaSets) add(b *batch) bool {
-	c := addTo(&m.services, b.services)
-	c = addTo(&m.hosts, b.hosts) || c
-	c = addTo(&m.pids, b.pids) || c
-	c = addTo(&m.workers, b.workers) || c
+	c := m.addTo(&m.services, b.services)
+	c = m.addTo(&m.hosts, b.hosts) || c
+	c = m.addTo(&m.pids, b.pids) || c
+	c = m.addTo(&m.workers, b.workers) || c
 	if b.period > 0 && b.period != m.period {
 		m.period, c = b.period, true
 	}

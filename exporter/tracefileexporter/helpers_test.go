@@ -2,6 +2,7 @@ package tracefileexporter
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
@@ -20,6 +23,27 @@ import (
 // newTestFile returns a started traceFile writing into dir.
 func newTestFile(t testing.TB, dir string, f func(*Config)) *traceFile {
 	t.Helper()
+	return startTestFile(t, dir, f, exportertest.NewNopSettings(metadata.Type))
+}
+
+// newMeasuredFile returns a started traceFile writing into dir without
+// compression (a gzip in the background could rename a sealed segment
+// under the test), and the telemetry it reports to.
+func newMeasuredFile(t *testing.T, dir string) (*traceFile, *componenttest.Telemetry) {
+	t.Helper()
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() {
+		if err := tt.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tt.NewTelemetrySettings()
+	return startTestFile(t, dir, func(c *Config) { c.Compress = false }, set), tt
+}
+
+func startTestFile(t testing.TB, dir string, f func(*Config), set exporter.Settings) *traceFile {
+	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Directory = dir
 	if f != nil {
@@ -28,7 +52,6 @@ func newTestFile(t testing.TB, dir string, f func(*Config)) *traceFile {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	set := exportertest.NewNopSettings(metadata.Type)
 	e, err := newTraceFile(cfg, set)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package tracefileexporter
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,14 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
-	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadatatest"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"github.com/perfprof/perfprof/internal/convention"
@@ -52,18 +48,8 @@ func TestRecoverAtStart(t *testing.T) {
 	cut := three[:len(two)+(len(three)-len(two))*3/4]
 	require.NoError(t, os.WriteFile(filepath.Join(crashed, "trace.0.bin.active"), cut, 0o644))
 
-	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
-	cfg := createDefaultConfig()
-	cfg.Directory = crashed
-	// The sealed segment is compared byte for byte: a gzip in the
-	// background could rename it under the test.
-	cfg.Compress = false
-	set := exportertest.NewNopSettings(metadata.Type)
-	set.TelemetrySettings = tt.NewTelemetrySettings()
-	e2, err := newTraceFile(cfg, set)
-	require.NoError(t, err)
-	require.NoError(t, e2.start(t.Context(), nil))
+	// The sealed segment is compared byte for byte, uncompressed.
+	e2, tt := newMeasuredFile(t, crashed)
 
 	metadatatest.AssertEqualExporterTracefileSegments(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("outcome", "recovered"))},

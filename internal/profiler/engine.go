@@ -3,6 +3,7 @@ package profiler
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,12 +55,12 @@ type engine struct {
 	// spansMu guards the span index. It is apart from mu so that span
 	// ingest never waits for the read loop; when both are held, mu is
 	// taken first.
-	spansMu     sync.Mutex
-	spans       *tidmap.Map
-	watermark   uint64 // samples before it have been taken
-	pidResource map[int]int32
-	spanCounts  SpanCounts // cumulative
-	joinCounts  JoinCounts // cumulative
+	spansMu    sync.Mutex
+	spans      *tidmap.Map
+	watermark  uint64     // samples before it have been taken
+	names      pidNames   // the resource the spans of each pid named
+	spanCounts SpanCounts // cumulative
+	joinCounts JoinCounts // cumulative
 
 	// contexts holds the span contexts read at sample time, nil without
 	// Options.Contexts.
@@ -144,6 +145,9 @@ type procState struct {
 	// names its service, also when none of its samples fell in a span.
 	// Guarded by spansMu: the join sets it.
 	resource int32
+	// unnamed: the process has exited, and what spans name its pid by
+	// now is another's (guarded by spansMu).
+	unnamed bool
 	// pending holds the samples taken before unwinder was stored, until
 	// it is (see pending.go).
 	pending pendingQueue
@@ -181,16 +185,15 @@ type procState struct {
 
 func newEngine(opts Options) *engine {
 	e := &engine{
-		opts:        opts,
-		procs:       opts.Procs,
-		log:         opts.Logger,
-		clock:       clock.NewMapper(),
-		live:        map[int]*procState{},
-		all:         map[procKey]*procState{},
-		flush:       make(chan struct{}, 1),
-		rediscover:  make(chan struct{}, 1),
-		spans:       tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
-		pidResource: map[int]int32{},
+		opts:       opts,
+		procs:      opts.Procs,
+		log:        opts.Logger,
+		clock:      clock.NewMapper(),
+		live:       map[int]*procState{},
+		all:        map[procKey]*procState{},
+		flush:      make(chan struct{}, 1),
+		rediscover: make(chan struct{}, 1),
+		spans:      tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
 	}
 	e.ids = newSpanIDs(opts.Procs, opts.Logger)
 	e.syms = newSymbols(opts)
@@ -209,15 +212,26 @@ func newEngine(opts Options) *engine {
 // arrive. A previous process with the same pid stays until its samples
 // are taken. It reports false when p is live already.
 func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
+	started := bootTicksToMono(p.StartTime)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if old := e.live[p.Pid]; old != nil {
+	old := e.live[p.Pid]
+	if old != nil {
 		if old.info.StartTime == p.StartTime {
 			return old, false
 		}
 		old.gone = true // pid reused: the old process has exited
 		e.attached--
 	}
+	// Spans that named the pid before p started named another process.
+	e.spansMu.Lock() // after mu, as everywhere
+	if h, ok := e.names.forget(p.Pid, started); ok && old != nil && old.resource < 0 {
+		old.resource = h
+	}
+	if old != nil {
+		old.unnamed = true
+	}
+	e.spansMu.Unlock()
 	st := &procState{
 		key:        procKey{pid: p.Pid, start: p.StartTime},
 		info:       p,
@@ -302,6 +316,13 @@ func (e *engine) releaseProcess(pid int) bool {
 	st.gone = true
 	e.attached--
 	e.ids.remove(pid)
+	// The name its spans gave it goes with it; its last samples keep it.
+	e.spansMu.Lock() // after mu, as everywhere
+	if h, ok := e.names.forget(pid, math.MaxUint64); ok && st.resource < 0 {
+		st.resource = h
+	}
+	st.unnamed = true
+	e.spansMu.Unlock()
 	return true
 }
 

@@ -3,7 +3,11 @@ package profiler
 import (
 	"errors"
 	"math"
+	"strconv"
+	"time"
 
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/tidmap"
 )
 
@@ -30,6 +34,9 @@ type Span struct {
 	// the app sees it: in its own pid namespace, which may not be the
 	// collector's (see spanIDs).
 	ContainerID, PodUID string
+	// Service is the resource's service.name, "" when none: it names
+	// the client in the log of a bound its spans reach.
+	Service string
 }
 
 // SpanCounts are the outcomes of AddSpans, cumulative in Stats.
@@ -38,6 +45,9 @@ type SpanCounts struct {
 	Late      int64 // ended before the samples of its time were taken
 	OverLimit int64 // MaxSpans reached
 	Invalid   int64 // no thread, or ends before it starts
+	// Future spans end more than futureSpanSlack past the window from
+	// now (see AddSpans): refused.
+	Future int64
 	// Unmapped spans named their process or thread by ids of another
 	// pid namespace that could not be mapped to the collector's (see
 	// spanIDs): they are not joined by thread.
@@ -67,11 +77,32 @@ type JoinCounts struct {
 	OtherProcess int64
 }
 
+// futureSpanSlack is how far past the correlation window from now a span
+// may end. An exported span has ended, so an end in the future is the
+// sender's clock running ahead of the collector's: a few seconds of such
+// skew are normal and the window absorbs them; an end further out is a
+// broken clock or a hostile client. Such a span would stay in the index
+// until its end came (Forget drops spans by end), holding a slot of
+// MaxSpans, and one without a pid would be the span of every sample of
+// its thread until then: it is refused and counted (Future,
+// limits.SpanFuture). It is not clamped: its real end is unknown, and a
+// made-up one would link samples that the span did not cover.
+const futureSpanSlack = time.Minute
+
 // AddSpans indexes spans for the join. It may be called from any
 // goroutine; it never waits for the read loop.
 func (e *engine) AddSpans(spans []Span) SpanCounts {
 	var c SpanCounts
 	unmapped := e.ids.mapSpans(spans)
+	latest := clock.Monotonic() + uint64(e.opts.Window+futureSpanSlack)
+	var future []futureSpans
+	defer func() {
+		// After spansMu, which the log need not hold.
+		for _, f := range future {
+			e.opts.Limits.Add(limits.SpanFuture, f.subject, f.n, limits.Errorf(limits.SpanFuture,
+				"span %x ends %v from now, more than the correlation window and %v", f.spanID, f.ahead.Round(time.Second), futureSpanSlack))
+		}
+	}()
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
 	for i := range spans {
@@ -85,6 +116,11 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 			// Its samples were taken already: it came later than the
 			// window allows.
 			c.Late++
+			continue
+		}
+		if end > latest {
+			c.Future++
+			future = addFuture(future, sp, time.Duration(end-latest)+e.opts.Window+futureSpanSlack)
 			continue
 		}
 		err := e.spans.Add(sp.Tid, tidmap.Span{
@@ -113,11 +149,36 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 	e.spanCounts.OverLimit += c.OverLimit
 	e.spanCounts.Invalid += c.Invalid
 	e.spanCounts.Unmapped += c.Unmapped
+	e.spanCounts.Future += c.Future
 	return c
 }
 
-// maxNamedProcesses bounds the pids whose spans named their resource.
-const maxNamedProcesses = 4096
+// futureSpans are the future spans of one sender in one AddSpans, for
+// limits.Recorder: one call per sender rather than per span.
+type futureSpans struct {
+	subject string
+	n       int64
+	spanID  [8]byte       // the first
+	ahead   time.Duration // how far from now it ends
+}
+
+// addFuture counts sp among the future spans of its sender: its service,
+// else its process. The spans of one resource come one after the other.
+func addFuture(f []futureSpans, sp *Span, ahead time.Duration) []futureSpans {
+	subject := sp.Service
+	switch {
+	case subject != "":
+	case sp.Pid != 0:
+		subject = "pid " + strconv.FormatUint(uint64(sp.Pid), 10)
+	default:
+		subject = "a sender naming neither service.name nor process.pid"
+	}
+	if n := len(f); n > 0 && f[n-1].subject == subject {
+		f[n-1].n++
+		return f
+	}
+	return append(f, futureSpans{subject: subject, n: 1, spanID: sp.SpanID, ahead: ahead})
+}
 
 // NameProcess says that the spans of resource came from process pid (their
 // resource's process.pid) of container cid and pod pod (its container.id
@@ -131,11 +192,10 @@ func (e *engine) NameProcess(pid int, cid, pod string, resource int32) {
 	if pid = int(e.ids.pid(uint32(pid), cid, pod)); pid == 0 {
 		return
 	}
+	now := clock.Monotonic()
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
-	if _, ok := e.pidResource[pid]; ok || len(e.pidResource) < maxNamedProcesses {
-		e.pidResource[pid] = resource
-	}
+	e.names.name(pid, resource, now)
 }
 
 // Lookup returns what the join would link a sample of thread tid at Unix
@@ -186,10 +246,11 @@ func (e *engine) link(l *Link, sp *tidmap.Span) {
 
 // join looks up, for every sample of b older than the watermark, the span
 // that ran on its thread at its time; where unrelated spans were open on
-// the thread at once, none (a wrong link misleads more than a missing one). It returns the link of each sample
-// and sets the process's resource: the one most of the linked samples
-// share, else the one its spans named it by, else the last it had. Called
-// with spansMu held, not mu: the samples of b are the caller's now.
+// the thread at once, none (a wrong link misleads more than a missing
+// one). It returns the link of each sample and sets the process's
+// resource: the one most of the linked samples share, else the one its
+// spans named it by while it lived, else the last it had. Called with
+// spansMu held, not mu: the samples of b are the caller's now.
 func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) []Link {
 	links := make([]Link, len(b.samples))
 	votes := map[int32]int{}
@@ -264,8 +325,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 	}
 	if best >= 0 {
 		st.resource = best
-	} else if h, ok := e.pidResource[st.info.Pid]; ok {
-		st.resource = h
+	} else if !st.unnamed {
+		if h, ok := e.names.get(st.info.Pid); ok {
+			st.resource = h
+		}
 	}
 	return links
 }

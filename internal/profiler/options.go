@@ -127,8 +127,9 @@ type Options struct {
 	Procs Procs
 	// Logger receives what the engine has to say; nil discards it.
 	Logger *zap.Logger
-	// Limits counts the bounds that targets' data reach (files refused,
-	// DWARF too deep, attach replies too large: see package limits);
+	// Limits counts the bounds that targets' and clients' data reach
+	// (files refused, DWARF too deep, attach replies too large, spans
+	// that end far in the future: see package limits);
 	// nil: a Recorder that logs each bound once per subject to Logger.
 	Limits *limits.Recorder
 }
@@ -190,7 +191,7 @@ func (o *Options) setDefaults() {
 	if o.Limits == nil {
 		log := o.Logger
 		o.Limits = limits.NewRecorder(func(k limits.Kind, subject string, err error) {
-			log.Warn("A target's data reached a bound; what it concerns is left out, the rest is profiled",
+			log.Warn("A target's or client's data reached a bound; what it concerns is left out, the rest is profiled",
 				zap.Stringer("bound", k), zap.String("subject", subject), zap.Error(err))
 		})
 	}

@@ -105,11 +105,7 @@ func TestReleaseSeesNewProcess(t *testing.T) {
 	})
 	// The new process starts at the next clock tick (10 ms) after t0.
 	t0 := clock.Monotonic()
-	var boot, mono xunix.Timespec
-	_ = xunix.ClockGettime(xunix.CLOCK_BOOTTIME, &boot)
-	_ = xunix.ClockGettime(xunix.CLOCK_MONOTONIC, &mono)
-	tick := uint64(boot.Nano())/uint64(10*time.Millisecond) + 1
-	started := tick*uint64(10*time.Millisecond) - uint64(boot.Nano()-mono.Nano())
+	tick, started := nextTick()
 	src.Push(profilertest.Sample(app.Pid, app.Pid, t0, 0x401000))
 	src.Sync()
 	// The target exits and the new process takes its pid, between two
@@ -135,4 +131,14 @@ func TestReleaseSeesNewProcess(t *testing.T) {
 	if st := p.Stats(); st.PidReused != 2 {
 		t.Errorf("%d samples dropped as of a reused pid, want 2", st.PidReused)
 	}
+}
+
+// nextTick returns the next clock tick of process start times (USER_HZ
+// ticks since boot), and when it comes in CLOCK_MONOTONIC.
+func nextTick() (tick, mono uint64) {
+	var b, m xunix.Timespec
+	_ = xunix.ClockGettime(xunix.CLOCK_BOOTTIME, &b)
+	_ = xunix.ClockGettime(xunix.CLOCK_MONOTONIC, &m)
+	tick = uint64(b.Nano())/uint64(10*time.Millisecond) + 1
+	return tick, tick*uint64(10*time.Millisecond) - uint64(b.Nano()-m.Nano())
 }

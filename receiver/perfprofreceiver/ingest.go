@@ -26,10 +26,6 @@ const (
 	flagIsRemote    = 0x200
 )
 
-// maxResources bounds the distinct span resources remembered for the
-// profiles; spans of further resources are still joined, without resource.
-const maxResources = 4096
-
 // Bounds on what a span may make the receiver hold: max_spans names and
 // maxResources resources stay in memory, and one request may carry values
 // of megabytes (up to max_request_body_size).
@@ -75,6 +71,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 		// there; the engine maps it (and the threads) to the collector's
 		// ids, choosing the process by the container.
 		containerID, podUID := strAttr(rs.Resource().Attributes(), convention.ContainerID), strAttr(rs.Resource().Attributes(), convention.K8sPodUID)
+		service := strAttr(rs.Resource().Attributes(), convention.ServiceName)
 		// The process's profiles get this resource from now on.
 		if spanPid != 0 {
 			r.prof.NameProcess(int(spanPid), containerID, podUID, res)
@@ -118,6 +115,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 					Resource:     res,
 					ContainerID:  containerID,
 					PodUID:       podUID,
+					Service:      service,
 				})
 			}
 		}
@@ -127,7 +125,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	for _, o := range []struct {
 		n       int64
 		outcome string
-	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}, {c.Unmapped, "unmapped"}} {
+	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}, {c.Future, "future"}, {c.Unmapped, "unmapped"}} {
 		if o.n > 0 {
 			r.telemetry.ReceiverPerfprofSpans.Add(ctx, o.n, metric.WithAttributes(attribute.String("outcome", o.outcome)))
 		}
@@ -145,8 +143,8 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 	}
 }
 
-// strAttr reads a string attribute that names a container or a pod: ""
-// when absent, not a string or too long to be one.
+// strAttr reads a string attribute that names a container, a pod or a
+// service: "" when absent, not a string or too long to be one.
 func strAttr(m pcommon.Map, key string) string {
 	if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr && len(v.Str()) <= maxContainerID {
 		return v.Str()
@@ -163,8 +161,8 @@ func intAttr(m pcommon.Map, key string) (int64, bool) {
 }
 
 // internResource returns the handle of a span resource, remembering it for
-// the profiles of its process; -1 past maxResources, and -1 and false for
-// a resource over maxResourceSize.
+// the profiles of its process (see resourceTable); -1 and false for a
+// resource over maxResourceSize.
 func (r *perfprofReceiver) internResource(res pcommon.Resource) (int32, bool) {
 	attrs := res.Attributes()
 	keys := make([]string, 0, attrs.Len())
@@ -179,31 +177,12 @@ func (r *perfprofReceiver) internResource(res pcommon.Resource) (int32, bool) {
 		return -1, false
 	}
 	sort.Strings(keys)
-	key := strings.Join(keys, "\x00")
-	r.resMu.Lock()
-	defer r.resMu.Unlock()
-	if h, ok := r.resourceIdx[key]; ok {
-		return h, true
-	}
-	if len(r.resources) >= maxResources {
-		return -1, true
-	}
-	cp := pcommon.NewResource()
-	res.CopyTo(cp)
-	h := int32(len(r.resources))
-	r.resources = append(r.resources, cp)
-	r.resourceIdx[key] = h
-	return h, true
+	return r.resources.intern(strings.Join(keys, "\x00"), res), true
 }
 
 // resource returns the span resource of handle h, and false for none.
 func (r *perfprofReceiver) resource(h int32) (pcommon.Resource, bool) {
-	r.resMu.Lock()
-	defer r.resMu.Unlock()
-	if h < 0 || int(h) >= len(r.resources) {
-		return pcommon.Resource{}, false
-	}
-	return r.resources[h], true
+	return r.resources.get(h)
 }
 
 // startServers starts the configured OTLP servers.

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/xconsumer"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.opentelemetry.io/otel/attribute"
@@ -47,10 +46,8 @@ type perfprofReceiver struct {
 	source profiler.Source
 	procs  profiler.Procs
 
-	// resMu guards the span resources, which profiles name by handle.
-	resMu       sync.Mutex
-	resources   []pcommon.Resource
-	resourceIdx map[string]int32
+	// resources are the span resources, which profiles name by handle.
+	resources resourceTable
 
 	server *otlpserver.Server
 	obs    map[string]*receiverhelper.ObsReport // by transport
@@ -68,11 +65,10 @@ func newReceiver(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) 
 		return nil, fmt.Errorf("create perfprof telemetry: %w", err)
 	}
 	return &perfprofReceiver{
-		cfg:         cfg,
-		set:         set,
-		log:         set.Logger,
-		telemetry:   tb,
-		resourceIdx: map[string]int32{},
+		cfg:       cfg,
+		set:       set,
+		log:       set.Logger,
+		telemetry: tb,
 	}, nil
 }
 

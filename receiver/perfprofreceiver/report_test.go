@@ -40,9 +40,12 @@ func TestReportWaitsForTheWindowAndCounts(t *testing.T) {
 
 	// A span that ends before the watermark comes too late to be joined.
 	r.indexSpans(spanAt(7, "GET /late", 2, now-40*s, now-35*s))
+	// One that ends an hour from now is not held either.
+	r.indexSpans(spanAt(7, "GET /future", 3, now-s, now+3600*s))
 	metadatatest.AssertEqualReceiverPerfprofSpans(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attrSet("outcome", "indexed")},
 		{Value: 1, Attributes: attrSet("outcome", "late")},
+		{Value: 1, Attributes: attrSet("outcome", "future")},
 	}, metricdatatest.IgnoreTimestamp())
 	metadatatest.AssertEqualReceiverPerfprofEmittedSamples(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attrSet("join", "span", "source", "thread")},

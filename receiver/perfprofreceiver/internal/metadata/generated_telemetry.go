@@ -175,7 +175,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofSpans, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_spans",
-		metric.WithDescription("Spans received over OTLP, by outcome for the join (indexed; no_thread_id, without the thread id attribute; late, ended before samples already emitted, more than correlation.window late; over_limit, over correlation.max_spans; invalid; unmapped, naming its process or thread by ids of another pid namespace (an app in a container) that could not be mapped to the collector's, because no target is that process, several are and the resource's container.id does not tell them apart, or the process has no such thread). [Development]"),
+		metric.WithDescription("Spans received over OTLP, by outcome for the join (indexed; no_thread_id, without the thread id attribute; late, ended before samples already emitted, more than correlation.window late; over_limit, over correlation.max_spans; invalid; future, ending more than correlation.window and a minute after the collector's now (a client clock far ahead or a made-up end), refused, as it would hold its index slot until then; unmapped, naming its process or thread by ids of another pid namespace (an app in a container) that could not be mapped to the collector's, because no target is that process, several are and the resource's container.id does not tell them apart, or the process has no such thread). [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

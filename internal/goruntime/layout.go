@@ -153,6 +153,7 @@ func (l *Layout) readDWARF(d *dwarf.Data) error {
 	r := d.Reader()
 	var g, m, labelMap *dwarf.StructType
 	var labelMapTypedef bool
+	scan := newTypeScan(d)
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -188,6 +189,12 @@ func (l *Layout) readDWARF(d *dwarf.Data) error {
 		}
 		if e.Tag != dwarf.TagStructType {
 			continue
+		}
+		// debug/dwarf reads a type graph by recursion, which a forged
+		// one can make deeper than the stack, and loops over a cycle of
+		// typedefs: look at the graph first.
+		if err := scan.check(e.Offset); err != nil {
+			return fmt.Errorf("type %s: %w", name, err)
 		}
 		t, err := d.Type(e.Offset)
 		if err != nil {
@@ -279,14 +286,17 @@ func findSlice(st *dwarf.StructType, base uint32, depth int) (uint32, *dwarf.Str
 	return 0, nil, false
 }
 
+// underlying follows typedefs to the type they name. typeScan.check
+// bounded their chains; the bound here keeps a loop out all the same.
 func underlying(t dwarf.Type) dwarf.Type {
-	for {
+	for range maxTypeChain + 1 {
 		td, ok := t.(*dwarf.TypedefType)
 		if !ok {
 			return t
 		}
 		t = td.Type
 	}
+	return nil
 }
 
 // fieldOffset returns the offset of the field named name, compared

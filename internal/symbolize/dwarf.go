@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // DWARF is decoded lazily, one compilation unit at a time. The parse reads
@@ -66,6 +68,19 @@ const dwarfIdleTrims = 3
 // skipped and counted in Stats.DWARFTooDeep.
 const maxDIEDepth = 256
 
+// maxUnitLineRows bounds the line rows read from one unit's line program,
+// and maxLineRows those decoded from all the units of a binary, 16 bytes
+// each: a forged line program makes a row of a byte. They match the
+// bytes of a unit read into memory (maxUnitBytes) and of a section
+// (maxSectionBytes). Debian's libc has 14 000 rows in its largest unit
+// and 290 000 in all. A unit past the bound keeps the rows before it, a
+// binary past it decodes no more line rows (Options.Limits counts
+// LineRows).
+const (
+	maxUnitLineRows = 1 << 22
+	maxLineRows     = 1 << 24
+)
+
 // maxUnits bounds the compilation units a parse indexes, 32 bytes each
 // (with their ranges, more): a unit can be a dozen bytes.
 const maxUnits = 1 << 20
@@ -103,6 +118,7 @@ type dwarfTables struct {
 	lastUse  int            // Cache.trims when sec was last loaded or used
 	loadErr  error          // loading again failed: no more units are decoded
 	decoded  int64          // bytes held by the decoded units (sizer)
+	lineRows int            // line rows of the decoded units, of maxLineRows
 	indexLen int64          // bytes held by units, ranges, maxHi and always
 }
 
@@ -828,9 +844,20 @@ func (t *dwarfTables) decodeBytes(u int32, b []byte, c *Cache) {
 func (t *dwarfTables) decode(u int32, d *dwarf.Data, off dwarf.Offset, c *Cache) {
 	ut := &unitTables{}
 	if d != nil {
-		var tooDeep int
-		ut, tooDeep, _ = decodeUnit(d, off, t.inText)
+		var (
+			tooDeep int
+			err     error
+		)
+		ut, tooDeep, err = decodeUnit(d, off, t.inText, min(maxUnitLineRows, maxLineRows-t.lineRows))
+		if ut.lines != nil {
+			t.lineRows += len(ut.lines.rows)
+		}
+		c.limits.Record(t.name, err)
 		c.stats.DWARFTooDeep += tooDeep
+		if tooDeep > 0 {
+			c.limits.Add(limits.DWARFDepth, t.name, int64(tooDeep),
+				limits.Errorf(limits.DWARFDepth, "unit at offset %#x: %d DIE subtrees nested deeper than %d levels", t.units[u].hdr, tooDeep, maxDIEDepth))
+		}
 	}
 	c.stats.DWARFUnitsDecoded++
 	t.units[u].tables = ut
@@ -932,10 +959,11 @@ func searchRanges(rs []unitRange, addr uint64) int {
 	return i - 1
 }
 
-// decodeUnit reads the line program and the functions of the unit whose
-// top DIE is at off. It returns what it could read, how many DIE subtrees
-// it skipped for nesting deeper than maxDIEDepth, and the errors met.
-func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *unitTables, tooDeep int, err error) {
+// decodeUnit reads the line program, at most maxRows rows of it, and the
+// functions of the unit whose top DIE is at off. It returns what it could
+// read, how many DIE subtrees it skipped for nesting deeper than
+// maxDIEDepth, and the errors met.
+func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool, maxRows int) (ut *unitTables, tooDeep int, err error) {
 	ut = &unitTables{}
 	defer func() {
 		if p := recover(); p != nil {
@@ -963,7 +991,7 @@ func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *
 		return i
 	}
 	var errs []error
-	files, err := lt.addUnit(d, e, intern, inText)
+	files, err := lt.addUnit(d, e, intern, inText, maxRows)
 	if err != nil {
 		errs = append(errs, err)
 	}

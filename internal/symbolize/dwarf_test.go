@@ -320,7 +320,7 @@ func TestDeepDIETree(t *testing.T) {
 		if err != nil || len(heads) != 1 || heads[0].die != die {
 			t.Fatalf("unitHeaders = %+v, %v; want one unit with its DIE at %#x", heads, err, die)
 		}
-		ut, tooDeep, err := decodeUnit(d, die, func(uint64) bool { return true })
+		ut, tooDeep, err := decodeUnit(d, die, func(uint64) bool { return true }, maxUnitLineRows)
 		if err != nil || tooDeep != tc.tooDeep || ut.funcs != nil || ut.lines != nil {
 			t.Errorf("variable %v: decodeUnit = %+v, %d, %v; want no tables, %d too deep", tc.variable, ut, tooDeep, err, tc.tooDeep)
 		}
@@ -586,7 +586,7 @@ func FuzzDWARFUnit(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			decodeUnit(d, off, func(uint64) bool { return true })
+			decodeUnit(d, off, func(uint64) bool { return true }, maxUnitLineRows)
 		}
 		// Read as a stream, every other unit's bytes are the same.
 		ur := &unitReader{r: struct{ io.Reader }{bytes.NewReader(info)}, bo: binary.LittleEndian, size: uint64(len(info))}

@@ -1,10 +1,15 @@
 package symbolize
 
 import (
+	"bytes"
+	"compress/zlib"
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +17,9 @@ import (
 )
 
 // forgeDWARF returns a copy of the C test program whose DWARF sections
-// are replaced by secs (name without ".debug_", bytes), and without
-// .debug_aranges, which would name the units of the old .debug_info.
+// are replaced by secs (name without ".debug_", bytes), or with sections
+// added (a name that starts with a dot), and without .debug_aranges,
+// which would name the units of the old .debug_info.
 func forgeDWARF(t *testing.T, secs map[string][]byte) string {
 	if _, err := exec.LookPath("objcopy"); err != nil {
 		t.Skip("no objcopy")
@@ -22,11 +28,15 @@ func forgeDWARF(t *testing.T, secs map[string][]byte) string {
 	out := filepath.Join(dir, "forged")
 	args := []string{"--remove-section=.debug_aranges"}
 	for name, b := range secs {
-		f := filepath.Join(dir, name)
+		f := filepath.Join(dir, "sec"+name)
 		if err := os.WriteFile(f, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "--update-section=.debug_"+name+"="+f)
+		if strings.HasPrefix(name, ".") {
+			args = append(args, "--add-section="+name+"="+f)
+		} else {
+			args = append(args, "--update-section=.debug_"+name+"="+f)
+		}
 	}
 	if b, err := exec.Command("objcopy", append(args, build(t, "c-g"), out)...).CombinedOutput(); err != nil {
 		t.Fatalf("objcopy: %v\n%s", err, b)
@@ -123,5 +133,74 @@ func TestLineRowsBound(t *testing.T) {
 	}
 	if got := rec.Counts()[limits.LineRows]; got == 0 {
 		t.Errorf("LineRows not counted")
+	}
+}
+
+// zdebug returns a .zdebug section (GNU's compressed DWARF: "ZLIB", the
+// size inflated, big endian, and the zlib stream) of n zero bytes: a
+// few hundred KB that debug/elf inflates whole.
+func zdebug(t *testing.T, n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("ZLIB")
+	binary.Write(&b, binary.BigEndian, uint64(n))
+	w, err := zlib.NewWriterLevel(&b, zlib.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := make([]byte, 1<<20)
+	for n > 0 {
+		k := min(n, len(zero))
+		w.Write(zero[:k])
+		n -= k
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// A compressed section that inflates past maxSectionBytes is not read: a
+// .debug_aranges (read best effort, the units then indexed by their DIE)
+// or a .debug_str (the DWARF of the binary then refused, its ELF symbols
+// answering). Either is counted as CompressedSection for the binary.
+func TestCompressedSectionBound(t *testing.T) {
+	bomb := zdebug(t, maxSectionBytes+1<<20)
+	t.Logf("%d bytes inflate to %d", len(bomb), maxSectionBytes+1<<20)
+	for _, name := range []string{".zdebug_aranges", ".zdebug_str"} {
+		t.Run(name, func(t *testing.T) {
+			args := map[string][]byte{name: bomb}
+			path := forgeDWARF(t, args)
+			if name == ".zdebug_str" {
+				// So that the compressed one is the one read.
+				out := path + ".nostr"
+				if b, err := exec.Command("objcopy", "--remove-section=.debug_str", path, out).CombinedOutput(); err != nil {
+					t.Fatalf("objcopy: %v\n%s", err, b)
+				}
+				path = out
+			}
+			rec := limits.NewRecorder(nil)
+			c := NewCache(Options{Limits: rec})
+			defer c.Close()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b, err := c.acquireFile(path, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.parse(nil, c)
+			runtime.ReadMemStats(&after)
+			if got := rec.Counts()[limits.CompressedSection]; got != 1 {
+				t.Errorf("CompressedSection counted %d times, want 1", got)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Errorf("the parse allocated %d MB", alloc>>20)
+			}
+			if b.syms == nil {
+				t.Error("no ELF symbols")
+			}
+			if (b.dwarf != nil) != (name == ".zdebug_aranges") {
+				t.Errorf("DWARF tables %v", b.dwarf != nil)
+			}
+		})
 	}
 }

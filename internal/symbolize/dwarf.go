@@ -171,10 +171,10 @@ const maxSectionBytes = 256 << 20
 // readSection returns the (decompressed) bytes of s, large ones in memory
 // mapped for them, recorded in sec.mapped.
 func (sec *dwarfSections) readSection(s *elf.Section) ([]byte, error) {
-	r := s.Open() // first: for a .zdebug section, it reads the size
-	if s.Size > maxSectionBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", s.Name, s.Size, maxSectionBytes)
+	if err := sectionFits(s, maxSectionBytes); err != nil {
+		return nil, err
 	}
+	r := s.Open()
 	if s.Size < mapSectionBytes || s.Type == elf.SHT_NOBITS {
 		b, err := s.Data()
 		if err != nil && uint64(len(b)) < s.Size {
@@ -243,13 +243,12 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 	if info == nil {
 		return nil, fmt.Errorf("DWARF of %s: no .debug_info", name)
 	}
-	info.Open() // for a .zdebug section, it reads the size
+	if err := sectionFits(info, maxInfoBytes); err != nil {
+		return nil, fmt.Errorf("DWARF of %s: %w", name, err)
+	}
 	t.info, t.infoSize = info, info.Size
 	if info.Flags&elf.SHF_COMPRESSED == 0 && !strings.HasPrefix(info.Name, ".zdebug") && info.Type != elf.SHT_NOBITS && info.ReaderAt != nil {
 		t.infoAt = info
-	}
-	if t.infoSize > maxInfoBytes {
-		return nil, fmt.Errorf("DWARF of %s: %s: %d bytes, more than %d", name, info.Name, t.infoSize, maxInfoBytes)
 	}
 	if t.sec, err = loadSections(src, t.holdInfo); err != nil {
 		return nil, fmt.Errorf("load DWARF of %s: %w", name, err)
@@ -260,10 +259,12 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 
 	var aranges map[uint64][][2]uint64
 	if s := dwarfSection(src, "aranges"); s != nil {
-		if data, err := s.Data(); err == nil {
-			// Best effort: a unit without a set is indexed by its DIE.
+		// Best effort: a unit without a set is indexed by its DIE.
+		data, err := sectionData(s, maxSectionBytes)
+		if err == nil {
 			aranges, _ = parseAranges(data, src.ByteOrder)
 		}
+		c.limits.Record(name, err)
 	}
 	err = t.index(aranges, overlapsText, want, c)
 	if errors.Is(err, errWholeFile) {
@@ -689,6 +690,7 @@ func (t *dwarfTables) sections(c *Cache) (*dwarfSections, error) {
 		}
 		if err != nil {
 			t.loadErr = fmt.Errorf("load DWARF of %s again: %w", t.name, err)
+			c.limits.Record(t.name, t.loadErr)
 			return nil, t.loadErr
 		}
 		c.stats.DWARFLoads++

@@ -606,3 +606,50 @@ func FuzzDWARFUnit(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDWARFInlineWalk feeds forged .debug_abbrev and .debug_info to the
+// walk of functions, lexical blocks and inlined calls (funcBuilder), unit
+// by unit as decodeUnit reads them, and names every address the tables
+// hold: whatever the bytes, the walk ends without overflowing the stack,
+// and the tables it builds answer without a panic.
+func FuzzDWARFInlineWalk(f *testing.F) {
+	abbrev, info, _ := deepDWARF(300, false)
+	f.Add(abbrev, info)
+	ef, err := elf.Open(buildNative(f)["c-O2-g"])
+	if err != nil {
+		f.Fatal(err)
+	}
+	sec, err := loadSections(ef, true)
+	ef.Close()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sec.abbrev, sec.info)
+	all := func(uint64) bool { return true }
+	f.Fuzz(func(t *testing.T, abbrev, info []byte) {
+		d, err := dwarf.New(abbrev, nil, nil, info, nil, nil, nil, nil)
+		if err != nil {
+			return
+		}
+		r := d.Reader()
+		for range 16 {
+			e, err := r.Next()
+			if err != nil || e == nil {
+				return
+			}
+			ut, _, _ := decodeUnit(d, e.Offset, all, maxUnitLineRows)
+			if ft := ut.funcs; ft != nil {
+				for _, rg := range ft.top {
+					for _, addr := range []uint64{rg.lo, rg.hi - 1} {
+						if s, _, _, ok := ft.concrete(addr); ok {
+							ft.frames(ft.chain(s, addr), "", 0, nil)
+						}
+					}
+				}
+			}
+			if skipChildren(r, e) != nil {
+				return
+			}
+		}
+	})
+}

@@ -1,47 +1,29 @@
 package symbolize
 
 import (
-	"bytes"
-	"compress/zlib"
 	"debug/elf"
-	"encoding/binary"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // forgeDWARF returns a copy of the C test program whose DWARF sections
 // are replaced by secs (name without ".debug_", bytes), or with sections
 // added (a name that starts with a dot), and without .debug_aranges,
 // which would name the units of the old .debug_info.
-func forgeDWARF(t *testing.T, secs map[string][]byte) string {
-	if _, err := exec.LookPath("objcopy"); err != nil {
-		t.Skip("no objcopy")
-	}
-	dir := t.TempDir()
-	out := filepath.Join(dir, "forged")
-	args := []string{"--remove-section=.debug_aranges"}
+func forgeDWARF(t *testing.T, secs map[string][]byte, remove ...string) string {
+	named := make(map[string][]byte)
 	for name, b := range secs {
-		f := filepath.Join(dir, "sec"+name)
-		if err := os.WriteFile(f, b, 0o644); err != nil {
-			t.Fatal(err)
+		if !strings.HasPrefix(name, ".") {
+			name = ".debug_" + name
 		}
-		if strings.HasPrefix(name, ".") {
-			args = append(args, "--add-section="+name+"="+f)
-		} else {
-			args = append(args, "--update-section=.debug_"+name+"="+f)
-		}
+		named[name] = b
 	}
-	if b, err := exec.Command("objcopy", append(args, build(t, "c-g"), out)...).CombinedOutput(); err != nil {
-		t.Fatalf("objcopy: %v\n%s", err, b)
-	}
-	return out
+	return testchild.Forge(t, build(t, "c-g"), named, append(remove, ".debug_aranges")...)
 }
 
 // dwarfOf indexes the DWARF of the binary at path for a Cache counting
@@ -136,48 +118,17 @@ func TestLineRowsBound(t *testing.T) {
 	}
 }
 
-// zdebug returns a .zdebug section (GNU's compressed DWARF: "ZLIB", the
-// size inflated, big endian, and the zlib stream) of n zero bytes: a
-// few hundred KB that debug/elf inflates whole.
-func zdebug(t *testing.T, n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("ZLIB")
-	binary.Write(&b, binary.BigEndian, uint64(n))
-	w, err := zlib.NewWriterLevel(&b, zlib.BestCompression)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero := make([]byte, 1<<20)
-	for n > 0 {
-		k := min(n, len(zero))
-		w.Write(zero[:k])
-		n -= k
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // A compressed section that inflates past maxSectionBytes is not read: a
 // .debug_aranges (read best effort, the units then indexed by their DIE)
 // or a .debug_str (the DWARF of the binary then refused, its ELF symbols
 // answering). Either is counted as CompressedSection for the binary.
 func TestCompressedSectionBound(t *testing.T) {
-	bomb := zdebug(t, maxSectionBytes+1<<20)
+	bomb := testchild.ZDebug(t, maxSectionBytes+1<<20)
 	t.Logf("%d bytes inflate to %d", len(bomb), maxSectionBytes+1<<20)
 	for _, name := range []string{".zdebug_aranges", ".zdebug_str"} {
 		t.Run(name, func(t *testing.T) {
-			args := map[string][]byte{name: bomb}
-			path := forgeDWARF(t, args)
-			if name == ".zdebug_str" {
-				// So that the compressed one is the one read.
-				out := path + ".nostr"
-				if b, err := exec.Command("objcopy", "--remove-section=.debug_str", path, out).CombinedOutput(); err != nil {
-					t.Fatalf("objcopy: %v\n%s", err, b)
-				}
-				path = out
-			}
+			// Without the section stored as is, which would be read.
+			path := forgeDWARF(t, map[string][]byte{name: bomb}, strings.Replace(name, ".zdebug", ".debug", 1))
 			rec := limits.NewRecorder(nil)
 			c := NewCache(Options{Limits: rec})
 			defer c.Close()

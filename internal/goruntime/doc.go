@@ -15,5 +15,11 @@
 // map[string]string there; that layout is recognised ([LabelsMap]) but not
 // read by the eBPF program yet.
 //
+// The binary is the target's, and may be forged: Read refuses symbols and
+// DWARF that inflate past 512 MiB, and checks the runtime's types with a
+// bounded walk of its own before debug/dwarf reads them by recursion (a
+// typedef that names itself, or a chain of a million types, would
+// overflow the stack). A refusal wraps a *limits.Error.
+//
 // The package only reads files: it knows nothing of processes or BPF.
 package goruntime

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 var (
@@ -101,6 +103,9 @@ func Read(r io.ReaderAt) (Layout, error) {
 	if f.Machine != elf.EM_X86_64 {
 		return Layout{}, fmt.Errorf("%w: machine %v (only amd64 is known)", ErrUnsupported, f.Machine)
 	}
+	if err := sectionsFit(f); err != nil {
+		return Layout{}, err
+	}
 	l := Layout{GoVersion: bi.GoVersion, TLSG: tlsG(f)}
 	d, err := f.DWARF()
 	if err != nil {
@@ -115,6 +120,36 @@ func Read(r io.ReaderAt) (Layout, error) {
 		return Layout{}, fmt.Errorf("read runtime types from DWARF: %w", err)
 	}
 	return l, nil
+}
+
+// maxReadBytes bounds the bytes of the sections Read reads whole: the
+// symbol table and its strings, and the DWARF sections, which debug/elf
+// inflates to the size their headers claim (the Go linker compresses
+// them). docker's 43 MB binary has 37 MiB of DWARF inflated.
+const maxReadBytes = 512 << 20
+
+// sectionsFit returns an error wrapping a *limits.Error if the sections
+// Read reads whole add up to more than maxReadBytes: of kind
+// CompressedSection if one of them is compressed, else FileTooLarge.
+func sectionsFit(f *elf.File) error {
+	var total uint64
+	compressed := false
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_SYMTAB && s.Type != elf.SHT_STRTAB &&
+			!strings.HasPrefix(s.Name, ".debug_") && !strings.HasPrefix(s.Name, ".zdebug_") {
+			continue
+		}
+		s.Open() // for a .zdebug section, it reads the size
+		total += s.Size
+		compressed = compressed || s.Flags&elf.SHF_COMPRESSED != 0 || strings.HasPrefix(s.Name, ".zdebug_")
+	}
+	if total <= maxReadBytes {
+		return nil
+	}
+	if compressed {
+		return limits.Errorf(limits.CompressedSection, "symbols and DWARF inflate to %d bytes, more than %d", total, maxReadBytes)
+	}
+	return limits.Errorf(limits.FileTooLarge, "symbols and DWARF take %d bytes, more than %d", total, maxReadBytes)
 }
 
 // tlsG finds the offset of runtime.tlsg from the thread pointer. On amd64
@@ -153,6 +188,7 @@ func (l *Layout) readDWARF(d *dwarf.Data) error {
 	r := d.Reader()
 	var g, m, labelMap *dwarf.StructType
 	var labelMapTypedef bool
+	scan := newTypeScan(d)
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -188,6 +224,12 @@ func (l *Layout) readDWARF(d *dwarf.Data) error {
 		}
 		if e.Tag != dwarf.TagStructType {
 			continue
+		}
+		// debug/dwarf reads a type graph by recursion, which a forged
+		// one can make deeper than the stack, and loops over a cycle of
+		// typedefs: look at the graph first.
+		if err := scan.check(e.Offset); err != nil {
+			return fmt.Errorf("type %s: %w", name, err)
 		}
 		t, err := d.Type(e.Offset)
 		if err != nil {
@@ -279,14 +321,17 @@ func findSlice(st *dwarf.StructType, base uint32, depth int) (uint32, *dwarf.Str
 	return 0, nil, false
 }
 
+// underlying follows typedefs to the type they name. typeScan.check
+// bounded their chains; the bound here keeps a loop out all the same.
 func underlying(t dwarf.Type) dwarf.Type {
-	for {
+	for range maxTypeChain + 1 {
 		td, ok := t.(*dwarf.TypedefType)
 		if !ok {
 			return t
 		}
 		t = td.Type
 	}
+	return nil
 }
 
 // fieldOffset returns the offset of the field named name, compared

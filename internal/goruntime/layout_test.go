@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/perfprof/perfprof/internal/goruntime"
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
@@ -177,5 +178,21 @@ func main() {
 				t.Errorf("DWARF: %+v\ntable: %+v", l, known)
 			}
 		})
+	}
+}
+
+// A Go binary with a section of DWARF that inflates to 513 MiB (half a
+// MB on disk) is refused before debug/elf inflates it.
+func TestReadInflatingDWARF(t *testing.T) {
+	bin := testchild.Forge(t, testchild.Build(t, "golabels"), map[string][]byte{".zdebug_types": testchild.ZDebug(t, 513<<20)})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := goruntime.ReadFile(bin)
+	runtime.ReadMemStats(&after)
+	if k, ok := limits.KindOf(err); !ok || k != limits.CompressedSection {
+		t.Errorf("err %v, want a %v", err, limits.CompressedSection)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("reading the layout allocated %d MB", alloc>>20)
 	}
 }

@@ -240,7 +240,7 @@ func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
 		threads:    map[uint32]string{},
 		batch:      newBatch(),
 		resource:   -1,
-		jit:        symbolize.NewPerfMap(p.Pid),
+		jit:        symbolize.NewPerfMap(p.Pid, e.opts.Limits),
 		jvm:        &jvmState{},
 		sym:        &procSymbols{},
 	}
@@ -522,7 +522,7 @@ func (e *engine) exec(old *procState, comm string, t uint64) {
 		batch:      newBatch(),
 		resource:   resource,
 		mapsDirty:  true,
-		jit:        symbolize.NewPerfMap(info.Pid),
+		jit:        symbolize.NewPerfMap(info.Pid, e.opts.Limits),
 		jvm:        &jvmState{},
 		sym:        &procSymbols{},
 	}

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // maxFramesPerBinary bounds the per-binary cache of resolved addresses. When
@@ -229,18 +232,29 @@ func (b *objfile) parse(want []uint64, c *Cache) {
 		}
 	}
 
-	elfSyms, err := ef.Symbols()
+	symbols := func(f *elf.File, typ elf.SectionType) ([]elf.Symbol, error) {
+		if err := symbolsFit(f, typ); err != nil {
+			c.limits.Record(b.name, err)
+			return nil, err
+		}
+		if typ == elf.SHT_DYNSYM {
+			return f.DynamicSymbols()
+		}
+		return f.Symbols()
+	}
+	elfSyms, err := symbols(ef, elf.SHT_SYMTAB)
 	if (err != nil || len(elfSyms) == 0) && dbg != nil {
-		elfSyms, err = dbg.Symbols()
+		elfSyms, err = symbols(dbg, elf.SHT_SYMTAB)
 	}
 	if err != nil || len(elfSyms) == 0 {
-		elfSyms, _ = ef.DynamicSymbols()
+		elfSyms, _ = symbols(ef, elf.SHT_DYNSYM)
 	}
 	b.syms = newSymtab(elfSyms, b.loads)
 
 	if isGo(ef) {
 		// A broken pcln table leaves the ELF symbols to answer.
-		b.gotab, _ = newGoTable(ef, elfSyms)
+		b.gotab, err = newGoTable(ef, elfSyms)
+		c.limits.Record(b.name, err)
 	}
 	dwarfFile, dwarfCloser := ef, &b.closer
 	if dbg != nil && !hasDWARF(ef) && hasDWARF(dbg) {
@@ -249,12 +263,15 @@ func (b *objfile) parse(want []uint64, c *Cache) {
 	if b.gotab == nil && hasDWARFLines(dwarfFile) {
 		// Best effort: without DWARF, the ELF symbols answer. The tables
 		// take the file over: it is not closed here.
-		if t, err := newDWARFTables(b.name, dwarfFile, *dwarfCloser, b.loads, want, c); err == nil {
+		t, err := newDWARFTables(b.name, dwarfFile, *dwarfCloser, b.loads, want, c)
+		if err == nil {
 			b.dwarf, *dwarfCloser = t, nil
 		}
+		c.limits.Record(b.name, err)
 	}
 	if c.unwind && !b.unwindRead {
-		b.unwind, _ = newUnwindTable(ef) // best effort: without it, leaves stay unknown
+		b.unwind, err = newUnwindTable(ef) // best effort: without it, leaves stay unknown
+		c.limits.Record(b.name, err)
 		b.unwindRead = true
 	}
 	if b.syms == nil && b.gotab == nil && b.dwarf == nil {
@@ -280,7 +297,9 @@ func (b *objfile) loadUnwind(c *Cache) {
 				b.unwind = nil
 			}
 		}()
-		b.unwind, _ = newUnwindTable(b.ef) // best effort: frames fall back to the frame pointer
+		var err error
+		b.unwind, err = newUnwindTable(b.ef) // best effort: frames fall back to the frame pointer
+		c.limits.Record(b.name, err)
 	}()
 	b.unwindRead = true
 	delete(c.tableSize, b)
@@ -325,7 +344,7 @@ func buildID(ef *elf.File) string {
 		ntGoBuildID  = 4 // cmd/link/internal/ld.ELF_NOTE_GOBUILDID_TAG
 	)
 	if s := ef.Section(".note.gnu.build-id"); s != nil {
-		if d, err := s.Data(); err == nil {
+		if d, err := sectionData(s, maxNoteBytes); err == nil {
 			if desc, ok := findNote(d, ef.ByteOrder, "GNU", ntGNUBuildID); ok {
 				return hex.EncodeToString(desc)
 			}
@@ -333,7 +352,7 @@ func buildID(ef *elf.File) string {
 	}
 	// No section headers (or a renamed section): the notes are in PT_NOTE.
 	for _, p := range ef.Progs {
-		if p.Type != elf.PT_NOTE || p.Filesz > 1<<20 {
+		if p.Type != elf.PT_NOTE || p.Filesz > maxNoteBytes {
 			continue
 		}
 		d := make([]byte, p.Filesz)
@@ -345,7 +364,7 @@ func buildID(ef *elf.File) string {
 		}
 	}
 	if s := ef.Section(".note.go.buildid"); s != nil {
-		if d, err := s.Data(); err == nil {
+		if d, err := sectionData(s, maxNoteBytes); err == nil {
 			if desc, ok := findNote(d, ef.ByteOrder, "Go", ntGoBuildID); ok {
 				return string(desc)
 			}
@@ -388,3 +407,50 @@ func hasDWARFLines(ef *elf.File) bool {
 }
 
 var errNoBinary = errors.New("no binary for mapping")
+
+// maxNoteBytes bounds a note section read for a build id or a debug link:
+// they hold a few dozen bytes.
+const maxNoteBytes = 1 << 20
+
+// sectionFits returns an error wrapping a *limits.Error if s is larger
+// than max bytes: of kind CompressedSection when it is compressed (its
+// header, the target's to write, says what it inflates to, and debug/elf
+// inflates all of it), else FileTooLarge (a sparse file can hold a section
+// of a TiB that costs its owner nothing).
+func sectionFits(s *elf.Section, max uint64) error {
+	s.Open() // for a .zdebug section, it reads the size
+	if s.Size <= max {
+		return nil
+	}
+	if s.Flags&elf.SHF_COMPRESSED != 0 || strings.HasPrefix(s.Name, ".zdebug") {
+		return limits.Errorf(limits.CompressedSection, "%s inflates to %d bytes, more than %d", s.Name, s.Size, max)
+	}
+	return limits.Errorf(limits.FileTooLarge, "%s: %d bytes, more than %d", s.Name, s.Size, max)
+}
+
+// sectionData returns the (decompressed) bytes of s, if they fit in max.
+func sectionData(s *elf.Section, max uint64) ([]byte, error) {
+	if err := sectionFits(s, max); err != nil {
+		return nil, err
+	}
+	return s.Data()
+}
+
+// symbolsFit returns an error wrapping a *limits.Error if the symbol table
+// of type typ (SHT_SYMTAB, SHT_DYNSYM) of ef, or its strings, are larger
+// than maxSectionBytes: debug/elf reads both whole.
+func symbolsFit(ef *elf.File, typ elf.SectionType) error {
+	for _, s := range ef.Sections {
+		if s.Type != typ {
+			continue
+		}
+		if err := sectionFits(s, maxSectionBytes); err != nil {
+			return err
+		}
+		if int(s.Link) < len(ef.Sections) {
+			return sectionFits(ef.Sections[s.Link], maxSectionBytes)
+		}
+		return nil
+	}
+	return nil
+}

@@ -74,7 +74,7 @@ func newUnwindTable(ef *elf.File) (*unwindTable, error) {
 		if sec == nil || sec.Type == elf.SHT_NOBITS {
 			continue
 		}
-		data, err := sec.Data() // .debug_frame may be compressed
+		data, err := sectionData(sec, maxSectionBytes) // .debug_frame may be compressed
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}

@@ -133,7 +133,7 @@ func debugLink(ef *elf.File) (name string, crc uint32, ok bool) {
 	if s == nil {
 		return "", 0, false
 	}
-	d, err := s.Data()
+	d, err := sectionData(s, maxNoteBytes)
 	if err != nil {
 		return "", 0, false
 	}

@@ -92,6 +92,14 @@
 // Files whose units refer to each other (dwz, LTO) are decoded with their
 // .debug_info held whole, up to 256 MiB.
 //
+// Bounds: a target's binaries, debug files and perf map are the target's
+// to write, and may be forged. Every section read whole is refused past
+// 256 MiB (what a compressed one inflates to, as its header says), a
+// unit's line program is read up to 4 Mi rows and a binary's up to 16 Mi,
+// and a perf map up to 256 MiB and 4 Mi lines. What reaches a bound loses
+// its symbols or lines, never the rest; Options.Limits counts it (see
+// package limits) and logs it once per binary or process.
+//
 // Binaries are cached by GNU build id, else Go build id; before a file is
 // opened, by (dev, inode, size, mtime). Options.MaxBinaries bounds their
 // number, and so the files held open; Stats.BytesHeld estimates the memory

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // DWARF is decoded lazily, one compilation unit at a time. The parse reads
@@ -66,6 +68,19 @@ const dwarfIdleTrims = 3
 // skipped and counted in Stats.DWARFTooDeep.
 const maxDIEDepth = 256
 
+// maxUnitLineRows bounds the line rows read from one unit's line program,
+// and maxLineRows those decoded from all the units of a binary, 16 bytes
+// each: a forged line program makes a row of a byte. They match the
+// bytes of a unit read into memory (maxUnitBytes) and of a section
+// (maxSectionBytes). Debian's libc has 14 000 rows in its largest unit
+// and 290 000 in all. A unit past the bound keeps the rows before it, a
+// binary past it decodes no more line rows (Options.Limits counts
+// LineRows).
+const (
+	maxUnitLineRows = 1 << 22
+	maxLineRows     = 1 << 24
+)
+
 // maxUnits bounds the compilation units a parse indexes, 32 bytes each
 // (with their ranges, more): a unit can be a dozen bytes.
 const maxUnits = 1 << 20
@@ -103,6 +118,7 @@ type dwarfTables struct {
 	lastUse  int            // Cache.trims when sec was last loaded or used
 	loadErr  error          // loading again failed: no more units are decoded
 	decoded  int64          // bytes held by the decoded units (sizer)
+	lineRows int            // line rows of the decoded units, of maxLineRows
 	indexLen int64          // bytes held by units, ranges, maxHi and always
 }
 
@@ -155,10 +171,10 @@ const maxSectionBytes = 256 << 20
 // readSection returns the (decompressed) bytes of s, large ones in memory
 // mapped for them, recorded in sec.mapped.
 func (sec *dwarfSections) readSection(s *elf.Section) ([]byte, error) {
-	r := s.Open() // first: for a .zdebug section, it reads the size
-	if s.Size > maxSectionBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", s.Name, s.Size, maxSectionBytes)
+	if err := sectionFits(s, maxSectionBytes); err != nil {
+		return nil, err
 	}
+	r := s.Open()
 	if s.Size < mapSectionBytes || s.Type == elf.SHT_NOBITS {
 		b, err := s.Data()
 		if err != nil && uint64(len(b)) < s.Size {
@@ -227,13 +243,12 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 	if info == nil {
 		return nil, fmt.Errorf("DWARF of %s: no .debug_info", name)
 	}
-	info.Open() // for a .zdebug section, it reads the size
+	if err := sectionFits(info, maxInfoBytes); err != nil {
+		return nil, fmt.Errorf("DWARF of %s: %w", name, err)
+	}
 	t.info, t.infoSize = info, info.Size
 	if info.Flags&elf.SHF_COMPRESSED == 0 && !strings.HasPrefix(info.Name, ".zdebug") && info.Type != elf.SHT_NOBITS && info.ReaderAt != nil {
 		t.infoAt = info
-	}
-	if t.infoSize > maxInfoBytes {
-		return nil, fmt.Errorf("DWARF of %s: %s: %d bytes, more than %d", name, info.Name, t.infoSize, maxInfoBytes)
 	}
 	if t.sec, err = loadSections(src, t.holdInfo); err != nil {
 		return nil, fmt.Errorf("load DWARF of %s: %w", name, err)
@@ -244,10 +259,12 @@ func newDWARFTables(name string, src *elf.File, closer io.Closer, loads []elf.Pr
 
 	var aranges map[uint64][][2]uint64
 	if s := dwarfSection(src, "aranges"); s != nil {
-		if data, err := s.Data(); err == nil {
-			// Best effort: a unit without a set is indexed by its DIE.
+		// Best effort: a unit without a set is indexed by its DIE.
+		data, err := sectionData(s, maxSectionBytes)
+		if err == nil {
 			aranges, _ = parseAranges(data, src.ByteOrder)
 		}
+		c.limits.Record(name, err)
 	}
 	err = t.index(aranges, overlapsText, want, c)
 	if errors.Is(err, errWholeFile) {
@@ -673,6 +690,7 @@ func (t *dwarfTables) sections(c *Cache) (*dwarfSections, error) {
 		}
 		if err != nil {
 			t.loadErr = fmt.Errorf("load DWARF of %s again: %w", t.name, err)
+			c.limits.Record(t.name, t.loadErr)
 			return nil, t.loadErr
 		}
 		c.stats.DWARFLoads++
@@ -828,9 +846,20 @@ func (t *dwarfTables) decodeBytes(u int32, b []byte, c *Cache) {
 func (t *dwarfTables) decode(u int32, d *dwarf.Data, off dwarf.Offset, c *Cache) {
 	ut := &unitTables{}
 	if d != nil {
-		var tooDeep int
-		ut, tooDeep, _ = decodeUnit(d, off, t.inText)
+		var (
+			tooDeep int
+			err     error
+		)
+		ut, tooDeep, err = decodeUnit(d, off, t.inText, min(maxUnitLineRows, maxLineRows-t.lineRows))
+		if ut.lines != nil {
+			t.lineRows += len(ut.lines.rows)
+		}
+		c.limits.Record(t.name, err)
 		c.stats.DWARFTooDeep += tooDeep
+		if tooDeep > 0 {
+			c.limits.Add(limits.DWARFDepth, t.name, int64(tooDeep),
+				limits.Errorf(limits.DWARFDepth, "unit at offset %#x: %d DIE subtrees nested deeper than %d levels", t.units[u].hdr, tooDeep, maxDIEDepth))
+		}
 	}
 	c.stats.DWARFUnitsDecoded++
 	t.units[u].tables = ut
@@ -932,10 +961,11 @@ func searchRanges(rs []unitRange, addr uint64) int {
 	return i - 1
 }
 
-// decodeUnit reads the line program and the functions of the unit whose
-// top DIE is at off. It returns what it could read, how many DIE subtrees
-// it skipped for nesting deeper than maxDIEDepth, and the errors met.
-func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *unitTables, tooDeep int, err error) {
+// decodeUnit reads the line program, at most maxRows rows of it, and the
+// functions of the unit whose top DIE is at off. It returns what it could
+// read, how many DIE subtrees it skipped for nesting deeper than
+// maxDIEDepth, and the errors met.
+func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool, maxRows int) (ut *unitTables, tooDeep int, err error) {
 	ut = &unitTables{}
 	defer func() {
 		if p := recover(); p != nil {
@@ -963,7 +993,7 @@ func decodeUnit(d *dwarf.Data, off dwarf.Offset, inText func(uint64) bool) (ut *
 		return i
 	}
 	var errs []error
-	files, err := lt.addUnit(d, e, intern, inText)
+	files, err := lt.addUnit(d, e, intern, inText, maxRows)
 	if err != nil {
 		errs = append(errs, err)
 	}

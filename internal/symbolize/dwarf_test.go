@@ -320,7 +320,7 @@ func TestDeepDIETree(t *testing.T) {
 		if err != nil || len(heads) != 1 || heads[0].die != die {
 			t.Fatalf("unitHeaders = %+v, %v; want one unit with its DIE at %#x", heads, err, die)
 		}
-		ut, tooDeep, err := decodeUnit(d, die, func(uint64) bool { return true })
+		ut, tooDeep, err := decodeUnit(d, die, func(uint64) bool { return true }, maxUnitLineRows)
 		if err != nil || tooDeep != tc.tooDeep || ut.funcs != nil || ut.lines != nil {
 			t.Errorf("variable %v: decodeUnit = %+v, %d, %v; want no tables, %d too deep", tc.variable, ut, tooDeep, err, tc.tooDeep)
 		}
@@ -586,7 +586,7 @@ func FuzzDWARFUnit(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			decodeUnit(d, off, func(uint64) bool { return true })
+			decodeUnit(d, off, func(uint64) bool { return true }, maxUnitLineRows)
 		}
 		// Read as a stream, every other unit's bytes are the same.
 		ur := &unitReader{r: struct{ io.Reader }{bytes.NewReader(info)}, bo: binary.LittleEndian, size: uint64(len(info))}
@@ -602,6 +602,53 @@ func FuzzDWARFUnit(f *testing.F) {
 			}
 			if b, err := ur.unit(&buf); err != nil || !bytes.Equal(b, info[h.off:h.end]) {
 				t.Fatalf("unit at %#x: %v; bytes differ: %v", h.off, err, err == nil)
+			}
+		}
+	})
+}
+
+// FuzzDWARFInlineWalk feeds forged .debug_abbrev and .debug_info to the
+// walk of functions, lexical blocks and inlined calls (funcBuilder), unit
+// by unit as decodeUnit reads them, and names every address the tables
+// hold: whatever the bytes, the walk ends without overflowing the stack,
+// and the tables it builds answer without a panic.
+func FuzzDWARFInlineWalk(f *testing.F) {
+	abbrev, info, _ := deepDWARF(300, false)
+	f.Add(abbrev, info)
+	ef, err := elf.Open(buildNative(f)["c-O2-g"])
+	if err != nil {
+		f.Fatal(err)
+	}
+	sec, err := loadSections(ef, true)
+	ef.Close()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sec.abbrev, sec.info)
+	all := func(uint64) bool { return true }
+	f.Fuzz(func(t *testing.T, abbrev, info []byte) {
+		d, err := dwarf.New(abbrev, nil, nil, info, nil, nil, nil, nil)
+		if err != nil {
+			return
+		}
+		r := d.Reader()
+		for range 16 {
+			e, err := r.Next()
+			if err != nil || e == nil {
+				return
+			}
+			ut, _, _ := decodeUnit(d, e.Offset, all, maxUnitLineRows)
+			if ft := ut.funcs; ft != nil {
+				for _, rg := range ft.top {
+					for _, addr := range []uint64{rg.lo, rg.hi - 1} {
+						if s, _, _, ok := ft.concrete(addr); ok {
+							ft.frames(ft.chain(s, addr), "", 0, nil)
+						}
+					}
+				}
+			}
+			if skipChildren(r, e) != nil {
+				return
 			}
 		}
 	})

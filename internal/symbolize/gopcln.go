@@ -62,7 +62,7 @@ func newGoTable(ef *elf.File, syms []elf.Symbol) (*goTable, error) {
 	if sec == nil {
 		return nil, errors.New("no .gopclntab")
 	}
-	data, err := sec.Data()
+	data, err := sectionData(sec, maxSectionBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", sec.Name, err)
 	}
@@ -198,10 +198,10 @@ func (g *goTable) initGofunc(ef *elf.File, sec *elf.Section, data []byte, sym *e
 	// Go 1.26 has it in its own section; before, in .noptrdata.
 	for _, name := range []string{".go.module", ".noptrdata", ".data.rel.ro", ".data"} {
 		s := ef.Section(name)
-		if s == nil || s.Type != elf.SHT_PROGBITS || s.Size > 64<<20 {
+		if s == nil || s.Type != elf.SHT_PROGBITS {
 			continue
 		}
-		d, err := s.Data()
+		d, err := sectionData(s, 64<<20)
 		if err != nil {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"sort"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // lineRow is one row of a DWARF line table: from addr up to the
@@ -45,10 +47,13 @@ func (t *lineTable) sort() {
 	})
 }
 
-// addUnit appends the rows of the line table of compilation unit cu, and
-// returns the unit's file table as indexes in t.files. Sequences that start
-// outside the executable segments (!inText) are left out.
-func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.LineFile) uint32, inText func(uint64) bool) ([]uint32, error) {
+// addUnit appends the rows of the line table of compilation unit cu, at
+// most maxRows of them, and returns the unit's file table as indexes in
+// t.files. Sequences that start outside the executable segments (!inText)
+// are left out. Past maxRows it stops, with an error wrapping a
+// *limits.Error of kind LineRows: a line program is the target's to write,
+// and one byte of it can make a row.
+func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.LineFile) uint32, inText func(uint64) bool, maxRows int) ([]uint32, error) {
 	lr, err := d.LineReader(cu)
 	if err != nil {
 		return nil, fmt.Errorf("line table of unit at offset %#x: %w", cu.Offset, err)
@@ -63,9 +68,24 @@ func (t *lineTable) addUnit(d *dwarf.Data, cu *dwarf.Entry, intern func(*dwarf.L
 		lastFile *dwarf.LineFile
 		lastIdx  uint32
 	)
-	for {
-		if err := lr.Next(&e); err != nil {
-			if err != io.EOF {
+	for n := 0; ; n++ {
+		err := lr.Next(&e)
+		if err == nil && n+1 >= maxRows {
+			// Rows read, kept or not, so that the time is bounded too;
+			// one is left for the end.
+			err = limits.Errorf(limits.LineRows, "line table of unit at offset %#x: more than %d rows", cu.Offset, maxRows)
+			if inSeq && !skipSeq && len(t.rows) > 0 {
+				// The addresses past the last row kept have no line,
+				// rather than its; an end at its own address would
+				// sort before it.
+				end := max(e.Address, t.rows[len(t.rows)-1].addr+1)
+				t.rows = append(t.rows, lineRow{addr: end, file: endOfSequence})
+			}
+		}
+		if err != nil {
+			if _, ok := limits.KindOf(err); ok {
+				// Kept as it is: the rows before it answer.
+			} else if err != io.EOF {
 				err = fmt.Errorf("line table of unit at offset %#x: %w", cu.Offset, err)
 			} else {
 				err = nil

@@ -3,6 +3,7 @@ package symbolize
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
@@ -33,6 +35,22 @@ const perfMapMissInterval = time.Second
 
 // maxJITLine bounds one line of a perf map; longer lines are skipped.
 const maxJITLine = 64 << 10
+
+// maxPerfMapBytes bounds the bytes of a perf map read from its start (a
+// map written anew is read anew), and maxPerfMapLines the lines taken from
+// it and the symbols a PerfMap keeps. The file is the target's to write:
+// it could be a sparse TiB, or millions of one-byte names. A JIT appends a
+// line for each piece of code it compiles and never removes one: the maps
+// of large Node and JVM services reach a few hundred thousand lines of
+// ~100 bytes, some 50 MB; the bounds leave ten times that. A symbol takes
+// 48 bytes and its name, so a map at the bounds holds ~450 MB. Past them,
+// the lines read so far keep naming their code, later code stays unnamed,
+// and Update reads no further until the file is written anew; Limits
+// counts FileTooLarge or PerfMapSymbols once for the process.
+const (
+	maxPerfMapBytes = 256 << 20
+	maxPerfMapLines = 4 << 20
+)
 
 // maxJITHistory bounds the replaced names a PerfMap keeps for samples taken
 // before their address was reused; the oldest go first.
@@ -72,6 +90,16 @@ type PerfMap struct {
 	hist       []jitSym
 	histSorted int // hist[:histSorted] is sorted
 	histMaxLen uint64
+
+	// lines counts the lines taken from the file since it was last read
+	// from its start. maxBytes and maxLines are the bounds, 0 for
+	// maxPerfMapBytes and maxPerfMapLines (tests lower them); limits
+	// counts a bound reached, once for each kind (reached).
+	lines    int
+	maxBytes int64
+	maxLines int
+	limits   *limits.Recorder
+	reached  [limits.NumKinds]bool
 
 	counts PerfMapStats
 }
@@ -113,8 +141,8 @@ const (
 // NewPerfMap returns the perf map of pid, not read yet. The file is looked
 // for in the process's mount namespace first, under its pid in its own pid
 // namespace (a containerized JIT names the file after the pid it sees),
-// then in ours.
-func NewPerfMap(pid int) *PerfMap { return &PerfMap{pid: pid} }
+// then in ours. rec (which may be nil) counts the bounds the map reaches.
+func NewPerfMap(pid int, rec *limits.Recorder) *PerfMap { return &PerfMap{pid: pid, limits: rec} }
 
 // candidates returns the paths the map of m.pid may have, most specific
 // first.
@@ -233,10 +261,15 @@ func (m *PerfMap) update() error {
 			if m.path != "" {
 				m.counts.Rewrites++
 			}
-			m.path, m.read, m.ino = name, 0, ino
+			m.path, m.read, m.ino, m.lines = name, 0, ino, 0
 		}
 		m.modTime = fi.ModTime()
-		n, err := m.parse(io.NewSectionReader(f, m.read, fi.Size()-m.read))
+		size := fi.Size()
+		if maxBytes := cmp.Or(m.maxBytes, maxPerfMapBytes); size > maxBytes {
+			size = maxBytes
+			m.reach(limits.FileTooLarge, "perf map %s: %d bytes, read up to %d", name, fi.Size(), maxBytes)
+		}
+		n, err := m.parse(io.NewSectionReader(f, m.read, size-m.read))
 		m.read += n
 		m.keepTail(f)
 		m.sortHistory()
@@ -275,14 +308,33 @@ func (m *PerfMap) keepTail(f *os.File) {
 	m.tail = buf
 }
 
+// reach counts, the first time, that the map reached a bound of kind k.
+func (m *PerfMap) reach(k limits.Kind, format string, args ...any) {
+	if !m.reached[k] {
+		m.reached[k] = true
+		m.limits.Add(k, fmt.Sprintf("pid %d", m.pid), 1, limits.Errorf(k, format, args...))
+	}
+}
+
 // parse adds the symbols of the complete lines of r and returns the bytes
 // they take; a last line without its newline is left for the next read.
+// It stops at the bound on lines (see maxPerfMapLines).
 func (m *PerfMap) parse(r io.Reader) (int64, error) {
 	br := bufio.NewReaderSize(r, maxJITLine)
 	var n int64
 	var lines []jitSym
-	defer func() { m.addAll(lines) }()
+	defer func() {
+		m.lines += len(lines)
+		m.addAll(lines)
+	}()
+	// Lines of this read of the file, and symbols kept from all reads (a
+	// map written anew repeats the lines that name code still there).
+	maxLines := cmp.Or(m.maxLines, maxPerfMapLines)
 	for {
+		if m.lines+len(lines) >= maxLines || len(m.syms) >= maxLines {
+			m.reach(limits.PerfMapSymbols, "perf map of pid %d: more than %d lines", m.pid, maxLines)
+			return n, nil
+		}
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			// Skip the overlong line, through its newline.

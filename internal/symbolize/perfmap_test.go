@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // jitSource maps anonymous executable memory, copies a tiny function into
@@ -482,4 +484,100 @@ func TestPerfMapFIFO(t *testing.T) {
 			t.Fatalf("%s: Update still waits on a FIFO after 5 s", name)
 		}
 	}
+}
+
+// A perf map truncated to a TiB (sparse: it costs its owner nothing) is
+// read up to maxPerfMapBytes, in a fraction of a second, and counted once.
+func TestPerfMapBytesBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf-1.map")
+	if err := os.WriteFile(path, []byte("1000 10 first\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Skipf("no sparse file: %v", err)
+	}
+	rec := limits.NewRecorder(nil)
+	m := newPerfMapAt(path)
+	m.limits = rec
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		for range 3 {
+			if _, err := m.Update(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("reading a sparse perf map of a TiB does not end")
+	}
+	t.Logf("3 updates in %v, %d bytes read", time.Since(start), m.read)
+	if m.read > maxPerfMapBytes {
+		t.Errorf("read up to %d, past %d", m.read, maxPerfMapBytes)
+	}
+	if f, how := m.Lookup(0x1004, Latest); how != JITNewest || f.Function != "first" {
+		t.Errorf("Lookup = %+v, %v; want first", f, how)
+	}
+	if got := rec.Counts()[limits.FileTooLarge]; got != 1 {
+		t.Errorf("FileTooLarge counted %d times, want 1", got)
+	}
+}
+
+// A perf map keeps its first lines up to the bound, whether they come in
+// one read or several, or again in the map written anew, and counts it
+// once.
+func TestPerfMapLinesBound(t *testing.T) {
+	const bound = 100
+	path := filepath.Join(t.TempDir(), "perf-1.map")
+	lines := func(from, to int) []byte {
+		var b []byte
+		for i := from; i < to; i++ {
+			b = fmt.Appendf(b, "%x 10 f%d\n", 0x1000+i*0x10, i)
+		}
+		return b
+	}
+	rec := limits.NewRecorder(nil)
+	m := newPerfMapAt(path)
+	m.limits, m.maxLines = rec, bound
+	check := func(step string) {
+		t.Helper()
+		if _, err := m.Update(); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.syms) != bound {
+			t.Errorf("%s: %d symbols, want %d", step, len(m.syms), bound)
+		}
+		if f, how := m.Lookup(0x1000+(bound-1)*0x10, Latest); how != JITNewest || f.Function != fmt.Sprint("f", bound-1) {
+			t.Errorf("%s: the last line kept names %+v, %v", step, f, how)
+		}
+		if _, how := m.Lookup(0x1000+bound*0x10, Latest); how != JITUnnamed {
+			t.Errorf("%s: a line past the bound names code: %v", step, how)
+		}
+		if got := rec.Counts()[limits.PerfMapSymbols]; got != 1 {
+			t.Errorf("%s: PerfMapSymbols counted %d times, want 1", step, got)
+		}
+	}
+	if err := os.WriteFile(path, lines(0, bound+50), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("one read")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(lines(bound+50, bound+100))
+	f.Close()
+	check("appended")
+	if err := os.WriteFile(path, lines(0, bound+100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Reread()
+	check("written anew")
 }

@@ -273,7 +273,7 @@ func (p *Process) lookupJIT(loc Location, gen Gen) Location {
 // perfMapMissInterval unless its owner keeps it current.
 func (p *Process) perfMap() *PerfMap {
 	if p.jit == nil {
-		p.jit = NewPerfMap(p.pid)
+		p.jit = NewPerfMap(p.pid, p.c.limits)
 	}
 	if !p.jitShared && time.Since(p.jitRead) >= perfMapMissInterval {
 		p.jitRead = time.Now()

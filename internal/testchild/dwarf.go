@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -124,23 +123,18 @@ func (w *DWARFWriter) Sections() (abbrev, info []byte) {
 
 // ReplaceDWARF writes a copy of the ELF file bin named out whose DWARF is
 // the forged abbrev and info sections (every .debug_* and .zdebug_*
-// section of bin removed), with objcopy. With noSymtab, .symtab and
-// .strtab are removed too, as strip does, so that a reader looks for a
-// separate debug file.
+// section of bin removed). With noSymtab, .symtab and .strtab are removed
+// too, as strip does, so that a reader looks for a separate debug file.
 func ReplaceDWARF(tb testing.TB, bin, out string, abbrev, info []byte, noSymtab bool) {
 	tb.Helper()
-	dir := tb.TempDir()
-	ab, in := dir+"/abbrev", dir+"/info"
-	if os.WriteFile(ab, abbrev, 0o600) != nil || os.WriteFile(in, info, 0o600) != nil {
-		tb.Fatal("write forged DWARF")
-	}
-	args := []string{"--remove-section=.debug_*", "--remove-section=.zdebug_*"}
+	remove := []string{".debug_*", ".zdebug_*"}
 	if noSymtab {
-		args = append(args, "--remove-section=.symtab", "--remove-section=.strtab")
+		remove = append(remove, ".symtab", ".strtab")
 	}
-	args = append(args, "--add-section", ".debug_abbrev="+ab, "--add-section", ".debug_info="+in, bin, out)
-	if b, err := exec.Command("objcopy", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("objcopy %s: %v\n%s", strings.Join(args, " "), err, b)
+	bare := Forge(tb, bin, nil, remove...)
+	forged := Forge(tb, bare, map[string][]byte{".debug_abbrev": abbrev, ".debug_info": info})
+	if err := os.Rename(forged, out); err != nil {
+		tb.Fatal(err)
 	}
 }
 

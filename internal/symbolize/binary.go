@@ -222,7 +222,7 @@ func (b *objfile) parse(want []uint64, c *Cache) {
 		dbgCloser io.Closer
 	)
 	if !isGo(ef) && needsDebugFile(ef) {
-		if df, f := openDebugFile(ef, b.buildID, b.pid, b.path); df != nil {
+		if df, f := openDebugFile(ef, b.buildID, b.pid, b.path, c.limits); df != nil {
 			dbg, dbgCloser = df, f
 			defer func() {
 				if dbgCloser != nil {

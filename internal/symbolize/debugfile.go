@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
@@ -38,8 +39,15 @@ func hasDWARF(ef *elf.File) bool {
 //
 // Each name is tried under /proc/PID/root (the process's mount namespace)
 // first, then as is. A debug file found by build id must have that build id.
-// The caller closes the file.
-func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.File, *os.File) {
+// Candidates that are not regular files, or larger than a debug file is
+// read, are counted in rec under the binary's path. The caller closes the
+// file.
+func openDebugFile(ef *elf.File, buildID string, pid int, path string, rec *limits.Recorder) (*elf.File, *os.File) {
+	refused := func(name string, err error) {
+		if targetfile.Refused(err) {
+			rec.Add(limits.FileRefused, path, 1, fmt.Errorf("debug file of %s: %w", path, err))
+		}
+	}
 	var roots []string
 	if pid > 0 {
 		roots = append(roots, fmt.Sprintf("/proc/%d/root", pid))
@@ -49,8 +57,9 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 	if len(buildID) > 2 && isHex(buildID) {
 		rel := filepath.Join(debugDir, ".build-id", buildID[:2], buildID[2:]+".debug")
 		for _, root := range roots {
-			df, f := openELFFile(root + rel)
+			df, f, err := openELFFile(root + rel)
 			if df == nil {
+				refused(root+rel, err)
 				continue
 			}
 			if buildIDOf(df) == buildID {
@@ -76,10 +85,14 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 		for _, root := range roots {
 			f, err := targetfile.Open(root+cand, true)
 			if err != nil {
+				refused(root+cand, err)
 				continue
 			}
 			h := crc32.NewIEEE()
 			if fi, err := f.Stat(); err != nil || fi.Size() > maxDebugFileBytes {
+				if err == nil {
+					rec.Add(limits.FileTooLarge, path, 1, limits.Errorf(limits.FileTooLarge, "debug file %s of %s: %d bytes, more than %d", cand, path, fi.Size(), int64(maxDebugFileBytes)))
+				}
 				f.Close()
 				continue
 			}
@@ -102,17 +115,17 @@ func openDebugFile(ef *elf.File, buildID string, pid int, path string) (*elf.Fil
 // which is read: the largest of Debian's (LLVM's) are under 2 GiB.
 const maxDebugFileBytes = 4 << 30
 
-func openELFFile(name string) (*elf.File, *os.File) {
+func openELFFile(name string) (*elf.File, *os.File, error) {
 	f, err := targetfile.Open(name, true)
 	if err != nil {
-		return nil, nil
+		return nil, nil, err
 	}
 	df, err := elf.NewFile(f)
 	if err != nil {
 		f.Close()
-		return nil, nil
+		return nil, nil, err
 	}
-	return df, f
+	return df, f, nil
 }
 
 // buildIDOf is buildID, safe on malformed files.

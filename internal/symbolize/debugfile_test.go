@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfprof/perfprof/internal/limits"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,8 +173,9 @@ func TestDebugLinkHostileFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := make(chan bool, 1)
+			rec := limits.NewRecorder(nil)
 			go func() {
-				df, f := openDebugFile(ef, id, 0, stripped)
+				df, f := openDebugFile(ef, id, 0, stripped, rec)
 				if f != nil {
 					f.Close()
 				}
@@ -183,6 +185,10 @@ func TestDebugLinkHostileFiles(t *testing.T) {
 			case found := <-done:
 				if found {
 					t.Errorf("a %s was taken as the debug file", name)
+				}
+				// The FIFO at the build-id path, and the file the link names.
+				if n := rec.Counts()[limits.FileRefused]; n != 2 {
+					t.Errorf("%d debug files refused, want 2 counted", n)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatalf("looking for the debug file still waits on a %s after 5 s", name)

@@ -63,7 +63,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 	loads := loadHeaders(ef)
 	dwarfFile := ef
 	if !hasDWARF(ef) {
-		dbg, f := openDebugFile(ef, buildID(ef), 0, path)
+		dbg, f := openDebugFile(ef, buildID(ef), 0, path, nil)
 		if dbg == nil {
 			t.Skipf("%s has no DWARF and no debug file (apt-get install libc6-dbg)", path)
 		}

@@ -243,6 +243,9 @@ func (m *PerfMap) update() error {
 		// name its code after a file of ours), not a FIFO.
 		f, err := targetfile.Open(name, false)
 		if err != nil {
+			if targetfile.Refused(err) {
+				m.reach(limits.FileRefused, "perf map %s: %v", name, err)
+			}
 			continue
 		}
 		defer f.Close()

@@ -470,6 +470,7 @@ func TestPerfMapFIFO(t *testing.T) {
 	}
 	for _, name := range []string{path, fmt.Sprintf("/proc/%d/root%s", os.Getpid(), path)} {
 		m := newPerfMapAt(name)
+		m.limits = limits.NewRecorder(nil)
 		done := make(chan error, 1)
 		go func() {
 			_, err := m.Update()
@@ -479,6 +480,9 @@ func TestPerfMapFIFO(t *testing.T) {
 		case err := <-done:
 			if err == nil || m.Found() {
 				t.Errorf("%s: a FIFO was read as a perf map (err %v)", name, err)
+			}
+			if n := m.limits.Counts()[limits.FileRefused]; n != 1 {
+				t.Errorf("%s: refused %d times, want 1 counted", name, n)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: Update still waits on a FIFO after 5 s", name)

@@ -29,6 +29,13 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge is returned by ReadFile for a file longer than its bound.
 var ErrTooLarge = errors.New("file larger than its bound")
 
+// Refused reports whether err is Open's refusal of a file that a target
+// may have put there to trap the collector: not a regular file, or a
+// symbolic link where none is followed (ELOOP under O_NOFOLLOW).
+func Refused(err error) bool {
+	return errors.Is(err, ErrNotRegular) || errors.Is(err, unix.ELOOP)
+}
+
 // Open opens for reading a file that a target names:
 //
 //   - with O_NONBLOCK, so that opening a FIFO does not wait for a writer;

@@ -22,7 +22,8 @@ const HostileDepth = 100_000
 // internal/testchild/hostile (see hostile.c) into a directory of its own,
 // and returns its path and that of the libjvm.so to run it with
 // ("BIN LIBJVM"). Its DWARF is forged: hostile_nested is a subprogram of
-// HostileDepth nested lexical blocks; its symbol table is removed, and its
+// HostileDepth nested lexical blocks; it is stripped of its symbol table,
+// and its
 // .gnu_debuglink names perfprof-hostile.debug, which is a symbolic link to
 // /dev/zero beside the binary and a FIFO in .debug/ beside it.
 func Hostile(tb testing.TB) (bin, libjvm string) {
@@ -50,11 +51,17 @@ func Hostile(tb testing.TB) (bin, libjvm string) {
 		tb.Fatalf("gcc %s: %v\n%s", src, err, b)
 	}
 	lo, hi := symbolRange(tb, plain, "hostile_nested")
+	// Stripped of its symbol table (objcopy keeps .symtab unless told to
+	// strip all), its line table kept.
+	stripped := filepath.Join(dir, "stripped")
+	if b, err := exec.Command("objcopy", "--strip-all", "--keep-section=.debug_line", plain, stripped).CombinedOutput(); err != nil {
+		tb.Fatalf("objcopy --strip-all: %v\n%s", err, b)
+	}
 	var w DWARFWriter
 	ForgeNestedBlocks(&w, "hostile_nested", lo, hi, HostileDepth)
 	abbrev, info := w.Sections()
 	forged := filepath.Join(dir, "forged")
-	ReplaceDWARF(tb, plain, forged, abbrev, info, true)
+	ReplaceDWARF(tb, stripped, forged, abbrev, info)
 
 	// objcopy reads the debug file to put its CRC in the link: a real
 	// file first, replaced by the traps once the link is in.
@@ -102,7 +109,7 @@ func ForgedGo(tb testing.TB, name string) string {
 	ForgeGoRuntimeTypes(&w)
 	abbrev, info := w.Sections()
 	out := filepath.Join(buildDir, name)
-	ReplaceDWARF(tb, burner, out, abbrev, info, false)
+	ReplaceDWARF(tb, burner, out, abbrev, info)
 	built[key] = out
 	return out
 }

@@ -23,9 +23,8 @@ const HostileDepth = 100_000
 // and returns its path and that of the libjvm.so to run it with
 // ("BIN LIBJVM"). Its DWARF is forged: hostile_nested is a subprogram of
 // HostileDepth nested lexical blocks; it is stripped of its symbol table,
-// and its
-// .gnu_debuglink names perfprof-hostile.debug, which is a symbolic link to
-// /dev/zero beside the binary and a FIFO in .debug/ beside it.
+// and its .gnu_debuglink names perfprof-hostile.debug, which is a symbolic
+// link to /dev/zero beside the binary and a FIFO in .debug/ beside it.
 func Hostile(tb testing.TB) (bin, libjvm string) {
 	tb.Helper()
 	for _, tool := range []string{"gcc", "objcopy"} {

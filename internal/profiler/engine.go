@@ -323,6 +323,8 @@ func (e *engine) releaseProcess(pid int) bool {
 	}
 	st.unnamed = true
 	e.spansMu.Unlock()
+	// A process that takes the pid next gets its own bounds logged.
+	e.opts.Limits.Forget(fmt.Sprintf("pid %d", pid))
 	return true
 }
 

@@ -29,6 +29,15 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge is returned by ReadFile for a file longer than its bound.
 var ErrTooLarge = errors.New("file larger than its bound")
 
+// MaxMapsBytes bounds a read of /proc/PID/maps. A process has at most
+// vm.max_map_count mappings (65530 by default; 262144 where Elasticsearch
+// or a JVM with many mapped files asked for more), and its lines are
+// some 80 bytes plus the mapped path: 256 bytes a line for 262144
+// mappings is 64 MiB, a hundred times a large real process. Past it the
+// paths are the target's making (a path is up to 4 KiB, each newline in
+// it shown as 4 bytes), and the process is left unread.
+const MaxMapsBytes = 64 << 20
+
 // Open opens for reading a file that a target names:
 //
 //   - with O_NONBLOCK, so that opening a FIFO does not wait for a writer;

@@ -140,7 +140,7 @@ func openInRoot(name string, flags int) (*os.File, error) {
 				Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 			})
 			if err == nil {
-				return os.NewFile(uintptr(fd), name), nil
+				return newFile(fd, name)
 			}
 			if err != unix.ENOSYS {
 				return nil, &os.PathError{Op: "open", Path: name, Err: err}
@@ -150,6 +150,19 @@ func openInRoot(name string, flags int) (*os.File, error) {
 	}
 	fd, err := unix.Open(name, flags, 0)
 	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return newFile(fd, name)
+}
+
+// newFile makes a file of fd, blocking again: os.NewFile hands a
+// non-blocking one to the Go poller, and epoll polls a FUSE file by asking
+// its server, which a target's server may never answer; the thread that
+// polls (the poller's own among them) would wait with it. O_NONBLOCK was
+// for the open: a FIFO is refused before it is read.
+func newFile(fd int, name string) (*os.File, error) {
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(fd), name), nil

@@ -116,3 +116,33 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// A perf map on a file system that stops answering (FUSE here, NFS) stalls
+// the Update that reads it, not the lookups of the map: they need its
+// lock, which the read does not hold.
+func TestPerfMapStalledRead(t *testing.T) {
+	path, reads := testchild.StalledFile(t, 4096)
+	m := newPerfMapAt(path)
+	go m.Update() // returns at the test's cleanup, when the file system goes
+	select {
+	case <-reads:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Update did not read the perf map")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Lookup(0x1000, Latest)
+		m.Found()
+		m.Stats()
+		m.Reread()
+		if m.TryUpdate() {
+			t.Error("TryUpdate ran while an Update was reading")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lookup waited for the read of the perf map")
+	}
+}

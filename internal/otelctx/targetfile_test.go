@@ -3,7 +3,6 @@ package otelctx
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,15 +29,7 @@ func TestMapsBound(t *testing.T) {
 // A process can replace the path of a file it mapped with a FIFO, whose
 // open would wait for a writer, or a link to /dev/zero: neither is read.
 func TestMappedFileSwapped(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "libfifo.so")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "libzero.so")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero := testchild.FIFOAndZero(t, t.TempDir(), "lib")
 	maps := []mapping{
 		{start: 0x1000, end: 0x2000, perms: "r-xp", name: fifo},
 		{start: 0x3000, end: 0x4000, perms: "r-xp", name: zero},

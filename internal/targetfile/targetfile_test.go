@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/perfprof/perfprof/internal/testchild"
 )
 
@@ -42,15 +40,7 @@ func TestReadFileBound(t *testing.T) {
 }
 
 func TestRefusesFIFOAndDevices(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero := testchild.FIFOAndZero(t, t.TempDir(), "")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -51,3 +51,20 @@ func BloatMaps(tb testing.TB, minBytes int64) {
 		maps = append(maps, m)
 	}
 }
+
+// FIFOAndZero makes in dir, under names that start with prefix, the two
+// files a target puts where a regular file of its is expected: a FIFO
+// (opening it waits for a writer) and a link to /dev/zero (reading it
+// never ends).
+func FIFOAndZero(tb testing.TB, dir, prefix string) (fifo, zero string) {
+	tb.Helper()
+	fifo = filepath.Join(dir, prefix+"fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	zero = filepath.Join(dir, prefix+"zero")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		tb.Fatal(err)
+	}
+	return fifo, zero
+}

@@ -77,7 +77,10 @@ const maxMessage = 4096
 // plain output with status 0 ("flag X does not exist"): the caller knows
 // what the output of its command should look like.
 //
-// Without a deadline in ctx, Exec gives up after [DefaultTimeout].
+// Without a deadline in ctx, Exec gives up after [DefaultTimeout]. The
+// process answering controls the reply: one longer than maxReply, not
+// over by the deadline, or that does not start with a status, is an error
+// wrapping a *limits.Error of kind AttachReply.
 func Exec(ctx context.Context, pid int, cmd string, args ...string) (string, error) {
 	var out []byte
 	err := execute(ctx, pid, cmd, args, func(r io.Reader) error {

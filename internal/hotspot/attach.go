@@ -1,6 +1,7 @@
 package hotspot
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 // ErrNoAttach is wrapped by the error of an [Exec] that found no attach
@@ -33,9 +36,19 @@ const (
 	maxArgs    = 3
 )
 
-// maxReply bounds what is read of a reply. A thread dump of a JVM with ten
-// thousand threads is some tens of MiB.
-const maxReply = 256 << 20
+// maxReply bounds what is read of a reply. A thread dump (jcmd
+// Thread.print) is the longest reply perfprof asks for: some 200 bytes
+// of header and a stack of 80 to 120 bytes a frame for each thread, so
+// 1 to 3 KiB a thread and 10 to 30 MiB for ten thousand threads. 64 MiB
+// leaves twice that for deep stacks; a process that answers more is not
+// a JVM perfprof can name threads of, and is counted (limits.AttachReply).
+// Replies are read as a stream: the bound is on time and work, not on
+// memory held.
+const maxReply = 64 << 20
+
+// maxMessage bounds what of a failed command's output is kept to quote
+// in its error.
+const maxMessage = 4096
 
 // Exec runs one command of the attach protocol in JVM pid and returns its
 // output. Commands are those of HotSpot's attach listener: "jcmd",
@@ -64,19 +77,38 @@ const maxReply = 256 << 20
 // plain output with status 0 ("flag X does not exist"): the caller knows
 // what the output of its command should look like.
 //
-// Without a deadline in ctx, Exec gives up after [DefaultTimeout].
+// Without a deadline in ctx, Exec gives up after [DefaultTimeout]. The
+// process answering controls the reply: one longer than maxReply, not
+// over by the deadline, or that does not start with a status, is an error
+// wrapping a *limits.Error of kind AttachReply.
 func Exec(ctx context.Context, pid int, cmd string, args ...string) (string, error) {
-	out, err := execute(ctx, pid, cmd, args)
-	if err != nil {
-		return "", fmt.Errorf("attach to jvm %d: %w", pid, err)
-	}
-	return out, nil
-}
-
-func execute(ctx context.Context, pid int, cmd string, args []string) (string, error) {
-	req, err := request(cmd, args)
+	var out []byte
+	err := execute(ctx, pid, cmd, args, func(r io.Reader) error {
+		var err error
+		out, err = io.ReadAll(r)
+		return err
+	})
 	if err != nil {
 		return "", err
+	}
+	return string(out), nil
+}
+
+// execute runs one command in JVM pid and hands read the output of a
+// successful one as it arrives, at most maxReply bytes of it (a longer
+// reply is an error). A reply that is too long, too slow, or not a reply,
+// is an error that wraps a *limits.Error of kind AttachReply.
+func execute(ctx context.Context, pid int, cmd string, args []string, read func(io.Reader) error) error {
+	if err := exchange(ctx, pid, cmd, args, read); err != nil {
+		return fmt.Errorf("attach to jvm %d: %w", pid, err)
+	}
+	return nil
+}
+
+func exchange(ctx context.Context, pid int, cmd string, args []string, read func(io.Reader) error) error {
+	req, err := request(cmd, args)
+	if err != nil {
+		return err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -85,12 +117,12 @@ func execute(ctx context.Context, pid int, cmd string, args []string) (string, e
 	}
 	conn, err := dial(ctx, pid)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer conn.Close()
 
 	// The deadline bounds a JVM that accepts the connection but does not
-	// answer; cancellation unblocks the read at once.
+	// answer, or answers slowly; cancellation unblocks the read at once.
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
@@ -99,28 +131,88 @@ func execute(ctx context.Context, pid int, cmd string, args []string) (string, e
 
 	what := strings.TrimSpace(cmd + " " + strings.Join(args, " "))
 	if _, err := conn.Write(req); err != nil {
-		return "", fmt.Errorf("%s: send: %w", what, ioErr(ctx, err))
+		return fmt.Errorf("%s: send: %w", what, ioErr(ctx, err))
 	}
-	reply, err := io.ReadAll(io.LimitReader(conn, maxReply+1))
+	br := bufio.NewReaderSize(&replyReader{r: conn, left: maxReply}, 64<<10)
+	if err := readReply(ctx, br, cmd, read); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// readReply reads a reply: its status line, then the output, which goes
+// to read when the status is 0 and the output reports no exception.
+func readReply(ctx context.Context, br *bufio.Reader, cmd string, read func(io.Reader) error) error {
+	line, err := br.ReadSlice('\n')
+	switch {
+	case len(line) == 0 && err == io.EOF:
+		return fmt.Errorf("no reply (%s)", rejected)
+	case err == bufio.ErrBufferFull:
+		return limits.Errorf(limits.AttachReply, "reply does not start with a status: a first line of more than %d bytes", len(line))
+	case err != nil && err != io.EOF:
+		return replyErr(ctx, "read reply", err)
+	}
+	code, err := strconv.Atoi(string(bytes.TrimSpace(line)))
 	if err != nil {
-		return "", fmt.Errorf("%s: read reply: %w", what, ioErr(ctx, err))
+		return limits.Errorf(limits.AttachReply, "reply does not start with a status: %q", truncate(string(line), 80))
 	}
-	if len(reply) > maxReply {
-		return "", fmt.Errorf("%s: reply longer than %d MiB", what, maxReply>>20)
-	}
-	code, out, err := parseReply(reply)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
+	// The head of the output: all of a failure's message, and the line
+	// where a jcmd reports an exception.
+	head := make([]byte, maxMessage)
+	n, err := io.ReadFull(br, head)
+	head = head[:n]
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return replyErr(ctx, "read reply", err)
 	}
 	if code != 0 {
-		return "", fmt.Errorf("%s: jvm returned status %d: %s", what, code, message(out))
+		return fmt.Errorf("jvm returned status %d: %s", code, message(string(head)))
 	}
 	if cmd == "jcmd" {
-		if exc := javaException(out); exc != "" {
-			return "", fmt.Errorf("%s: %s", what, exc)
+		if exc := javaException(string(head)); exc != "" {
+			return errors.New(exc)
 		}
 	}
-	return out, nil
+	if err := read(io.MultiReader(bytes.NewReader(head), br)); err != nil {
+		return replyErr(ctx, "read output", err)
+	}
+	return nil
+}
+
+// errReplyTooLarge is returned by a replyReader past maxReply.
+var errReplyTooLarge = limits.Errorf(limits.AttachReply, "reply longer than %d MiB", maxReply>>20)
+
+// replyReader reads at most left bytes of a reply, and then fails with
+// errReplyTooLarge if there are more: a reply that ends at the bound
+// reads whole.
+type replyReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (r *replyReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		var one [1]byte
+		n, err := r.r.Read(one[:])
+		if n > 0 {
+			err = errReplyTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.r.Read(p)
+	r.left -= int64(n)
+	return n, err
+}
+
+// replyErr explains an error reading a reply: a JVM that has not sent
+// all of it by the deadline is counted as a reply too slow.
+func replyErr(ctx context.Context, op string, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%s: %w: %w", op, limits.Errorf(limits.AttachReply, "reply not over by the deadline"), ctxErr(ctx, err))
+	}
+	return fmt.Errorf("%s: %w", op, ioErr(ctx, err))
 }
 
 // request encodes a protocol version 1 request:
@@ -155,19 +247,6 @@ func request(cmd string, args []string) ([]byte, error) {
 // HotSpot closes the connection without a word when it rejects the
 // client's credentials or cannot parse the request.
 const rejected = "the jvm closed the connection: it takes requests from root and its own user only, as it sees them"
-
-// parseReply splits a reply into its status line and the output.
-func parseReply(b []byte) (int, string, error) {
-	if len(b) == 0 {
-		return 0, "", fmt.Errorf("no reply (%s)", rejected)
-	}
-	line, out, _ := bytes.Cut(b, []byte("\n"))
-	code, err := strconv.Atoi(string(bytes.TrimSpace(line)))
-	if err != nil {
-		return 0, "", fmt.Errorf("reply does not start with a status: %q", truncate(string(line), 80))
-	}
-	return code, string(out), nil
-}
 
 // javaException returns the first line of a jcmd output that reports a
 // Java exception, as "java.lang.IllegalArgumentException: Unknown
@@ -216,8 +295,16 @@ func ioErr(ctx context.Context, err error) error {
 
 // ctxErr prefers the context's error to the I/O error it caused.
 func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return ctx.Err()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if e := ctx.Err(); e != nil {
+		return e
+	}
+	// The connection's deadline is the context's, whose timer may not
+	// have fired yet.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -45,11 +46,20 @@ func PerfMap(ctx context.Context, pid int) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("perf map of jvm %d: %w", pid, err)
 	}
-	out, err := Exec(ctx, pid, "jcmd", "Compiler.perfmap")
+	// The output is a message or nothing: what more there is, is read
+	// (up to maxReply) and not kept.
+	var out []byte
+	err = execute(ctx, pid, "jcmd", []string{"Compiler.perfmap"}, func(r io.Reader) error {
+		var err error
+		if out, err = io.ReadAll(io.LimitReader(r, maxMessage)); err == nil {
+			_, err = io.Copy(io.Discard, r)
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if msg := strings.TrimSpace(out); msg != "" {
+	if msg := strings.TrimSpace(string(out)); msg != "" {
 		return fmt.Errorf("perf map of jvm %d: %s", pid, message(msg))
 	}
 	after, err := os.Lstat(path)

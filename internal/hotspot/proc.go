@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // sigquitBit is SIGQUIT's bit in the signal masks of /proc/PID/status:
@@ -29,9 +33,13 @@ type status struct {
 	catchesQuit bool
 }
 
+// maxStatus bounds a read of /proc/PID/status: the kernel writes some
+// 1.5 KiB, the process's name among it escaped to at most 64 bytes.
+const maxStatus = 64 << 10
+
 // readStatus parses a /proc/PID/status or /proc/PID/task/TID/status file.
 func readStatus(path string) (status, error) {
-	b, err := os.ReadFile(path)
+	b, err := targetfile.ReadProc(path, maxStatus)
 	if err != nil {
 		return status{}, err
 	}
@@ -94,7 +102,9 @@ func IsJVM(pid int) (bool, error) {
 	}
 	defer f.Close()
 	jvm := false
-	sc := bufio.NewScanner(f)
+	// Read as a stream, with the bound of a maps read.
+	lr := &io.LimitedReader{R: f, N: targetfile.MaxMapsBytes + 1}
+	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
 		// address perms offset dev inode path; the path may hold spaces
@@ -115,12 +125,16 @@ func IsJVM(pid int) (bool, error) {
 	if err := sc.Err(); err != nil {
 		return false, fmt.Errorf("is %d a jvm: %w", pid, err)
 	}
+	if lr.N == 0 {
+		return false, fmt.Errorf("is %d a jvm: %w", pid, limits.Errorf(limits.FileTooLarge, "maps of more than %d bytes", targetfile.MaxMapsBytes))
+	}
 	return jvm, nil
 }
 
 // hostTids maps the thread ids that process pid sees in its own pid
-// namespace to the ones we see, for the threads alive now.
-func hostTids(pid int) (map[int]int, error) {
+// namespace to the ones we see, for the threads alive now; for a process
+// that is not nested in a pid namespace below ours, they are the same.
+func hostTids(pid int, nested bool) (map[int]int, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -130,6 +144,10 @@ func hostTids(pid int) (map[int]int, error) {
 	for _, e := range ents {
 		tid, err := strconv.Atoi(e.Name())
 		if err != nil {
+			continue
+		}
+		if !nested {
+			m[tid] = tid
 			continue
 		}
 		st, err := readStatus(filepath.Join(dir, e.Name(), "status"))

@@ -1,10 +1,15 @@
 package hotspot
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/limits"
 )
 
 func TestRequest(t *testing.T) {
@@ -39,23 +44,41 @@ func TestRequest(t *testing.T) {
 	}
 }
 
-func TestParseReply(t *testing.T) {
-	code, out, err := parseReply([]byte("0\nOpenJDK 64-Bit Server VM version 17\n"))
-	if code != 0 || out != "OpenJDK 64-Bit Server VM version 17\n" || err != nil {
-		t.Errorf("got %d %q %v", code, out, err)
+func TestReadReply(t *testing.T) {
+	reply := func(s string) (string, error) {
+		var out []byte
+		err := readReply(context.Background(), bufio.NewReader(strings.NewReader(s)), "jcmd", func(r io.Reader) error {
+			var err error
+			out, err = io.ReadAll(r)
+			return err
+		})
+		return string(out), err
 	}
-	code, out, err = parseReply([]byte("-1\nOperation nosuchop not recognized!"))
-	if code != -1 || out != "Operation nosuchop not recognized!" || err != nil {
-		t.Errorf("got %d %q %v", code, out, err)
+	if out, err := reply("0\nOpenJDK 64-Bit Server VM version 17\n"); out != "OpenJDK 64-Bit Server VM version 17\n" || err != nil {
+		t.Errorf("got %q %v", out, err)
 	}
-	if code, _, err = parseReply([]byte("101\n")); code != 101 || err != nil {
-		t.Errorf("got %d %v", code, err)
+	if _, err := reply("-1\nOperation nosuchop not recognized!"); err == nil || !strings.Contains(err.Error(), "status -1: Operation nosuchop not recognized!") {
+		t.Errorf("status -1: %v", err)
 	}
-	for _, bad := range []string{"", "garbage\n", "0x1\n"} {
-		if _, _, err := parseReply([]byte(bad)); err == nil {
-			t.Errorf("parseReply(%q) succeeded", bad)
+	if _, err := reply("101\n"); err == nil || !strings.Contains(err.Error(), "status 101") {
+		t.Errorf("status 101: %v", err)
+	}
+	if _, err := reply("0\njava.lang.IllegalArgumentException: Unknown diagnostic command\n"); err == nil || !strings.Contains(err.Error(), "Unknown diagnostic command") {
+		t.Errorf("exception: %v", err)
+	}
+	if _, err := reply(""); err == nil || isAttachReply(err) {
+		t.Errorf("no reply: %v, want an error that is no bound", err)
+	}
+	for _, bad := range []string{"garbage\n", "0x1\n", strings.Repeat("1", 100<<10)} {
+		if _, err := reply(bad); !isAttachReply(err) {
+			t.Errorf("reply %.20q: %v, want an attach_reply error", bad, err)
 		}
 	}
+}
+
+func isAttachReply(err error) bool {
+	k, ok := limits.KindOf(err)
+	return ok && k == limits.AttachReply
 }
 
 func TestJavaException(t *testing.T) {

@@ -7,6 +7,18 @@ import (
 	"testing"
 )
 
+// dumpNames maps the thread ids of a dump to their names, the first
+// header of an id winning.
+func dumpNames(dump string) map[int]string {
+	names := make(map[int]string)
+	parseThreadDump(strings.NewReader(dump), func(nid int, name []byte) {
+		if _, dup := names[nid]; !dup {
+			names[nid] = string(name)
+		}
+	})
+	return names
+}
+
 // The dumps in testdata are jcmd Thread.print of testdata/Burn.java.
 func TestParseThreadDump(t *testing.T) {
 	for _, tc := range []struct {
@@ -37,7 +49,7 @@ func TestParseThreadDump(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := parseThreadDump(string(b))
+			got := dumpNames(string(b))
 			for tid, name := range tc.want {
 				if got[tid] != name {
 					t.Errorf("tid %d: %q, want %q", tid, got[tid], name)
@@ -76,7 +88,7 @@ func TestParseThreadDumpOddNames(t *testing.T) {
 		0x68:  "nid=0x99 fake",
 		19998: "VM Thread",
 	}
-	if got := parseThreadDump(dump); !maps.Equal(got, want) {
+	if got := dumpNames(dump); !maps.Equal(got, want) {
 		t.Errorf("got %#v\nwant %#v", got, want)
 	}
 }
@@ -97,7 +109,7 @@ func FuzzParseThreadDump(f *testing.F) {
 	f.Add(`"x" #1 nid=0x`)
 	f.Add("\"a\n\"b\" #1 nid=1\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		parseThreadDump(s)
+		dumpNames(s)
 		if strings.Contains(s, "\n") {
 			return
 		}
@@ -106,7 +118,7 @@ func FuzzParseThreadDump(f *testing.F) {
 			`"` + s + `" #12 [6699] daemon prio=5 os_prio=0 cpu=1.00ms elapsed=2.00s tid=0x00007f0000000000 nid=6699 runnable  [0x0]`,
 			`"` + s + `" os_prio=0 cpu=1.00ms elapsed=2.00s tid=0x00007f0000000000 nid=6699 runnable  `,
 		} {
-			got := parseThreadDump("Full thread dump\n\n" + header + "\n   java.lang.Thread.State: RUNNABLE\n")
+			got := dumpNames("Full thread dump\n\n" + header + "\n   java.lang.Thread.State: RUNNABLE\n")
 			if len(got) != 1 || got[6699] != s {
 				t.Fatalf("header %q: got %#v", header, got)
 			}

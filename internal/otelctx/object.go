@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // object is an ELF file mapped into a process.
@@ -14,6 +16,7 @@ type object struct {
 	bias uint64 // load bias: runtime address = bias + ELF virtual address
 	exe  bool   // the main executable
 	f    *elf.File
+	file *os.File     // what f reads
 	syms []elf.Symbol // .dynsym, read on first use; index i is symbol i+1
 }
 
@@ -23,8 +26,14 @@ var objectsOpened atomic.Int64
 // loadObjects opens the ELF files mapped into process pid, the main
 // executable first, then in address order. Files are read through
 // /proc/PID/root so that a process in another mount namespace (a container)
-// is read from its own file system. Mappings that are not ELF files are
-// skipped. The caller closes the objects.
+// is read from its own file system, as the target's files (see package
+// targetfile): the process can replace a path it mapped with a FIFO, a
+// link to /dev/zero, or a link out of its root. Links inside its root are
+// followed: maps shows a file's resolved path, but the process may have
+// made a link of it since, to a file that is still its own.
+// (/proc/PID/map_files would reach the mapped file itself, but opening it
+// takes CAP_SYS_ADMIN, which perfprof does not otherwise need.) Mappings
+// that are not ELF files are skipped. The caller closes the objects.
 func loadObjects(pid int, maps []mapping) ([]*object, error) {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
@@ -39,17 +48,22 @@ func loadObjects(pid int, maps []mapping) ([]*object, error) {
 			continue
 		}
 		seen[path] = true
-		f, err := elf.Open(fmt.Sprintf("/proc/%d/root%s", pid, path))
+		file, err := targetfile.Open(fmt.Sprintf("/proc/%d/root%s", pid, path), true)
 		if err != nil {
-			continue // not an ELF file (locale archive, data file), or gone
+			continue // gone, or not a regular file
+		}
+		f, err := elf.NewFile(file)
+		if err != nil {
+			file.Close()
+			continue // not an ELF file (locale archive, data file)
 		}
 		objectsOpened.Add(1)
 		bias, ok := loadBias(f, path, maps)
 		if !ok {
-			f.Close()
+			file.Close()
 			continue
 		}
-		o := &object{path: path, bias: bias, exe: path == exe, f: f}
+		o := &object{path: path, bias: bias, exe: path == exe, f: f, file: file}
 		if o.exe {
 			objs = append([]*object{o}, objs...)
 		} else {
@@ -61,7 +75,7 @@ func loadObjects(pid int, maps []mapping) ([]*object, error) {
 
 func closeObjects(objs []*object) {
 	for _, o := range objs {
-		o.f.Close()
+		o.file.Close()
 	}
 }
 

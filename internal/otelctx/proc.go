@@ -10,6 +10,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // mapping is one line of /proc/PID/maps.
@@ -21,9 +24,14 @@ type mapping struct {
 	name       string // path or pseudo-name, " (deleted)" kept
 }
 
-// readMaps parses /proc/PID/maps.
+// readMaps parses /proc/PID/maps. A process with more of it than
+// targetfile.MaxMapsBytes is not read: the error wraps a *limits.Error
+// (FileTooLarge) for the caller to count.
 func readMaps(pid int) ([]mapping, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	data, err := targetfile.ReadProc(fmt.Sprintf("/proc/%d/maps", pid), targetfile.MaxMapsBytes)
+	if errors.Is(err, targetfile.ErrTooLarge) {
+		err = fmt.Errorf("%w: %w", limits.Errorf(limits.FileTooLarge, "maps of more than %d bytes", targetfile.MaxMapsBytes), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read maps of pid %d: %w", pid, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // SymbolName is the thread-local variable OTEP 4947 publishes: a pointer to
@@ -181,9 +183,17 @@ type fileKey struct {
 	mtime          int64
 }
 
+// statKey returns the key of a target's file, resolved as loadObjects
+// opens it: a link out of the target's root must not give it the key of
+// one of our files.
 func statKey(path string) (fileKey, error) {
+	f, err := targetfile.Open(path, true)
+	if err != nil {
+		return fileKey{}, err
+	}
+	defer f.Close()
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fileKey{}, err
 	}
 	return fileKey{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}, nil

@@ -3,6 +3,7 @@ package profiler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -50,9 +51,13 @@ func (e *engine) askJVM(st *procState, why string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	pid := st.info.Pid
+	// A reply too long, too slow, or not a reply, and a memory map too
+	// long to read, are counted (limits.AttachReply, FileTooLarge).
+	subject := fmt.Sprintf("pid %d", pid)
 	if !j.checked {
 		j.checked = true
 		ok, err := hotspot.IsJVM(pid)
+		e.opts.Limits.Record(subject, err)
 		j.isJVM = ok && err == nil
 	}
 	if j.wait == 0 {
@@ -66,6 +71,7 @@ func (e *engine) askJVM(st *procState, why string) bool {
 	defer cancel()
 	start := time.Now()
 	if err := hotspot.PerfMap(ctx, pid); err != nil {
+		e.opts.Limits.Record(subject, err)
 		if errors.Is(err, hotspot.ErrNoAttach) || errors.Is(err, context.DeadlineExceeded) {
 			// A JVM that refuses attach (-XX:+DisableAttachMechanism,
 			// -Xrs before its listener started) is not asked again: each
@@ -85,6 +91,7 @@ func (e *engine) askJVM(st *procState, why string) bool {
 			j.names[uint32(tid)] = name
 		}
 	} else {
+		e.opts.Limits.Record(subject, err)
 		e.log.Debug("Cannot read the JVM's thread names", zap.Int("pid", pid), zap.Error(err))
 	}
 	e.log.Debug("Asked the JVM for its perf map", zap.Int("pid", pid), zap.String("why", why), zap.Duration("took", took))

@@ -2,8 +2,10 @@ package profiler
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/otelctx"
 )
 
@@ -20,15 +22,18 @@ const processContextInterval = 10 * time.Second
 // updating it, a read error) is tried again at the next report.
 // announce is true when a new publication names a thread-context schema:
 // OTEP 4947 asks readers to look for the thread-local variable again then
-// (it may be in a library loaded since the process was attached).
-func (st *procState) processContext(gone bool) (attrs map[string]any, announce bool) {
+// (it may be in a library loaded since the process was attached). A
+// process whose data reaches a bound (a memory map too long to read) is
+// counted in rec, and read as one that publishes nothing.
+func (st *procState) processContext(gone bool, rec *limits.Recorder) (attrs map[string]any, announce bool) {
 	st.pctxMu.Lock()
 	defer st.pctxMu.Unlock()
 	if (gone && !st.pctxRead.IsZero()) || time.Since(st.pctxRead) < processContextInterval {
 		return st.pctx, false
 	}
 	r, err := otelctx.ProcessContext(st.info.Pid)
-	if err == nil || errors.Is(err, otelctx.ErrNotPublished) {
+	bound := rec.Record(fmt.Sprintf("pid %d", st.info.Pid), err)
+	if err == nil || bound || errors.Is(err, otelctx.ErrNotPublished) {
 		st.pctxRead = time.Now()
 	}
 	switch {
@@ -36,7 +41,7 @@ func (st *procState) processContext(gone bool) (attrs map[string]any, announce b
 		st.pctx = r.Attributes
 		announce = r.PublishedAt != st.pctxAt && r.SchemaVersion() != ""
 		st.pctxAt = r.PublishedAt
-	case errors.Is(err, otelctx.ErrNotPublished):
+	case bound || errors.Is(err, otelctx.ErrNotPublished):
 		st.pctx = nil
 	}
 	// Other errors (the process exited, a context being updated) keep

@@ -144,7 +144,9 @@ func (p *Profiler) attach(proc perf.Process) error {
 	// the samples of the processes it reads.
 	var cerr error
 	if c := p.opts.Contexts; c != nil {
-		if cerr = c.Attach(proc.Pid); errors.Is(cerr, errNotKept) {
+		cerr = c.Attach(proc.Pid)
+		p.opts.Limits.Record(fmt.Sprintf("pid %d", proc.Pid), cerr)
+		if errors.Is(cerr, errNotKept) {
 			p.dropProcess(st)
 			return fmt.Errorf("attach to pid %d (%s): %w", proc.Pid, proc.Comm, cerr)
 		}

@@ -179,17 +179,19 @@ func (s *symbols) same(st *procState) bool {
 // frames of its samples; the caller adds the counts of the resolution it
 // keeps with addJIT.
 func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
+	// Lines written since the last poll name code compiled just before
+	// its samples. The map is read before mu is taken, and not waited
+	// for when the poller is reading it: the read of a target's file may
+	// be slow, and the symbolization of every other process needs mu.
+	if st.jit.Found() {
+		st.jit.TryUpdate()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	proc := s.open(st)
 	ps := st.sym
 	if ps.addrs == nil {
 		ps.addrs = map[uint64]*Location{}
-	}
-	// Lines written since the last poll name code compiled just before
-	// its samples.
-	if st.jit.Found() {
-		_, _ = st.jit.Update()
 	}
 	r := resolver{s: s, proc: proc, ps: ps}
 	chains := s.chains(b, proc)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // DefaultMaxBinaries is the default of Options.MaxBinaries.
@@ -182,17 +183,27 @@ func (c *Cache) acquire(pid int, m *Mapping) (*objfile, error) {
 		}
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("open binary %s of pid %d: %w", m.Path, pid, errors.Join(errs...))
+	err := fmt.Errorf("open binary %s of pid %d: %w", m.Path, pid, errors.Join(errs...))
+	if errors.Is(err, targetfile.ErrNotRegular) {
+		c.limits.Add(limits.FileRefused, fmt.Sprintf("pid %d", pid), 1, err)
+	}
+	return nil, err
 }
 
-// acquireFile returns the binary in file name, mapped as path.
+// acquireFile returns the binary in file name, mapped as path. The
+// target can swap the path for a FIFO (opening it would wait for a
+// writer), a link to /dev/zero, or an absolute link that through
+// /proc/PID/root resolves in our root: it is opened as a target's file
+// (see package targetfile), and identified by what was opened.
 func (c *Cache) acquireFile(name, path string) (*objfile, error) {
-	fi, err := os.Stat(name)
+	f, err := targetfile.Open(name, true)
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
 	// (dev, inode, size, mtime) names a file whatever path reaches it; the
 	// path only stands in when stat has no inode.
@@ -203,14 +214,11 @@ func (c *Cache) acquireFile(name, path string) (*objfile, error) {
 		key.path = path
 	}
 	if b := c.byFile[key]; b != nil {
+		f.Close()
 		c.touch(b)
 		return b, nil
 	}
 
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
 	c.stats.FilesOpened++
 	b, err := openELF(name, f)
 	if err != nil {

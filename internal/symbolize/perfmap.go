@@ -94,7 +94,8 @@ type PerfMap struct {
 	// lines counts the lines taken from the file since it was last read
 	// from its start. maxBytes and maxLines are the bounds, 0 for
 	// maxPerfMapBytes and maxPerfMapLines (tests lower them); limits
-	// counts a bound reached, once for each kind (reached).
+	// counts a bound reached, once for each kind (reached). lines and
+	// reached change with updating held.
 	lines    int
 	maxBytes int64
 	maxLines int
@@ -102,6 +103,13 @@ type PerfMap struct {
 	reached  [limits.NumKinds]bool
 
 	counts PerfMapStats
+
+	// updating serializes Update, which reads the file without mu held:
+	// a read of a target's file can take long (a FUSE or network file
+	// system), and lookups, which need mu, must not wait on it. path,
+	// read and ino change under both.
+	updating sync.Mutex
+	rereads  uint64 // calls of Reread: a read that raced one is not taken as current
 }
 
 type jitSym struct {
@@ -212,6 +220,7 @@ func (m *PerfMap) Reread() {
 	m.tail = nil
 	m.modTime = time.Time{}
 	m.lastMiss = time.Time{}
+	m.rereads++
 }
 
 // Update reads what was written to the map since the last Update and
@@ -222,17 +231,38 @@ func (m *PerfMap) Reread() {
 // error wraps os.ErrNotExist while there is no map (looked for at most once
 // a second).
 func (m *PerfMap) Update() (Gen, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.updating.Lock()
+	defer m.updating.Unlock()
 	err := m.update()
-	return m.gen, err
+	return m.Gen(), err
 }
 
+// TryUpdate is Update, unless another Update is under way: then it
+// returns false at once rather than wait for a read that may be slow
+// (the other Update brings the map current).
+func (m *PerfMap) TryUpdate() bool {
+	if !m.updating.TryLock() {
+		return false
+	}
+	defer m.updating.Unlock()
+	_ = m.update()
+	return true
+}
+
+// perfMapChunk is what Update reads of a map before it parses it, with
+// mu held.
+const perfMapChunk = 1 << 20
+
+// update is Update with updating held: the file is opened and read
+// without mu, each chunk parsed with it.
 func (m *PerfMap) update() error {
+	m.mu.RLock()
+	lastMiss, modTime, tail, rereads := m.lastMiss, m.modTime, m.tail, m.rereads
+	m.mu.RUnlock()
 	var names []string
 	if m.path != "" {
 		names = []string{m.path}
-	} else if time.Since(m.lastMiss) < perfMapMissInterval {
+	} else if time.Since(lastMiss) < perfMapMissInterval {
 		return os.ErrNotExist
 	} else {
 		names = m.candidates()
@@ -257,25 +287,22 @@ func (m *PerfMap) update() error {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			ino = st.Ino
 		}
-		if name == m.path && fi.Size() == m.read && fi.ModTime().Equal(m.modTime) && ino == m.ino {
+		if name == m.path && fi.Size() == m.read && fi.ModTime().Equal(modTime) && ino == m.ino {
 			return nil
 		}
-		if name != m.path || ino != m.ino || fi.Size() < m.read || !m.sameTail(f) {
-			if m.path != "" {
-				m.counts.Rewrites++
-			}
-			m.path, m.read, m.ino, m.lines = name, 0, ino, 0
-		}
-		m.modTime = fi.ModTime()
+		anew := name != m.path || ino != m.ino || fi.Size() < m.read || !sameTail(f, m.read, tail)
 		size := fi.Size()
 		if maxBytes := cmp.Or(m.maxBytes, maxPerfMapBytes); size > maxBytes {
 			size = maxBytes
 			m.reach(limits.FileTooLarge, "perf map %s: %d bytes, read up to %d", name, fi.Size(), maxBytes)
 		}
-		n, err := m.parse(io.NewSectionReader(f, m.read, size-m.read))
-		m.read += n
-		m.keepTail(f)
-		m.sortHistory()
+		err = m.readChunks(f, name, ino, anew, size)
+		tail = readTail(f, m.read)
+		m.mu.Lock()
+		if m.rereads == rereads {
+			m.modTime, m.tail = fi.ModTime(), tail
+		}
+		m.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("read perf map %s: %w", name, err)
 		}
@@ -284,31 +311,68 @@ func (m *PerfMap) update() error {
 	if m.path != "" {
 		return nil // gone: the process exited, or its map was removed
 	}
-	m.lastMiss = time.Now()
+	m.mu.Lock()
+	if m.rereads == rereads {
+		m.lastMiss = time.Now()
+	}
+	m.mu.Unlock()
 	return os.ErrNotExist
 }
 
-// sameTail reports whether f still holds, before the read offset, the
-// bytes read there last time.
-func (m *PerfMap) sameTail(f *os.File) bool {
-	if m.tail == nil {
-		return m.read == 0
+// readChunks parses f, from its start when anew, else from the read
+// offset, up to size: it reads a chunk without mu, then parses it with
+// mu held; the incomplete line a chunk ends with starts the next.
+func (m *PerfMap) readChunks(f *os.File, name string, ino uint64, anew bool, size int64) error {
+	m.mu.Lock()
+	if anew {
+		if m.path != "" {
+			m.counts.Rewrites++
+		}
+		m.path, m.read, m.ino, m.lines = name, 0, ino, 0
 	}
-	buf := make([]byte, len(m.tail))
-	if _, err := f.ReadAt(buf, m.read-int64(len(buf))); err != nil {
-		return false
+	m.mu.Unlock()
+	buf := make([]byte, min(size-m.read, perfMapChunk))
+	for m.read < size && m.lines < cmp.Or(m.maxLines, maxPerfMapLines) {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-m.read)], m.read)
+		if n == 0 {
+			if err == io.EOF {
+				err = nil // shrunk since the stat: read again next time
+			}
+			return err
+		}
+		m.mu.Lock()
+		used, err := m.parse(bytes.NewReader(buf[:n]))
+		m.read += used
+		m.sortHistory()
+		m.mu.Unlock()
+		if err != nil || used == 0 {
+			return err // a line not ended yet waits for the next Update
+		}
 	}
-	return bytes.Equal(buf, m.tail)
+	return nil
 }
 
-func (m *PerfMap) keepTail(f *os.File) {
-	n := min(m.read, tailBytes)
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, m.read-n); err != nil && !errors.Is(err, io.EOF) {
-		m.tail = nil
-		return
+// sameTail reports whether f still holds, before offset read, the bytes
+// tail read there last time.
+func sameTail(f *os.File, read int64, tail []byte) bool {
+	if tail == nil {
+		return read == 0
 	}
-	m.tail = buf
+	buf := make([]byte, len(tail))
+	if _, err := f.ReadAt(buf, read-int64(len(buf))); err != nil {
+		return false
+	}
+	return bytes.Equal(buf, tail)
+}
+
+// readTail returns the tailBytes of f before offset read, or nil.
+func readTail(f *os.File, read int64) []byte {
+	n := min(read, tailBytes)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, read-n); err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	return buf
 }
 
 // reach counts, the first time, that the map reached a bound of kind k.

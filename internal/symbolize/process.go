@@ -7,6 +7,9 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
 // Frame is one source-level frame at an address. Inlined frames come
@@ -93,8 +96,11 @@ func (p *Process) Pid() int { return p.pid }
 // did not change keep their *Mapping. On error the previous map stays.
 func (p *Process) Refresh() error {
 	p.lastRefresh = time.Now()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.pid))
+	data, err := targetfile.ReadProc(fmt.Sprintf("/proc/%d/maps", p.pid), targetfile.MaxMapsBytes)
 	if err != nil {
+		if errors.Is(err, targetfile.ErrTooLarge) {
+			p.c.limits.Add(limits.FileTooLarge, fmt.Sprintf("pid %d", p.pid), 1, err)
+		}
 		if errors.Is(err, syscall.ESRCH) { // exited while being read
 			return fmt.Errorf("read maps of pid %d: %w: %w", p.pid, os.ErrNotExist, err)
 		}

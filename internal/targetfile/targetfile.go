@@ -36,6 +36,15 @@ func Refused(err error) bool {
 	return errors.Is(err, ErrNotRegular) || errors.Is(err, unix.ELOOP)
 }
 
+// MaxMapsBytes bounds a read of /proc/PID/maps. A process has at most
+// vm.max_map_count mappings (65530 by default; 262144 where Elasticsearch
+// or a JVM with many mapped files asked for more), and its lines are
+// some 80 bytes plus the mapped path: 256 bytes a line for 262144
+// mappings is 64 MiB, a hundred times a large real process. Past it the
+// paths are the target's making (a path is up to 4 KiB, each newline in
+// it shown as 4 bytes), and the process is left unread.
+const MaxMapsBytes = 64 << 20
+
 // Open opens for reading a file that a target names:
 //
 //   - with O_NONBLOCK, so that opening a FIFO does not wait for a writer;
@@ -138,7 +147,7 @@ func openInRoot(name string, flags int) (*os.File, error) {
 				Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 			})
 			if err == nil {
-				return os.NewFile(uintptr(fd), name), nil
+				return newFile(fd, name)
 			}
 			if err != unix.ENOSYS {
 				return nil, &os.PathError{Op: "open", Path: name, Err: err}
@@ -148,6 +157,19 @@ func openInRoot(name string, flags int) (*os.File, error) {
 	}
 	fd, err := unix.Open(name, flags, 0)
 	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return newFile(fd, name)
+}
+
+// newFile makes a file of fd, blocking again: os.NewFile hands a
+// non-blocking one to the Go poller, and epoll polls a FUSE file by asking
+// its server, which a target's server may never answer; the thread that
+// polls (the poller's own among them) would wait with it. O_NONBLOCK was
+// for the open: a FIFO is refused before it is read.
+func newFile(fd int, name string) (*os.File, error) {
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(fd), name), nil

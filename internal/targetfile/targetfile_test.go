@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 func TestReadFileBound(t *testing.T) {
@@ -40,15 +40,7 @@ func TestReadFileBound(t *testing.T) {
 }
 
 func TestRefusesFIFOAndDevices(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
+	fifo, zero := testchild.FIFOAndZero(t, t.TempDir(), "")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -90,5 +82,29 @@ func TestInRoot(t *testing.T) {
 	b, err := ReadFile("/proc/self/root"+filepath.Join(dir, "l"), true, 10)
 	if err != nil || string(b) != "ok" {
 		t.Fatalf("%q %v", b, err)
+	}
+}
+
+// A file on a FUSE file system whose server does not answer is opened and
+// stat'ed without asking the server to poll it: a file in the Go poller
+// is polled by epoll, in the thread that adds it and in the poller's.
+func TestFUSEFileNotPolled(t *testing.T) {
+	path, _ := testchild.StalledFile(t, 4096)
+	done := make(chan error)
+	go func() {
+		f, err := Open(path, false)
+		if err == nil {
+			_, err = f.Stat()
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("opening a file of a FUSE server that does not answer polls did not return")
 	}
 }

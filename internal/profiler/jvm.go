@@ -71,11 +71,14 @@ func (e *engine) askJVM(st *procState, why string) bool {
 	defer cancel()
 	start := time.Now()
 	if err := hotspot.PerfMap(ctx, pid); err != nil {
-		e.opts.Limits.Record(subject, err)
-		if errors.Is(err, hotspot.ErrNoAttach) || errors.Is(err, context.DeadlineExceeded) {
+		bound := e.opts.Limits.Record(subject, err)
+		if bound || errors.Is(err, hotspot.ErrNoAttach) || errors.Is(err, context.DeadlineExceeded) {
 			// A JVM that refuses attach (-XX:+DisableAttachMechanism,
 			// -Xrs before its listener started) is not asked again: each
-			// try may make it print a thread dump.
+			// try may make it print a thread dump. Nor is a process whose
+			// reply reached a bound (too long, too slow, not a reply): a
+			// JVM answers Compiler.perfmap with a line, and each ask of
+			// one that streams would cost a read up to the bound.
 			j.failed = true
 			e.log.Warn("Cannot ask the JVM for its perf map; its JIT frames stay unnamed", zap.Int("pid", pid), zap.Error(err))
 		} else {

@@ -26,7 +26,8 @@ import (
 
 // Bounds of TestHostileTargets.
 const (
-	hostileReport = 2 * time.Second // report_interval
+	hostileReport = 2 * time.Second  // report_interval
+	hostileWindow = 10 * time.Second // correlation.window, the default
 	// hostileMaxGap bounds the time between two profiles of the normal
 	// target: a report that waits behind a hostile target's file or
 	// reply shows here.
@@ -133,6 +134,7 @@ service:
 			t.Fatalf("the collector did not attach its three targets within 20 s")
 		}
 	}
+	attached := time.Now()
 
 	// When each profile of the normal target arrived.
 	var arrivals []time.Time
@@ -158,8 +160,7 @@ service:
 	}()
 
 	forgedTrace := sendFarFutureSpans(t, spansAddr, normal)
-	start := time.Now()
-	time.Sleep(20 * time.Second)
+	time.Sleep(hostileWindow + 20*time.Second)
 	end := time.Now()
 	m := mustScrape(t, "http://"+metricsAddr+"/metrics")
 
@@ -188,20 +189,33 @@ service:
 	close(stopRSS)
 	<-rssDone
 
-	// Reports on time.
+	// Reports on time: the first once its samples have waited the
+	// correlation window (10 s), then one every report_interval.
+	if len(arrivals) == 0 || arrivals[0].Sub(attached) > hostileWindow+hostileMaxGap {
+		t.Fatalf("no profile of the normal target within %v of its attach", hostileWindow+hostileMaxGap)
+	}
 	var gaps []time.Duration
-	prev := start
-	for _, at := range arrivals {
-		if at.After(start) && at.Before(end) {
-			gaps = append(gaps, at.Sub(prev))
-			prev = at
+	for i := 1; i < len(arrivals); i++ {
+		gaps = append(gaps, arrivals[i].Sub(arrivals[i-1]))
+	}
+	gaps = append(gaps, end.Sub(arrivals[len(arrivals)-1]))
+	maxGap := slices.Max(gaps)
+	t.Logf("the normal target's profiles: the first %v after its attach, then %d in %v, the longest gap %v",
+		arrivals[0].Sub(attached).Round(time.Millisecond), len(gaps)-1, end.Sub(arrivals[0]).Round(time.Second), maxGap.Round(time.Millisecond))
+	if maxGap > hostileMaxGap || len(gaps) < int(end.Sub(arrivals[0])/hostileReport)-1 {
+		t.Errorf("the normal target's profiles came %d times in %v, the longest gap %v (report_interval %v, bound %v)",
+			len(gaps)-1, end.Sub(arrivals[0]).Round(time.Second), maxGap.Round(time.Millisecond), hostileReport, hostileMaxGap)
+	}
+	// The fake JVM was asked once: a reply that reached a bound is not
+	// asked for again.
+	asks := 0
+	for len(hostile.Lines()) > 0 {
+		if strings.HasPrefix(<-hostile.Lines(), "attach ") {
+			asks++
 		}
 	}
-	gaps = append(gaps, end.Sub(prev))
-	maxGap := slices.Max(gaps)
-	if maxGap > hostileMaxGap || len(gaps) < int(end.Sub(start)/hostileReport)-1 {
-		t.Errorf("the normal target's profiles came %d times in %v, the longest gap %v (report_interval %v, bound %v)",
-			len(gaps)-1, end.Sub(start).Round(time.Second), maxGap.Round(time.Millisecond), hostileReport, hostileMaxGap)
+	if asks != 1 {
+		t.Errorf("the fake JVM was asked %d times, want once", asks)
 	}
 
 	// Links intact.

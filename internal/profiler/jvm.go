@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,26 +30,37 @@ type jvmState struct {
 	// JIT code the map never names.
 	wait time.Duration
 	// names are the full names of its threads (comm is cut at 15 bytes),
-	// by tid, as of lastAsk.
-	names map[uint32]string
+	// by tid, as of lastAsk. Not under mu, which an ask holds for as long
+	// as the JVM takes to answer: a report reads them without waiting.
+	names atomic.Pointer[map[uint32]string]
 }
 
 // jvmNames returns the full thread names of a JVM target, nil for others.
 func (st *procState) jvmNames() map[uint32]string {
-	st.jvm.mu.Lock()
-	defer st.jvm.mu.Unlock()
-	return st.jvm.names
+	if p := st.jvm.names.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // askJVM asks the target, when it is a HotSpot JVM, to write its perf map
 // anew, and reads its thread names; at most every JVMRefreshInterval. It
-// reports whether the map was written, for the caller to read it.
+// reports whether the map was written, for the caller to read it. A report
+// (why "report") does not wait for an ask already under way (the one made
+// when the process was attached, which can take jvmTimeout): every
+// target's report would wait behind one process's answer.
 func (e *engine) askJVM(st *procState, why string) bool {
 	if !e.opts.JVMPerfMap {
 		return false
 	}
 	j := st.jvm
-	j.mu.Lock()
+	if why == "report" {
+		if !j.mu.TryLock() {
+			return false
+		}
+	} else {
+		j.mu.Lock()
+	}
 	defer j.mu.Unlock()
 	pid := st.info.Pid
 	// A reply too long, too slow, or not a reply, and a memory map too
@@ -89,10 +101,11 @@ func (e *engine) askJVM(st *procState, why string) bool {
 	st.jit.Reread()
 	took := time.Since(start)
 	if names, err := hotspot.ThreadNames(ctx, pid); err == nil {
-		j.names = make(map[uint32]string, len(names))
+		m := make(map[uint32]string, len(names))
 		for tid, name := range names {
-			j.names[uint32(tid)] = name
+			m[uint32(tid)] = name
 		}
+		j.names.Store(&m)
 	} else {
 		e.opts.Limits.Record(subject, err)
 		e.log.Debug("Cannot read the JVM's thread names", zap.Int("pid", pid), zap.Error(err))

@@ -1,0 +1,44 @@
+package profiler
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/perf"
+)
+
+// TestReportDoesNotWaitForJVMAsk: while an ask of a JVM is under way (the
+// one made at attach holds the JVM's lock for as long as the process takes
+// to answer, up to jvmTimeout), a report neither asks again nor waits to
+// read the thread names: every target's report would wait behind one
+// process's answer.
+func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
+	opts := Options{JVMPerfMap: true}
+	opts.setDefaults()
+	e := newEngine(opts)
+	t.Cleanup(func() { _ = e.syms.close() })
+	p, err := perf.ReadProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.addProcess(p, Identity{})
+	names := map[uint32]string{1: "C2 CompilerThread0"}
+	st.jvm.names.Store(&names)
+
+	st.jvm.mu.Lock() // an ask under way
+	done := make(chan map[uint32]string)
+	go func() {
+		e.askJVM(st, "report")
+		done <- st.jvmNames()
+	}()
+	select {
+	case got := <-done:
+		if got[1] != "C2 CompilerThread0" {
+			t.Errorf("names %v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a report waited for the ask under way")
+	}
+	st.jvm.mu.Unlock()
+}

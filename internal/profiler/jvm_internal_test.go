@@ -1,11 +1,8 @@
 package profiler
 
 import (
-	"os"
 	"testing"
 	"time"
-
-	"github.com/perfprof/perfprof/internal/perf"
 )
 
 // TestReportDoesNotWaitForJVMAsk: while an ask of a JVM is under way (the
@@ -14,15 +11,7 @@ import (
 // read the thread names: every target's report would wait behind one
 // process's answer.
 func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
-	opts := Options{JVMPerfMap: true}
-	opts.setDefaults()
-	e := newEngine(opts)
-	t.Cleanup(func() { _ = e.syms.close() })
-	p, err := perf.ReadProcess(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := e.addProcess(p, Identity{})
+	e, st := selfEngine(t, Options{JVMPerfMap: true})
 	names := map[uint32]string{1: "C2 CompilerThread0"}
 	st.jvm.names.Store(&names)
 

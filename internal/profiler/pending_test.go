@@ -43,7 +43,17 @@ func pendingRecord(pid, i int, t uint64, n int) perf.Record {
 // (whose tables are read for real when asked), not read yet, with the
 // pending queue bounded at bound.
 func pendingEngine(t testing.TB, bound int64) (*engine, *procState) {
-	opts := Options{Unwind: UnwindAuto, MaxPendingUnwindBytes: bound, MaxBufferedSamples: 1 << 30}
+	e, st := selfEngine(t, Options{Unwind: UnwindAuto, MaxPendingUnwindBytes: bound, MaxBufferedSamples: 1 << 30})
+	p := st.info
+	if r := pendingRecord(p.Pid, 0, 0, 0x50); r.Sample.RegsUser[2] != must(r.Sample.UserIP()) || r.Sample.RegsUser[1] != must(r.Sample.UserSP()) {
+		t.Fatal("the registers are not in perf's order")
+	}
+	return e, st
+}
+
+// selfEngine is an engine of opts (defaults set) with this test process
+// added as its target.
+func selfEngine(t testing.TB, opts Options) (*engine, *procState) {
 	opts.setDefaults()
 	e := newEngine(opts)
 	t.Cleanup(func() { _ = e.syms.close() })
@@ -52,9 +62,6 @@ func pendingEngine(t testing.TB, bound int64) (*engine, *procState) {
 		t.Fatal(err)
 	}
 	st, _ := e.addProcess(p, Identity{})
-	if r := pendingRecord(p.Pid, 0, 0, 0x50); r.Sample.RegsUser[2] != must(r.Sample.UserIP()) || r.Sample.RegsUser[1] != must(r.Sample.UserSP()) {
-		t.Fatal("the registers are not in perf's order")
-	}
 	return e, st
 }
 

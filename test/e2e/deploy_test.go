@@ -229,21 +229,7 @@ func runDeployment(t *testing.T, l deployLayout, spannerBin, serviceBin string) 
     targets: %s
     protocols:
       grpc: {endpoint: %s}
-exporters:
-  otlp_grpc:
-    endpoint: %s
-    tls: {insecure: true}
-service:
-  telemetry:
-    metrics:
-      readers:
-        - pull:
-            exporter:
-              prometheus: {host: 127.0.0.1, port: %s, without_scope_info: true, without_units: true, without_type_suffix: true}
-  pipelines:
-    profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
-    traces: {receivers: [perfprof], exporters: [otlp_grpc]}
-`, targets, spansAddr, sinkAddr, strings.Split(metricsAddr, ":")[1])
+`, targets, spansAddr) + sinkPipelines(sinkAddr, metricsAddr)
 	coll := startDeployCollector(t, l, pod, dir, config)
 	coll.wait(t, "Everything is ready")
 	if strings.Contains(coll.log(), "Spans are read at sample time only with eBPF") || !strings.Contains(coll.log(), "Capturing context switches in the kernel") {
@@ -588,6 +574,27 @@ func (s *spanSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptra
 		}
 	}
 	return ptraceotlp.NewExportResponse(), nil
+}
+
+// sinkPipelines is the rest of a configuration whose perfprof receiver
+// sends its profiles and spans to the sink at sinkAddr (startDeploySink),
+// with the collector's metrics served at metricsAddr.
+func sinkPipelines(sinkAddr, metricsAddr string) string {
+	return fmt.Sprintf(`exporters:
+  otlp_grpc:
+    endpoint: %s
+    tls: {insecure: true}
+service:
+  telemetry:
+    metrics:
+      readers:
+        - pull:
+            exporter:
+              prometheus: {host: 127.0.0.1, port: %s, without_scope_info: true, without_units: true, without_type_suffix: true}
+  pipelines:
+    profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
+    traces: {receivers: [perfprof], exporters: [otlp_grpc]}
+`, sinkAddr, strings.Split(metricsAddr, ":")[1])
 }
 
 // startDeploySink serves profiles and traces on one OTLP/gRPC port.

@@ -83,21 +83,7 @@ func TestHostileTargets(t *testing.T) {
     jvm: {perf_map: true, refresh_interval: 100ms}
     protocols:
       grpc: {endpoint: %s}
-exporters:
-  otlp_grpc:
-    endpoint: %s
-    tls: {insecure: true}
-service:
-  telemetry:
-    metrics:
-      readers:
-        - pull:
-            exporter:
-              prometheus: {host: 127.0.0.1, port: %s, without_scope_info: true, without_units: true, without_type_suffix: true}
-  pipelines:
-    profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
-    traces: {receivers: [perfprof], exporters: [otlp_grpc]}
-`, spanner, hostileBin, forgedGo, hostileReport, spansAddr, sinkAddr, strings.Split(metricsAddr, ":")[1])
+`, spanner, hostileBin, forgedGo, hostileReport, spansAddr) + sinkPipelines(sinkAddr, metricsAddr)
 	cmd, out := runCollector(t, config, nil)
 	waitFor(t, out, "Everything is ready", 20*time.Second)
 

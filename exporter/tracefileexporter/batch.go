@@ -532,6 +532,9 @@ func (b *batch) addWorkerEvents(busy map[uint64]*intervals) int {
 		s := &b.spans[si]
 		iv := busy[s.worker.V]
 		if iv == nil {
+			if len(busy) >= maxBusyWorkers {
+				forgetIdleWorkers(busy)
+			}
 			iv = &intervals{}
 			busy[s.worker.V] = iv
 		}
@@ -558,6 +561,40 @@ const (
 	intervalHorizon = 5 * 60 * 1e9
 	maxIntervals    = 1 << 15
 )
+
+// maxBusyWorkers bounds the workers whose polls are remembered. Worker ids
+// are the client's to choose: a runtime has a few dozen workers, a client
+// that invents an id per span would otherwise grow the map for the
+// collector's life. Past it, the half of the workers whose latest poll is
+// the oldest are forgotten: a span of theirs that overlaps a poll written
+// before is not noticed.
+const maxBusyWorkers = 4096
+
+// forgetIdleWorkers drops the half of busy whose latest poll or park ends
+// the earliest: once per maxBusyWorkers/2 new workers, not once each.
+func forgetIdleWorkers(busy map[uint64]*intervals) {
+	ends := make([]uint64, 0, len(busy))
+	for _, iv := range busy {
+		ends = append(ends, iv.last())
+	}
+	slices.Sort(ends)
+	cut := ends[len(ends)/2]
+	for w, iv := range busy {
+		if iv.last() < cut || iv.len() == 0 {
+			delete(busy, w)
+		}
+	}
+	// Workers whose polls end at the same time as the cut stay; all at
+	// one time (a client's made-up spans) would stay all.
+	if len(busy) >= maxBusyWorkers {
+		for w := range busy {
+			delete(busy, w)
+			if len(busy) < maxBusyWorkers/2 {
+				break
+			}
+		}
+	}
+}
 
 // intervals is a set of disjoint half-open intervals [start, end), sorted:
 // iv[head:]. Forgotten intervals are skipped by moving head and dropped
@@ -603,6 +640,14 @@ func (s *intervals) add(a, b uint64) bool {
 
 // len is the number of intervals remembered.
 func (s *intervals) len() int { return len(s.iv) - s.head }
+
+// last is the end of the latest interval remembered, 0 if none.
+func (s *intervals) last() uint64 {
+	if s.len() == 0 {
+		return 0
+	}
+	return s.iv[len(s.iv)-1][1]
+}
 
 // taskID is the span id read as a big-endian u64 (0 if it is not hex).
 func taskID(span string) uint64 {

@@ -86,3 +86,46 @@ func entries(ev *wire.Event) map[string]string {
 	}
 	return m
 }
+
+// TestWorkersBounded: a client that sends each span under a worker id of
+// its own does not make the exporter remember the polls of more than
+// maxBusyWorkers workers; a worker that keeps working stays remembered,
+// so a span of its that overlaps one of its polls is still noticed.
+func TestWorkersBounded(t *testing.T) {
+	e, tt := newMeasuredFile(t, t.TempDir())
+	base := uint64(time.Now().UnixNano())
+	const invented, perPush, steady = 20_000, 1_000, 1_000_000
+	var id uint64
+	span := func(td ptrace.Traces, worker int64, start, end uint64) {
+		id++
+		var sid [8]byte
+		binary.LittleEndian.PutUint64(sid[:], id)
+		tracefiletest.AddSpan(td, "svc", 1, "s", traceA, sid, [8]byte{}, start, end, map[string]any{convention.ThreadID: 5, convention.WorkerID: int(worker)})
+	}
+	for push := range invented / perPush {
+		td := ptrace.NewTraces()
+		for i := push * perPush; i < (push+1)*perPush; i++ {
+			start := base + uint64(i)*1000
+			span(td, int64(i), start, start+500)
+		}
+		// The steady worker, after every invented one so far.
+		end := base + uint64((push+1)*perPush)*1000
+		span(td, steady, end, end+500)
+		require.NoError(t, e.pushTraces(t.Context(), td))
+	}
+	e.mu.Lock()
+	held := len(e.busy)
+	e.mu.Unlock()
+	require.LessOrEqual(t, held, maxBusyWorkers, "workers remembered")
+
+	// Overlapping the steady worker's first poll.
+	td := ptrace.NewTraces()
+	first := base + uint64(perPush)*1000
+	span(td, steady, first+100, first+200)
+	require.NoError(t, e.pushTraces(t.Context(), td))
+	metadatatest.AssertEqualExporterTracefileSkipped(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "nested_worker_span"))},
+		// The worker ids, in the segment's metadata.
+		{Value: invented + 1 - maxMetaValues, Attributes: attribute.NewSet(attribute.String("reason", "metadata_full"))},
+	}, metricdatatest.IgnoreTimestamp())
+}

@@ -1,6 +1,7 @@
 package tracefileexporter
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -93,6 +94,7 @@ func entries(ev *wire.Event) map[string]string {
 // so a span of its that overlaps one of its polls is still noticed.
 func TestWorkersBounded(t *testing.T) {
 	e, tt := newMeasuredFile(t, t.TempDir())
+	defer func() { require.NoError(t, e.shutdown(context.Background())) }()
 	base := uint64(time.Now().UnixNano())
 	const invented, perPush, steady = 20_000, 1_000, 1_000_000
 	var id uint64

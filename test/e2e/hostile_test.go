@@ -67,8 +67,18 @@ const (
 // samples linked to its own spans; every trick must be counted; the
 // collector's RSS must stay under hostileMaxRSS, and it must exit within
 // hostileShutdown of SIGTERM.
+//
+// The hostile C target runs on the host, then in a container of its own
+// (pid and mount namespaces, cgroups), as a per-node collector meets it:
+// there its perf map, debug files and attach socket are found through its
+// root and by the pid it has in its namespace.
 func TestHostileTargets(t *testing.T) {
 	requirePerf(t)
+	t.Run("host", func(t *testing.T) { testHostile(t, false) })
+	t.Run("container", func(t *testing.T) { testHostile(t, true) })
+}
+
+func testHostile(t *testing.T, contained bool) {
 	hostileBin, libjvm := testchild.Hostile(t)
 	dir := t.TempDir()
 	spanner := copyBinary(t, testchild.Build(t, "spanner"), dir, "spanner")
@@ -109,10 +119,18 @@ func TestHostileTargets(t *testing.T) {
 	}()
 
 	normal := testchild.Start(t, spanner, "-workers", "2", "-duration", "0", "-wait", "5ms", "-late", "500ms", "-endpoint", spansAddr)
-	hostile := testchild.Start(t, hostileBin, libjvm)
+	var hostile *testchild.Child
+	if contained {
+		c := testchild.StartContainer(t, testchild.ContainerSpec{}, hostileBin, libjvm)
+		c.AwaitReady(t)
+		hostile = c.Child
+	} else {
+		hostile = testchild.Start(t, hostileBin, libjvm)
+	}
 	t.Cleanup(func() {
-		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", hostile.Pid))
-		os.Remove(fmt.Sprintf("/tmp/.java_pid%d", hostile.Pid))
+		// Named by its pid in its own namespace, in the /tmp it shares.
+		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", hostile.Ready[0]))
+		os.Remove(fmt.Sprintf("/tmp/.java_pid%d", hostile.Ready[0]))
 	})
 	goForger := testchild.Start(t, forgedGo, "-alpha", "0.3", "-beta", "0", "-duration", "2m")
 	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), "Sampling process") < 3; time.Sleep(50 * time.Millisecond) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/goruntime"
-	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/otelctx"
 	"github.com/perfprof/perfprof/internal/perf"
 )
@@ -98,7 +97,6 @@ type spanReader struct {
 	prog      *bpf.Program
 	ringBytes int // of the records ring, drained when a quarter full
 	log       *zap.Logger
-	limits    *limits.Recorder // counts the Go binaries whose DWARF is refused
 	stop      chan struct{}
 	once      sync.Once
 
@@ -156,7 +154,7 @@ func loadEBPF(opts Options) (*spanReader, error) {
 		}
 		prog = p
 	}
-	return &spanReader{prog: prog, ringBytes: bo.RingBytes, log: opts.Logger, limits: opts.Limits, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{},
+	return &spanReader{prog: prog, ringBytes: bo.RingBytes, log: opts.Logger, stop: make(chan struct{}), labelled: map[uint32]bool{}, targets: map[uint32]LinkSource{},
 		sched: opts.Perf.Sched && schedErr == nil, schedErr: schedErr}, nil
 }
 
@@ -190,8 +188,8 @@ func (g *spanReader) Attach(pid int) error {
 	}
 	if !errors.Is(err, goruntime.ErrNotGo) {
 		// A Go binary whose runtime types are forged (a typedef naming
-		// itself, a chain too deep to read) is a bound reached.
-		g.limits.Record(fmt.Sprintf("pid %d", pid), err)
+		// itself, a chain too deep to read) is a bound reached: the
+		// caller counts it, with every error of Attach.
 		return err
 	}
 	v, terr := otelctx.LocateTLS(pid)

@@ -2,11 +2,13 @@ package otelctx
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
 
+	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/targetfile"
 )
 
@@ -18,6 +20,46 @@ type object struct {
 	f    *elf.File
 	file *os.File     // what f reads
 	syms []elf.Symbol // .dynsym, read on first use; index i is symbol i+1
+	// symErr says why syms is empty although the file has a .dynsym: it
+	// reached maxDynsymBytes.
+	symErr error
+}
+
+// maxDynsymBytes bounds the dynamic symbol table, and its strings, read
+// from an object a target maps: debug/elf reads both whole, and the
+// target can map a sparse file whose .dynsym spans a TiB of zeros.
+// glibc's are some 100 KiB together, a large C++ library's a few MiB.
+const maxDynsymBytes = 64 << 20
+
+// dynsymFits returns a *limits.Error if the .dynsym of f, or its strings,
+// are larger than maxDynsymBytes.
+func dynsymFits(f *elf.File, path string) error {
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_DYNSYM {
+			continue
+		}
+		secs := []*elf.Section{s}
+		if int(s.Link) < len(f.Sections) {
+			secs = append(secs, f.Sections[s.Link])
+		}
+		for _, t := range secs {
+			if t.Size > maxDynsymBytes {
+				return limits.Errorf(limits.FileTooLarge, "%s: %s of %d bytes, more than %d", path, t.Name, t.Size, maxDynsymBytes)
+			}
+		}
+	}
+	return nil
+}
+
+// symbolErrs joins the symErr of objs.
+func symbolErrs(objs []*object) error {
+	var errs []error
+	for _, o := range objs {
+		if o.symErr != nil {
+			errs = append(errs, o.symErr)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // objectsOpened counts the ELF files loadObjects opened, for tests.
@@ -102,6 +144,10 @@ func loadBias(f *elf.File, path string, maps []mapping) (uint64, bool) {
 // dynsyms returns the object's dynamic symbols.
 func (o *object) dynsyms() []elf.Symbol {
 	if o.syms == nil {
+		if o.symErr = dynsymFits(o.f, o.path); o.symErr != nil {
+			o.syms = []elf.Symbol{}
+			return o.syms
+		}
 		o.syms, _ = o.f.DynamicSymbols()
 		if o.syms == nil {
 			o.syms = []elf.Symbol{}

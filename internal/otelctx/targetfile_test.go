@@ -1,8 +1,12 @@
 package otelctx
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -55,5 +59,59 @@ func TestMappedFileSwapped(t *testing.T) {
 			f.Close() // let the blocked open return, for the test to end
 		}
 		t.Fatal("opening a mapped file swapped for a FIFO did not return")
+	}
+}
+
+// TestDynsymBound: the dynamic symbols of an object a target maps are
+// read only up to maxDynsymBytes. Here a copy of /bin/true whose .dynsym
+// section header says 1 TiB, in a sparse file that long: debug/elf would
+// read every byte of it.
+func TestDynsymBound(t *testing.T) {
+	src, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := -1
+	for i, s := range ef.Sections {
+		if s.Type == elf.SHT_DYNSYM {
+			idx = i
+		}
+	}
+	if idx < 0 || ef.Class != elf.ELFCLASS64 {
+		t.Skip("/bin/true has no 64-bit .dynsym")
+	}
+	shoff := binary.LittleEndian.Uint64(src[0x28:])
+	hdr := src[shoff+uint64(idx)*64:]
+	binary.LittleEndian.PutUint64(hdr[24:], 1<<30) // sh_offset
+	binary.LittleEndian.PutUint64(hdr[32:], 1<<40) // sh_size
+	name := filepath.Join(t.TempDir(), "bloated.so")
+	if err := os.WriteFile(name, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(name, 1<<30+1<<40); err != nil {
+		t.Skipf("no sparse file of 1 TiB here: %v", err)
+	}
+	f, err := elf.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	o := &object{path: name, f: f}
+	done := make(chan struct{})
+	go func() {
+		o.dynsyms()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading the symbols of a 1 TiB .dynsym did not end in 10 s")
+	}
+	if k, ok := limits.KindOf(symbolErrs([]*object{o})); !ok || k != limits.FileTooLarge || len(o.syms) != 0 {
+		t.Fatalf("symbols %d, error %v: want none, and FileTooLarge", len(o.syms), o.symErr)
 	}
 }

@@ -3,6 +3,7 @@ package otelctx
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -159,6 +160,11 @@ func LocateTLS(pid int) (TLSVar, error) {
 	}
 	defer mem.Close()
 	v, err := locateTLS(objs, mem)
+	if err != nil {
+		// An object whose symbols were too large to read may have been
+		// the one: its bound is the reason, for the caller to count.
+		err = errors.Join(err, symbolErrs(objs))
+	}
 	for _, o := range objs {
 		if k := keys[o.path]; k != (fileKey{}) && !definesTLS(o) {
 			lacksTLS.add(k)

@@ -45,21 +45,19 @@ func (st *procState) jvmNames() map[uint32]string {
 
 // askJVM asks the target, when it is a HotSpot JVM, to write its perf map
 // anew, and reads its thread names; at most every JVMRefreshInterval. It
-// reports whether the map was written, for the caller to read it. A report
-// (why "report") does not wait for an ask already under way (the one made
-// when the process was attached, which can take jvmTimeout): every
-// target's report would wait behind one process's answer.
-func (e *engine) askJVM(st *procState, why string) bool {
+// reports whether the map was written, for the caller to read it. Unless
+// wait, it does not wait for an ask already under way (the one made when
+// the process was attached, which can take jvmTimeout): a report must not,
+// or every target's report would wait behind one process's answer.
+func (e *engine) askJVM(st *procState, why string, wait bool) bool {
 	if !e.opts.JVMPerfMap {
 		return false
 	}
 	j := st.jvm
-	if why == "report" {
-		if !j.mu.TryLock() {
-			return false
-		}
-	} else {
+	if wait {
 		j.mu.Lock()
+	} else if !j.mu.TryLock() {
+		return false
 	}
 	defer j.mu.Unlock()
 	pid := st.info.Pid

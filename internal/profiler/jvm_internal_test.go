@@ -18,7 +18,7 @@ func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
 	st.jvm.mu.Lock() // an ask under way
 	done := make(chan map[uint32]string)
 	go func() {
-		e.askJVM(st, "report")
+		e.askJVM(st, "report", false)
 		done <- st.jvmNames()
 	}()
 	select {

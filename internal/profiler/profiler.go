@@ -459,7 +459,7 @@ func (p *Profiler) jvmWorker() {
 		case <-p.stop:
 			return
 		case st := <-p.jvmQueue:
-			if p.askJVM(st, "attached") {
+			if p.askJVM(st, "attached", true) {
 				p.pollOne(st)
 			}
 		}

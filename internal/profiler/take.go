@@ -143,7 +143,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 // thread names, and the stacks named again.
 func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats) {
 	stacks, jit := e.syms.resolve(t.st, t.b)
-	if e.opts.JVMPerfMap && needsJVM(t.st, t.threads, jit.Unnamed) && e.askJVM(t.st, "report") {
+	if e.opts.JVMPerfMap && needsJVM(t.st, t.threads, jit.Unnamed) && e.askJVM(t.st, "report", false) {
 		e.pollOne(t.st)
 		before := jit.Unnamed
 		stacks, jit = e.syms.resolve(t.st, t.b)

@@ -108,30 +108,19 @@ func ReadProc(name string, max int64) ([]byte, error) {
 }
 
 func readBounded(f *os.File, name string, max int64) ([]byte, error) {
-	size := int64(4096)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		if fi.Size() > max {
-			return nil, &os.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes, bound %d", ErrTooLarge, fi.Size(), max)}
-		}
-		size = fi.Size() + 1
+	// A regular file states its size: a sparse one is refused before a
+	// byte is read.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > max {
+		return nil, &os.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes, bound %d", ErrTooLarge, fi.Size(), max)}
 	}
-	b := make([]byte, 0, min(size, max+1))
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := f.Read(b[len(b):min(int64(cap(b)), max+1)])
-		b = b[:len(b)+n]
-		if int64(len(b)) > max {
-			return nil, &os.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)}
-		}
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "read", Path: name, Err: err}
-		}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: name, Err: err}
 	}
+	if int64(len(b)) > max {
+		return nil, &os.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)}
+	}
+	return b, nil
 }
 
 func openInRoot(name string, flags int) (*os.File, error) {

@@ -34,6 +34,11 @@ func rotBatch(seq uint64, k, size int, ts uint64) func(w *wire.Writer) error {
 	}
 }
 
+// writeBatch writes one batch with fn, which needs no per-segment state.
+func writeBatch(r *Rotator, fn func(w *wire.Writer) error) error {
+	return r.WriteSegmentBatch(func(w *wire.Writer, _ bool) error { return fn(w) })
+}
+
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }

@@ -18,6 +18,7 @@ import (
 	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/htmlview"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -468,7 +469,7 @@ func TestProgressFlag(t *testing.T) {
 func TestHTML(t *testing.T) {
 	p, truth := synthFile(t, "synth.bin", false)
 	tr := loadForTest(t, p)
-	d := htmlData(tr)
+	d := htmlview.FromTrace(tr)
 	if len(d.Samples) != truth.OnCPU+truth.OffCPU {
 		t.Errorf("html samples %d, want %d", len(d.Samples), truth.OnCPU+truth.OffCPU)
 	}

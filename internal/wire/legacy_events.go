@@ -100,86 +100,101 @@ func (r *LegacyEventReader) ReadEvent(ev *Event) error {
 	if err := r.lr.Read(rec); err != nil {
 		return err
 	}
-	ev.Schema = legacySchema(rec.Code)
+	s := legacySchema(rec.Code)
+	ev.Schema = s
 	ev.Timestamp = 0
-	ev.Values = ev.Values[:0]
-	ts := func() { ev.Timestamp = r.clk.ns(rec.TsUs) }
-	add := func(v Value) { ev.Values = append(ev.Values, v) }
+	// Values are set in place, as Reader does: a whole Value per field
+	// would copy more than the record holds.
+	n := len(s.Fields)
+	if cap(ev.Values) < n {
+		ev.Values = append(ev.Values[:cap(ev.Values)], make([]Value, n-cap(ev.Values))...)
+	}
+	v := ev.Values[:n]
+	ev.Values = v
+	if s.HasTimestamp {
+		ev.Timestamp = r.ns(rec)
+	}
 	switch rec.Code {
 	case LegacyPollStart:
-		ts()
-		add(VarintValue(uint64(rec.Worker)))
-		add(U8Value(rec.LocalQueue))
-		add(VarintValue(uint64(rec.TaskID)))
-		add(StringValue(r.locs[rec.SpawnLocID]))
+		setU(&v[0], Varint, uint64(rec.Worker))
+		setU(&v[1], U8, uint64(rec.LocalQueue))
+		setU(&v[2], Varint, uint64(rec.TaskID))
+		setS(&v[3], r.locs[rec.SpawnLocID])
 	case LegacyPollEnd:
-		ts()
-		add(VarintValue(uint64(rec.Worker)))
+		setU(&v[0], Varint, uint64(rec.Worker))
 	case LegacyWorkerPark, LegacyWorkerUnpark:
-		ts()
-		add(VarintValue(uint64(rec.Worker)))
-		add(U8Value(rec.LocalQueue))
-		add(VarintValue(uint64(rec.CPUUs) * 1000))
+		setU(&v[0], Varint, uint64(rec.Worker))
+		setU(&v[1], U8, uint64(rec.LocalQueue))
+		setU(&v[2], Varint, uint64(rec.CPUUs)*1000)
 		if rec.Code == LegacyWorkerUnpark {
-			add(VarintValue(uint64(rec.SchedWaitUs) * 1000))
+			setU(&v[3], Varint, uint64(rec.SchedWaitUs)*1000)
 		}
 	case LegacyQueueSample:
-		ts()
-		add(U8Value(rec.GlobalQueue))
+		setU(&v[0], U8, uint64(rec.GlobalQueue))
 	case LegacySpawnLocationDef:
 		r.locs[rec.SpawnLocID] = rec.Name
-		add(U16Value(rec.SpawnLocID))
-		add(StringValue(rec.Name))
+		setU(&v[0], U16, uint64(rec.SpawnLocID))
+		setS(&v[1], rec.Name)
 	case LegacyTaskSpawn:
-		if r.lr.Version() >= 15 {
-			ts()
-		}
-		add(VarintValue(uint64(rec.TaskID)))
-		add(StringValue(r.locs[rec.SpawnLocID]))
+		setU(&v[0], Varint, uint64(rec.TaskID))
+		setS(&v[1], r.locs[rec.SpawnLocID])
 	case LegacyWakeEvent:
-		ts()
-		add(VarintValue(uint64(rec.Waker)))
-		add(VarintValue(uint64(rec.Woken)))
-		add(U8Value(rec.TargetWorker))
+		setU(&v[0], Varint, uint64(rec.Waker))
+		setU(&v[1], Varint, uint64(rec.Woken))
+		setU(&v[2], U8, uint64(rec.TargetWorker))
 	case LegacyCpuSample:
-		ts()
-		add(VarintValue(uint64(rec.Worker)))
-		add(U32Value(rec.Tid))
-		add(U8Value(rec.Source))
-		if n, ok := r.names[rec.Tid]; ok {
-			add(StringValue(n))
+		setU(&v[0], Varint, uint64(rec.Worker))
+		setU(&v[1], U32, uint64(rec.Tid))
+		setU(&v[2], U8, uint64(rec.Source))
+		if name, ok := r.names[rec.Tid]; ok {
+			setS(&v[3], name)
 		} else {
-			add(Absent)
+			v[3] = Value{Type: String, Absent: true}
 		}
 		// rec.Frames is reused by the next record, as Event's slices are.
-		add(StackValue(rec.Frames))
+		v[4].Type, v[4].Absent, v[4].Frames = StackFrames, false, rec.Frames
 	case LegacyCallframeDef:
-		add(VarintValue(rec.Addr))
-		add(StringValue(rec.Symbol))
+		setU(&v[0], Varint, rec.Addr)
+		setS(&v[1], rec.Symbol)
 		if rec.HasLocation {
-			add(StringValue(rec.Location))
+			setS(&v[2], rec.Location)
 		} else {
-			add(Absent)
+			v[2] = Value{Type: String, Absent: true}
 		}
 	case LegacyThreadNameDef:
 		r.names[rec.Tid] = rec.Name
-		add(U32Value(rec.Tid))
-		add(StringValue(rec.Name))
+		setU(&v[0], U32, uint64(rec.Tid))
+		setS(&v[1], rec.Name)
 	case LegacySegmentMetadata:
-		ev.Timestamp = rec.TsNs
 		m := make([]StringPair, len(rec.Metadata))
 		for i, kv := range rec.Metadata {
 			m[i] = StringPair{Key: kv.Key, Value: kv.Value}
 		}
-		add(StringMapValue(m))
+		v[0].Type, v[0].Absent, v[0].Map = StringMap, false, m
 	case LegacyTaskTerminate:
-		if r.lr.Version() >= 15 {
-			ts()
-		}
-		add(VarintValue(uint64(rec.TaskID)))
+		setU(&v[0], Varint, uint64(rec.TaskID))
 	}
 	return nil
 }
+
+// ns returns the timestamp of rec in ns: its own ts_ns for a
+// SegmentMetadata (v18; 0 before), none for a TaskSpawn or TaskTerminate
+// before v15, which had no ts_us.
+func (r *LegacyEventReader) ns(rec *LegacyRecord) uint64 {
+	switch rec.Code {
+	case LegacySegmentMetadata:
+		return rec.TsNs
+	case LegacyTaskSpawn, LegacyTaskTerminate:
+		if r.lr.Version() < 15 {
+			return 0
+		}
+	}
+	return r.clk.ns(rec.TsUs)
+}
+
+func setU(v *Value, t FieldType, x uint64) { v.Type, v.Absent, v.U = t, false, x }
+
+func setS(v *Value, s string) { v.Type, v.Absent, v.S = String, false, s }
 
 // legacyClock turns the u32 µs timestamps of a legacy file into ns,
 // unwrapping the 71-minute wrap-around.

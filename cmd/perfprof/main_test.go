@@ -60,8 +60,8 @@ func demoCounts(t *testing.T, path string) (events, on, off int) {
 			t.Fatal(err)
 		}
 		events++
-		if ev.Name() == "CpuSampleEvent" {
-			if src, _ := ev.Uint("source"); src == 1 {
+		if l := wire.LayoutOf(ev.Schema); l.Kind == wire.KindCpuSample {
+			if e, _ := l.CpuSample(&ev); e.Source == convention.SourceOffCPU {
 				off++
 			} else {
 				on++

@@ -162,12 +162,12 @@ func TestRotatorMetadataChange(t *testing.T) {
 	for _, e := range evs {
 		names = append(names, e.Name())
 	}
-	want := []string{"ClockSyncEvent", "SegmentMetadataEvent", "ClockSyncEvent", "RotTest",
-		"SegmentMetadataEvent", "ClockSyncEvent", "RotTest"}
+	want := []string{wire.NameClockSync, wire.NameSegmentMetadata, wire.NameClockSync, "RotTest",
+		wire.NameSegmentMetadata, wire.NameClockSync, "RotTest"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("events %v", names)
 	}
-	if m := evs[4].Field("entries").Map; len(m) != 2 {
+	if m := wire.LayoutOf(evs[4].Schema).SegmentMetadata(evs[4]).Entries; len(m) != 2 {
 		t.Errorf("new metadata %v", m)
 	}
 }

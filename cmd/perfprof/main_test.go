@@ -61,7 +61,8 @@ func demoCounts(t *testing.T, path string) (events, on, off int) {
 		}
 		events++
 		if l := wire.LayoutOf(ev.Schema); l.Kind == wire.KindCpuSample {
-			if e, _ := l.CpuSample(&ev); e.Source == convention.SourceOffCPU {
+			var e wire.CpuSampleEvent
+			if l.CpuSample(&ev, &e, new(wire.CpuSampleExt)); e.Source == convention.SourceOffCPU {
 				off++
 			} else {
 				on++

@@ -459,7 +459,8 @@ func TestScanLegacy(t *testing.T) {
 	info, err := analysis.Scan(p, func(ev *wire.Event) error {
 		if l := wire.LayoutOf(ev.Schema); l.Kind == wire.KindCpuSample {
 			n++
-			if e, _ := l.CpuSample(ev); len(e.Callchain) == 0 {
+			var e wire.CpuSampleEvent
+			if l.CpuSample(ev, &e, new(wire.CpuSampleExt)); len(e.Callchain) == 0 {
 				t.Fatal("no frames")
 			}
 		}

@@ -156,7 +156,9 @@ func (b *builder) event(ev *wire.Event) {
 }
 
 func (b *builder) cpuSample(l *wire.Layout, ev *wire.Event) {
-	e, x := l.CpuSample(ev)
+	var e wire.CpuSampleEvent
+	var x wire.CpuSampleExt
+	l.CpuSample(ev, &e, &x)
 	s := Sample{Time: e.Timestamp, Worker: uint32(min(e.WorkerID, NoWorker)), CPU: -1, Link: -1}
 	if e.Source == SourceOffCPU {
 		s.Source = SourceOffCPU // other values are read as 0, as upstream does

@@ -138,21 +138,52 @@ func LayoutOf(s *Schema) *Layout {
 			l.Kind = KindOther
 		}
 	}
+	// A value's type is its field's, so a field of a type its slot cannot
+	// read is as good as missing: decided here, not per event.
+	for i, j := range l.idx {
+		if j < 0 {
+			continue
+		}
+		switch t := s.Fields[j].Type.Base(); {
+		case strSlots[i]:
+			if t != String && t != PooledString {
+				l.idx[i] = -1
+			}
+		case i == sCallchain:
+			if t != StackFrames && t != PooledStackFrames {
+				l.idx[i] = -1
+			}
+		case i == sEntries:
+			if t != StringMap {
+				l.idx[i] = -1
+			}
+		default:
+			if t != Varint && t != U8 && t != U16 && t != U32 && t != I64 {
+				l.idx[i] = -1
+			}
+		}
+	}
 	return l
+}
+
+// strSlots are the slots that read a string; callchain and entries read
+// their own types; the others read an integer.
+var strSlots = [nSlots]bool{sSpawnLoc: true, sThreadName: true, sSymName: true, sSrcFile: true, sTraceID: true,
+	sSpanID: true, sRoot: true, sParent: true, sName: true, sService: true, sLocation: true}
+
+// value returns the value of slot i, or nil if the schema has no such
+// field (of a type the slot reads) or the value is absent.
+func (l *Layout) value(ev *Event, i int) *Value {
+	j := l.idx[i]
+	if j < 0 || j >= len(ev.Values) || ev.Values[j].Absent {
+		return nil
+	}
+	return &ev.Values[j]
 }
 
 // u returns the integer value of slot i, and whether it is there.
 func (l *Layout) u(ev *Event, i int) (uint64, bool) {
-	j := l.idx[i]
-	if j < 0 || j >= len(ev.Values) {
-		return 0, false
-	}
-	v := &ev.Values[j]
-	if v.Absent {
-		return 0, false
-	}
-	switch v.Type {
-	case Varint, U8, U16, U32, I64:
+	if v := l.value(ev, i); v != nil {
 		return v.U, true
 	}
 	return 0, false
@@ -176,16 +207,7 @@ func (l *Layout) optU32(ev *Event, i int) Opt[uint32] {
 
 // s returns the string value of slot i, and whether it is there.
 func (l *Layout) s(ev *Event, i int) (string, bool) {
-	j := l.idx[i]
-	if j < 0 || j >= len(ev.Values) {
-		return "", false
-	}
-	v := &ev.Values[j]
-	if v.Absent {
-		return "", false
-	}
-	switch v.Type {
-	case String, PooledString:
+	if v := l.value(ev, i); v != nil {
 		return v.S, true
 	}
 	return "", false
@@ -221,39 +243,41 @@ func (l *Layout) WorkerUnpark(ev *Event) WorkerUnparkEvent {
 		CPUTimeNs: l.u64(ev, sCPUTime), SchedWaitNs: l.u64(ev, sSchedWait), Tid: l.u32(ev, sTid)}
 }
 
-// CpuSample reads ev as a CpuSampleEvent and perfprof's fields of it. A
-// sample without worker_id reads as convention.NoWorker. Callchain shares
-// memory with ev (see Event).
-func (l *Layout) CpuSample(ev *Event) (CpuSampleEvent, CpuSampleExt) {
-	e := CpuSampleEvent{Timestamp: ev.Timestamp, WorkerID: convention.NoWorker, Tid: l.u32(ev, sTid),
-		Source: l.u8(ev, sSource), ThreadName: l.optStr(ev, sThreadName), CPU: l.optU64(ev, sCPU)}
+// CpuSample reads ev into e, a CpuSampleEvent, and x, perfprof's fields of
+// it: the one typed reader on the hot path, so it fills the caller's
+// structs instead of returning copies. A sample without worker_id reads as
+// convention.NoWorker. Callchain shares memory with ev (see Event).
+func (l *Layout) CpuSample(ev *Event, e *CpuSampleEvent, x *CpuSampleExt) {
+	e.Timestamp = ev.Timestamp
+	e.WorkerID = convention.NoWorker
 	if w, ok := l.u(ev, sWorker); ok {
 		e.WorkerID = w
 	}
-	if j := l.idx[sCallchain]; j >= 0 && j < len(ev.Values) && !ev.Values[j].Absent {
-		e.Callchain = ev.Values[j].Frames
+	e.Tid = l.u32(ev, sTid)
+	e.Source = l.u8(ev, sSource)
+	e.ThreadName = l.optStr(ev, sThreadName)
+	e.Callchain = nil
+	if v := l.value(ev, sCallchain); v != nil {
+		e.Callchain = v.Frames
 	}
-	x := CpuSampleExt{TraceID: l.optStr(ev, sTraceID), SpanID: l.optStr(ev, sSpanID),
-		SpanRootName: l.optStr(ev, sRoot), ValueNs: l.optU64(ev, sValue), Pid: l.optU32(ev, sPid)}
-	if st, ok := l.u(ev, sState); ok {
-		x.ThreadState = Some(uint8(min(st, math.MaxUint8)))
-	}
-	return e, x
+	e.CPU = l.optU64(ev, sCPU)
+	x.TraceID = l.optStr(ev, sTraceID)
+	x.SpanID = l.optStr(ev, sSpanID)
+	x.SpanRootName = l.optStr(ev, sRoot)
+	x.ValueNs = l.optU64(ev, sValue)
+	st, ok := l.u(ev, sState)
+	x.ThreadState = Opt[uint8]{uint8(min(st, math.MaxUint8)), ok}
+	x.Pid = l.optU32(ev, sPid)
 }
 
 // StackID returns the stack-pool id of ev's callchain, if it is a pooled
 // one: within a stream, equal ids are equal stacks sharing one slice, so a
 // reader can know a stack again without comparing its addresses.
 func (l *Layout) StackID(ev *Event) (uint64, bool) {
-	j := l.idx[sCallchain]
-	if j < 0 || j >= len(ev.Values) {
-		return 0, false
+	if v := l.value(ev, sCallchain); v != nil && v.Type == PooledStackFrames {
+		return v.U, true
 	}
-	v := &ev.Values[j]
-	if v.Absent || v.Type != PooledStackFrames {
-		return 0, false
-	}
-	return v.U, true
+	return 0, false
 }
 
 // Symbol reads ev as a SymbolTableEntry. A legacy CallframeDef has inline
@@ -287,8 +311,8 @@ func (l *Layout) ClockSync(ev *Event) ClockSyncEvent {
 // with ev.
 func (l *Layout) SegmentMetadata(ev *Event) SegmentMetadataEvent {
 	e := SegmentMetadataEvent{Timestamp: ev.Timestamp}
-	if j := l.idx[sEntries]; j >= 0 && j < len(ev.Values) && !ev.Values[j].Absent {
-		e.Entries = ev.Values[j].Map
+	if v := l.value(ev, sEntries); v != nil {
+		e.Entries = v.Map
 	}
 	return e
 }

@@ -37,7 +37,9 @@ func readTyped(t *testing.T, rd interface{ ReadEvent(*Event) error }) []any {
 		case KindWorkerUnpark:
 			out = append(out, l.WorkerUnpark(&ev))
 		case KindCpuSample:
-			e, x := l.CpuSample(&ev)
+			var e CpuSampleEvent
+			var x CpuSampleExt
+			l.CpuSample(&ev, &e, &x)
 			e.Callchain = append([]uint64(nil), e.Callchain...)
 			if len(ev.Schema.Fields) <= len(CpuSampleSchema.Fields) { // no perfprof fields
 				out = append(out, e)
@@ -139,12 +141,14 @@ func TestLayoutKinds(t *testing.T) {
 	s := &Schema{Name: NameCpuSample, Fields: []Field{{FieldWorkerID, Varint}, {FieldTid, Varint},
 		{FieldCallchain, StackFrames}, {FieldThreadState, Varint}}}
 	ev := Event{Schema: s, Values: []Value{VarintValue(1 << 40), VarintValue(1 << 40), StackValue(nil), VarintValue(300)}}
-	e, x := LayoutOf(s).CpuSample(&ev)
+	var e CpuSampleEvent
+	var x CpuSampleExt
+	LayoutOf(s).CpuSample(&ev, &e, &x)
 	if e.WorkerID != 1<<40 || e.Tid != 1<<32-1 || x.ThreadState != Some[uint8](255) {
 		t.Errorf("saturation: worker %d tid %d state %+v", e.WorkerID, e.Tid, x.ThreadState)
 	}
 	s = &Schema{Name: NameCpuSample, Fields: []Field{{FieldCallchain, PooledStackFrames}}}
-	e, _ = LayoutOf(s).CpuSample(&Event{Schema: s, Values: []Value{{Type: PooledStackFrames}}})
+	LayoutOf(s).CpuSample(&Event{Schema: s, Values: []Value{{Type: PooledStackFrames}}}, &e, &x)
 	if e.WorkerID != 255 {
 		t.Errorf("sample without worker_id: worker %d, want 255", e.WorkerID)
 	}

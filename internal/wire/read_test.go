@@ -62,52 +62,45 @@ func readTyped(t *testing.T, rd interface{ ReadEvent(*Event) error }) []any {
 	}
 }
 
+// typedEvent is an event in its typed form and the typed writer of it.
+type typedEvent struct {
+	v     any
+	write func(w *Writer) error
+}
+
+func typed[T any](write func(*Writer, T) error, v T) typedEvent {
+	return typedEvent{v, func(w *Writer) error { return write(w, v) }}
+}
+
 // TestTypedRoundTrip: what the typed writers write, the typed readers read
 // back unchanged, perfprof's fields included.
 func TestTypedRoundTrip(t *testing.T) {
 	stack := []uint64{0x401000, 0x402000}
-	want := []any{
-		ClockSyncEvent{Timestamp: 1e9, RealtimeNs: 1_700_000_000_000_000_000},
-		SegmentMetadataEvent{Timestamp: 1e9, Entries: []StringPair{{"service", "svc"}, {"host", "h"}}},
-		PollStartEvent{Timestamp: 1e9 + 1, WorkerID: 1, LocalQueue: 3, TaskID: 77, SpawnLoc: "src/main.rs:1:2"},
-		CpuSampleEvent{Timestamp: 1e9 + 2, WorkerID: 1, Tid: 1001, ThreadName: Some("w"), Callchain: stack, CPU: Some[uint64](2)},
-		[2]any{CpuSampleEvent{Timestamp: 1e9 + 3, WorkerID: 255, Tid: 1002, Source: 1, Callchain: stack},
-			CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
-				SpanRootName: Some("GET /"), ValueNs: Some[uint64](5000), ThreadState: Some[uint8](ThreadBlocked), Pid: Some[uint32](9)}},
-		PollEndEvent{Timestamp: 1e9 + 4, WorkerID: 1},
-		WorkerParkEvent{Timestamp: 1e9 + 5, WorkerID: 1, CPUTimeNs: 123, Tid: 1001},
-		WorkerUnparkEvent{Timestamp: 1e9 + 6, WorkerID: 1, LocalQueue: 1, CPUTimeNs: 456, SchedWaitNs: 78, Tid: 1001},
-		SpanEvent{Timestamp: 1e9 + 7, TraceID: "0102030405060708090a0b0c0d0e0f10", SpanID: "1112131415161718",
-			ParentSpanID: Some("2122232425262728"), Name: "GET /", DurationNs: 9, WorkerID: Some[uint64](1), Service: Some("svc")},
-		SymbolTableEntry{Addr: 0x401000, Size: 16, SymbolName: "f", InlineDepth: 1, SourceFile: "f.rs", SourceLine: 3},
+	ext := [2]any{CpuSampleEvent{Timestamp: 1e9 + 3, WorkerID: 255, Tid: 1002, Source: 1, Callchain: stack},
+		CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
+			SpanRootName: Some("GET /"), ValueNs: Some[uint64](5000), ThreadState: Some[uint8](ThreadBlocked), Pid: Some[uint32](9)}}
+	events := []typedEvent{
+		typed((*Writer).WriteClockSync, ClockSyncEvent{Timestamp: 1e9, RealtimeNs: 1_700_000_000_000_000_000}),
+		typed((*Writer).WriteSegmentMetadata, SegmentMetadataEvent{Timestamp: 1e9, Entries: []StringPair{{"service", "svc"}, {"host", "h"}}}),
+		typed((*Writer).WritePollStart, PollStartEvent{Timestamp: 1e9 + 1, WorkerID: 1, LocalQueue: 3, TaskID: 77, SpawnLoc: "src/main.rs:1:2"}),
+		typed((*Writer).WriteCpuSample, CpuSampleEvent{Timestamp: 1e9 + 2, WorkerID: 1, Tid: 1001, ThreadName: Some("w"),
+			Callchain: stack, CPU: Some[uint64](2)}),
+		{ext, func(w *Writer) error { return w.WriteCpuSampleExt(ext[0].(CpuSampleEvent), ext[1].(CpuSampleExt)) }},
+		typed((*Writer).WritePollEnd, PollEndEvent{Timestamp: 1e9 + 4, WorkerID: 1}),
+		typed((*Writer).WriteWorkerPark, WorkerParkEvent{Timestamp: 1e9 + 5, WorkerID: 1, CPUTimeNs: 123, Tid: 1001}),
+		typed((*Writer).WriteWorkerUnpark, WorkerUnparkEvent{Timestamp: 1e9 + 6, WorkerID: 1, LocalQueue: 1, CPUTimeNs: 456,
+			SchedWaitNs: 78, Tid: 1001}),
+		typed((*Writer).WriteSpan, SpanEvent{Timestamp: 1e9 + 7, TraceID: "0102030405060708090a0b0c0d0e0f10", SpanID: "1112131415161718",
+			ParentSpanID: Some("2122232425262728"), Name: "GET /", DurationNs: 9, WorkerID: Some[uint64](1), Service: Some("svc")}),
+		typed((*Writer).WriteSymbolTableEntry, SymbolTableEntry{Addr: 0x401000, Size: 16, SymbolName: "f", InlineDepth: 1,
+			SourceFile: "f.rs", SourceLine: 3}),
 	}
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
-	for _, e := range want {
-		var err error
-		switch e := e.(type) {
-		case ClockSyncEvent:
-			err = w.WriteClockSync(e)
-		case SegmentMetadataEvent:
-			err = w.WriteSegmentMetadata(e)
-		case PollStartEvent:
-			err = w.WritePollStart(e)
-		case CpuSampleEvent:
-			err = w.WriteCpuSample(e)
-		case [2]any:
-			err = w.WriteCpuSampleExt(e[0].(CpuSampleEvent), e[1].(CpuSampleExt))
-		case PollEndEvent:
-			err = w.WritePollEnd(e)
-		case WorkerParkEvent:
-			err = w.WriteWorkerPark(e)
-		case WorkerUnparkEvent:
-			err = w.WriteWorkerUnpark(e)
-		case SpanEvent:
-			err = w.WriteSpan(e)
-		case SymbolTableEntry:
-			err = w.WriteSymbolTableEntry(e)
-		}
-		must(t, err)
+	var want []any
+	for _, e := range events {
+		must(t, e.write(w))
+		want = append(want, e.v)
 	}
 	must(t, w.Flush())
 	got := readTyped(t, NewReader(&buf))

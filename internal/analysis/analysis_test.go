@@ -128,6 +128,18 @@ func checkSynth(t *testing.T, tr *analysis.Trace, truth analysistest.Truth, s an
 	if a.Samples != int64(truth.OnCPU) {
 		t.Fatalf("on-CPU samples %d, want %d", a.Samples, truth.OnCPU)
 	}
+	// The files' event counts are what the counts by kind add up to, in
+	// either layout (a legacy file once reported 0).
+	var counted, events int64
+	for _, n := range tr.Counts {
+		counted += n
+	}
+	for _, f := range tr.Files {
+		events += f.Events
+	}
+	if events != counted || counted == 0 {
+		t.Errorf("files hold %d events, counts by kind add up to %d", events, counted)
+	}
 	fs := tr.Funcs(a)
 	var hot, handle, main analysis.FuncStat
 	for _, f := range fs {

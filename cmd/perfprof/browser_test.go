@@ -9,6 +9,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
+	"github.com/perfprof/perfprof/internal/htmlview"
 	"github.com/perfprof/perfprof/internal/htmlview/htmlviewtest"
 )
 
@@ -75,7 +76,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := htmlData(tr)
+	d := htmlview.FromTrace(tr)
 	p := r.Scope.Poll
 	if p == nil || !(p.EndNs > p.StartNs) {
 		t.Fatalf("clicking a poll bar scoped nothing: %+v", p)

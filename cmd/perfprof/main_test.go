@@ -18,6 +18,7 @@ import (
 	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/htmlview"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -59,8 +60,9 @@ func demoCounts(t *testing.T, path string) (events, on, off int) {
 			t.Fatal(err)
 		}
 		events++
-		if ev.Name() == "CpuSampleEvent" {
-			if src, _ := ev.Uint("source"); src == 1 {
+		if l := wire.LayoutOf(ev.Schema); l.Kind == wire.KindCpuSample {
+			var e wire.CpuSampleEvent
+			if l.CpuSample(&ev, &e, new(wire.CpuSampleExt)); e.Source == convention.SourceOffCPU {
 				off++
 			} else {
 				on++
@@ -468,7 +470,7 @@ func TestProgressFlag(t *testing.T) {
 func TestHTML(t *testing.T) {
 	p, truth := synthFile(t, "synth.bin", false)
 	tr := loadForTest(t, p)
-	d := htmlData(tr)
+	d := htmlview.FromTrace(tr)
 	if len(d.Samples) != truth.OnCPU+truth.OffCPU {
 		t.Errorf("html samples %d, want %d", len(d.Samples), truth.OnCPU+truth.OffCPU)
 	}

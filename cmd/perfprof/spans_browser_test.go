@@ -17,6 +17,7 @@ import (
 	"github.com/perfprof/perfprof/internal/analysis"
 	"github.com/perfprof/perfprof/internal/analysis/analysistest"
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/htmlview"
 	"github.com/perfprof/perfprof/internal/htmlview/htmlviewtest"
 )
 
@@ -241,7 +242,7 @@ func TestHTMLSpansInBrowser(t *testing.T) {
 	}
 
 	// A brushed range of lane 0: its samples in [start, end).
-	d := htmlData(tr)
+	d := htmlview.FromTrace(tr)
 	br := S.Brush
 	if br == nil || br.Kind != "range" || br.Row != 0 || !(br.EndNs > br.StartNs) {
 		t.Fatalf("brush: %+v", br)

@@ -128,6 +128,18 @@ func checkSynth(t *testing.T, tr *analysis.Trace, truth analysistest.Truth, s an
 	if a.Samples != int64(truth.OnCPU) {
 		t.Fatalf("on-CPU samples %d, want %d", a.Samples, truth.OnCPU)
 	}
+	// The files' event counts are what the counts by kind add up to, in
+	// either layout (a legacy file once reported 0).
+	var counted, events int64
+	for _, n := range tr.Counts {
+		counted += n
+	}
+	for _, f := range tr.Files {
+		events += f.Events
+	}
+	if events != counted || counted == 0 {
+		t.Errorf("files hold %d events, counts by kind add up to %d", events, counted)
+	}
 	fs := tr.Funcs(a)
 	var hot, handle, main analysis.FuncStat
 	for _, f := range fs {
@@ -390,7 +402,7 @@ func TestSegments(t *testing.T) {
 		// a segment must be readable alone, so repeat them.
 		if i > 0 {
 			for _, ev := range evs[:13] {
-				if ev.Name() == "SymbolTableEntry" || ev.Name() == "SpanEvent" {
+				if ev.Name() == wire.NameSymbolTableEntry || ev.Name() == wire.NameSpan {
 					w.Write(ev.Schema, ev.Timestamp, ev.Values...)
 				}
 			}
@@ -457,9 +469,10 @@ func TestScanLegacy(t *testing.T) {
 	p, truth := writeSynth(t, s, "legacy.bin", true)
 	n := 0
 	info, err := analysis.Scan(p, func(ev *wire.Event) error {
-		if ev.Name() == "CpuSampleEvent" {
+		if l := wire.LayoutOf(ev.Schema); l.Kind == wire.KindCpuSample {
 			n++
-			if len(ev.Field("callchain").Frames) == 0 {
+			var e wire.CpuSampleEvent
+			if l.CpuSample(ev, &e, new(wire.CpuSampleExt)); len(e.Callchain) == 0 {
 				t.Fatal("no frames")
 			}
 		}

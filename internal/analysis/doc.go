@@ -14,5 +14,11 @@
 // exporter gives conflicting addresses synthetic values numbered per segment,
 // and dial9 appends each segment's symbol table at its end.
 //
+// Both layouts are read as one stream of events: wire.Reader for TRC and
+// wire.LegacyEventReader, wire's one interpretation of legacy records, for
+// TOKIOTRC; fields are read through wire's typed readers (wire.Layout), so
+// the package spells no field name. Scan gives the same events to a
+// callback, for perfprof dump.
+//
 // The package does not print anything; cmd/perfprof formats its results.
 package analysis

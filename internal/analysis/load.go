@@ -133,12 +133,10 @@ func loadFile(path string, read *atomic.Int64) (*Trace, error) {
 	defer o.Close()
 	b := newBuilder(path)
 	b.info.Format, b.info.Gzip, b.info.Size = o.format, o.gzip, o.size
-	switch o.format {
-	case FormatTRC:
-		b.info.Version = 1
-		err = b.decodeTRC(o.r)
-	default:
-		err = b.decodeLegacy(o.r)
+	rd, version, err := o.events()
+	if err == nil {
+		b.info.Version = version
+		err = b.decode(rd)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -378,11 +378,8 @@ func (t *Trace) workerPolls() map[uint32][]int32 {
 	return d.workPolls
 }
 
-// PollAt returns the index of the poll of worker that holds time ts, or -1.
-func (t *Trace) PollAt(worker uint32, ts uint64) int32 {
-	return pollIn(t, t.workerPolls()[worker], ts)
-}
-
+// pollIn returns the poll among ps (sorted by start) that holds time ts,
+// or -1.
 func pollIn(t *Trace, ps []int32, ts uint64) int32 {
 	i := sort.Search(len(ps), func(i int) bool { return t.Polls[ps[i]].Start > ts }) - 1
 	if i >= 0 && ts < t.Polls[ps[i]].End {

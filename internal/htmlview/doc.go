@@ -78,6 +78,7 @@
 // to select without the mouse. test/browser/check.mjs drives the page in
 // headless Chromium.
 //
-// The package is not a trace reader: the caller (cmd/perfprof) decodes trace
-// files, symbolizes and fills [Data].
+// The package is not a trace reader: internal/analysis decodes trace files
+// and symbolizes, and [FromTrace] turns its Trace into [Data] (timeline rows,
+// bars, samples, spans and their breakdowns); cmd/perfprof only wires them.
 package htmlview

@@ -14,7 +14,7 @@ func BenchmarkSeal(b *testing.B) {
 	batch := rotBatch(0, 64, 1000, 5e9)
 	b.ResetTimer()
 	for range b.N {
-		if err := r.WriteBatch(batch); err != nil {
+		if err := writeBatch(r, batch); err != nil {
 			b.Fatal(err)
 		}
 		if err := r.Rotate(); err != nil {

@@ -17,7 +17,7 @@ func TestRotatorCompress(t *testing.T) {
 	}
 	var seq uint64
 	for range 30 {
-		if err := r.WriteBatch(rotBatch(seq, 3, 300, 5e9+seq)); err != nil {
+		if err := writeBatch(r, rotBatch(seq, 3, 300, 5e9+seq)); err != nil {
 			t.Fatal(err)
 		}
 		seq += 3
@@ -53,7 +53,7 @@ func TestRotatorCompressRetention(t *testing.T) {
 	}
 	var seq uint64
 	for range 300 {
-		if err := r.WriteBatch(rotBatch(seq, 2, 600, 5e9+seq)); err != nil {
+		if err := writeBatch(r, rotBatch(seq, 2, 600, 5e9+seq)); err != nil {
 			t.Fatal(err)
 		}
 		seq += 2

@@ -28,6 +28,8 @@
 //
 // The package is not for encoding: the caller writes events with the
 // internal/wire codecs through the writer it is handed. It does not decide
-// what goes into a batch, does not read segments back (internal/analysis
-// does), and knows nothing of the collector.
+// what goes into a batch, reads segments back only to recover a leftover
+// (through wire's readers: a legacy segment through the same legacy event
+// adapter as internal/analysis, which reads them for the CLI), and knows
+// nothing of the collector.
 package segment

@@ -84,7 +84,7 @@ func writeOneBatch(t *testing.T, opts Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteBatch(rotBatch(0, 3, 100, 5e9)); err != nil {
+	if err := writeBatch(r, rotBatch(0, 3, 100, 5e9)); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Close(); err != nil {

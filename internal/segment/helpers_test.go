@@ -34,6 +34,11 @@ func rotBatch(seq uint64, k, size int, ts uint64) func(w *wire.Writer) error {
 	}
 }
 
+// writeBatch writes one batch with fn, which needs no per-segment state.
+func writeBatch(r *Rotator, fn func(w *wire.Writer) error) error {
+	return r.WriteSegmentBatch(func(w *wire.Writer, _ bool) error { return fn(w) })
+}
+
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
@@ -59,18 +64,18 @@ func readSegment(t *testing.T, path string, meta map[string]string) (seqs, tss [
 		}
 		evs = append(evs, ev)
 	}
-	if len(evs) < 3 || evs[0].Name() != "ClockSyncEvent" || evs[1].Name() != "SegmentMetadataEvent" ||
-		evs[2].Name() != "ClockSyncEvent" {
+	if len(evs) < 3 || evs[0].Name() != wire.NameClockSync || evs[1].Name() != wire.NameSegmentMetadata ||
+		evs[2].Name() != wire.NameClockSync {
 		t.Fatalf("%s: segment does not start with ClockSync, SegmentMetadata, ClockSync", path)
 	}
 	if st := rd.Stats(); st.Headers < 2 {
 		t.Errorf("%s: %d stream headers, want ≥ 2", path, st.Headers)
 	}
-	if rt, _ := evs[0].Uint("realtime_ns"); rt == 0 {
+	if wire.LayoutOf(evs[0].Schema).ClockSync(evs[0]).RealtimeNs == 0 {
 		t.Errorf("%s: ClockSync without realtime", path)
 	}
 	got := map[string]string{}
-	for _, p := range evs[1].Field("entries").Map {
+	for _, p := range wire.LayoutOf(evs[1].Schema).SegmentMetadata(evs[1]).Entries {
 		got[p.Key] = p.Value
 	}
 	for k, v := range meta {

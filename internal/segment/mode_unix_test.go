@@ -46,7 +46,7 @@ func TestFileMode(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := r.WriteBatch(rotBatch(0, 3, 100, 5e9)); err != nil {
+				if err := writeBatch(r, rotBatch(0, 3, 100, 5e9)); err != nil {
 					t.Fatal(err)
 				}
 				if got := perm(t, filepath.Join(dir, "seg.0.bin.active")); got != tt.wantF {

@@ -171,11 +171,18 @@ func dataEvents(f *os.File, off, end int64) int64 {
 	var ev wire.Event
 	var n int64
 	for rd.ReadEvent(&ev) == nil {
-		if name := ev.Name(); name != "ClockSyncEvent" && name != "SegmentMetadataEvent" {
+		if !segmentStart(&ev) {
 			n++
 		}
 	}
 	return n
+}
+
+// segmentStart reports whether ev is one of the events a Rotator starts
+// every segment with (§A.10), not data.
+func segmentStart(ev *wire.Event) bool {
+	name := ev.Name()
+	return name == wire.NameClockSync || name == wire.NameSegmentMetadata
 }
 
 // batchEnds returns the offsets p ≤ limit, in order, where batchEnd ends
@@ -228,15 +235,15 @@ func batchEnds(f *os.File, size, limit int64) ([]int64, error) {
 // keeps its whole records. A segment with no record but its start is not
 // kept.
 func recoverLegacy(f *os.File, size int64) (cut, error) {
-	lr, err := wire.NewLegacyReader(io.NewSectionReader(f, 0, size))
+	rd, err := wire.NewLegacyEventReader(io.NewSectionReader(f, 0, size))
 	if err != nil {
 		return cut{}, nil // not even a whole header
 	}
-	var rec wire.LegacyRecord
+	var ev wire.Event
 	var records int64
 	keep := size
 	for {
-		err := lr.Read(&rec)
+		err := rd.ReadEvent(&ev)
 		if err == io.EOF {
 			break
 		}
@@ -248,7 +255,7 @@ func recoverLegacy(f *os.File, size int64) (cut, error) {
 		if err != nil {
 			return cut{}, err
 		}
-		if rec.Code != wire.LegacySegmentMetadata {
+		if !segmentStart(&ev) {
 			records++
 		}
 	}

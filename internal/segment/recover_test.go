@@ -29,7 +29,7 @@ func crashedSegment(t *testing.T, batches, per int) (data []byte, ends []int64) 
 		if b == batches-1 {
 			r.SetMetadata(map[string]string{"a": "2"})
 		}
-		if err := r.WriteBatch(rotBatch(uint64(b*per), per, 8, 1e9+uint64(b*per))); err != nil {
+		if err := writeBatch(r, rotBatch(uint64(b*per), per, 8, 1e9+uint64(b*per))); err != nil {
 			t.Fatal(err)
 		}
 		ends = append(ends, r.size)
@@ -117,7 +117,7 @@ func TestRecoverEveryOffset(t *testing.T) {
 		}
 		if c%31 == 0 {
 			// Numbering goes on after the leftover.
-			if err := r.WriteBatch(rotBatch(1000, 1, 1, 1)); err != nil {
+			if err := writeBatch(r, rotBatch(1000, 1, 1, 1)); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "seg.6.bin.active")); err != nil {
@@ -202,7 +202,7 @@ func TestRecoverCompressRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := r.WriteBatch(rotBatch(uint64(100+i), 1, 8, 1)); err != nil {
+		if err := writeBatch(r, rotBatch(uint64(100+i), 1, 8, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,14 +235,14 @@ func TestRecoverLiveWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WriteBatch(rotBatch(0, 2, 8, 1)); err != nil {
+	if err := writeBatch(a, rotBatch(0, 2, 8, 1)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = New(Options{Dir: dir, Prefix: "seg"})
 	if err == nil || !strings.Contains(err.Error(), "being written by another process") {
 		t.Fatalf("second writer: error %v", err)
 	}
-	if err := a.WriteBatch(rotBatch(2, 2, 8, 2)); err != nil {
+	if err := writeBatch(a, rotBatch(2, 2, 8, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Close(); err != nil {

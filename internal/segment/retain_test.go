@@ -16,7 +16,7 @@ func TestRotatorRetention(t *testing.T) {
 	}
 	var seq uint64
 	for range 200 {
-		if err := r.WriteBatch(rotBatch(seq, 4, 250, 1e9+seq)); err != nil {
+		if err := writeBatch(r, rotBatch(seq, 4, 250, 1e9+seq)); err != nil {
 			t.Fatal(err)
 		}
 		seq += 4
@@ -62,7 +62,7 @@ func TestRotatorContinuesNumbering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteBatch(rotBatch(0, 2, 10, 1e9)); err != nil {
+	if err := writeBatch(r, rotBatch(0, 2, 10, 1e9)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "seg.10.bin.active")); err != nil {

@@ -84,10 +84,10 @@ type Stats struct {
 // Compress is set), so after a crash Dir holds complete sealed segments and
 // at most one .active segment made of whole batches.
 //
-// A write error (e.g. disk full) is returned by WriteBatch and the segment is
-// truncated back to its last complete batch; the Rotator keeps working and a
-// later WriteBatch succeeds once space is available. A Rotator is safe for
-// concurrent use; fn of WriteBatch runs under its lock.
+// A write error (e.g. disk full) is returned by WriteSegmentBatch and the
+// segment is truncated back to its last complete batch; the Rotator keeps
+// working and a later batch succeeds once space is available. A Rotator is
+// safe for concurrent use; the fn of a batch runs under its lock.
 type Rotator struct {
 	mu   sync.Mutex
 	opts Options
@@ -315,8 +315,7 @@ func (r *Rotator) rotate() error {
 }
 
 // Close seals the active segment (deleting it if it holds no batch) and
-// waits for the compression of sealed segments. Later calls of WriteBatch
-// fail.
+// waits for the compression of sealed segments. Later batches fail.
 func (r *Rotator) Close() error {
 	r.mu.Lock()
 	if r.closed {

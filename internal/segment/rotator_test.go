@@ -21,7 +21,7 @@ func TestRotatorSize(t *testing.T) {
 	}
 	var seq uint64
 	for range 100 {
-		if err := r.WriteBatch(rotBatch(seq, 5, 200, 1e9+seq*1000)); err != nil {
+		if err := writeBatch(r, rotBatch(seq, 5, 200, 1e9+seq*1000)); err != nil {
 			t.Fatal(err)
 		}
 		seq += 5
@@ -70,7 +70,7 @@ func TestRotatorTime(t *testing.T) {
 	// One batch every 7 s for 5 minutes; the event timestamp is the clock.
 	var seq uint64
 	for clk.t.Before(time.Date(2026, 5, 1, 12, 5, 30, 0, time.UTC)) {
-		if err := r.WriteBatch(rotBatch(seq, 1, 10, uint64(clk.t.UnixNano()))); err != nil {
+		if err := writeBatch(r, rotBatch(seq, 1, 10, uint64(clk.t.UnixNano()))); err != nil {
 			t.Fatal(err)
 		}
 		seq++
@@ -121,13 +121,13 @@ func TestRotatorVanished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteBatch(rotBatch(0, 2, 10, 1e9)); err != nil {
+	if err := writeBatch(r, rotBatch(0, 2, 10, 1e9)); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteBatch(rotBatch(2, 2, 10, 2e9)); err != nil {
+	if err := writeBatch(r, rotBatch(2, 2, 10, 2e9)); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Close(); err != nil {
@@ -150,9 +150,9 @@ func TestRotatorMetadataChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.WriteBatch(rotBatch(0, 1, 1, 1e9))
+	writeBatch(r, rotBatch(0, 1, 1, 1e9))
 	r.SetMetadata(map[string]string{"a": "1", "b": "2"})
-	r.WriteBatch(rotBatch(1, 1, 1, 2e9))
+	writeBatch(r, rotBatch(1, 1, 1, 2e9))
 	r.Close()
 	evs, err := wire.ReadAll(mustOpen(t, filepath.Join(dir, "seg.0.bin")))
 	if err != nil {
@@ -162,12 +162,12 @@ func TestRotatorMetadataChange(t *testing.T) {
 	for _, e := range evs {
 		names = append(names, e.Name())
 	}
-	want := []string{"ClockSyncEvent", "SegmentMetadataEvent", "ClockSyncEvent", "RotTest",
-		"SegmentMetadataEvent", "ClockSyncEvent", "RotTest"}
+	want := []string{wire.NameClockSync, wire.NameSegmentMetadata, wire.NameClockSync, "RotTest",
+		wire.NameSegmentMetadata, wire.NameClockSync, "RotTest"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("events %v", names)
 	}
-	if m := evs[4].Field("entries").Map; len(m) != 2 {
+	if m := wire.LayoutOf(evs[4].Schema).SegmentMetadata(evs[4]).Entries; len(m) != 2 {
 		t.Errorf("new metadata %v", m)
 	}
 }

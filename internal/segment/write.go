@@ -11,28 +11,22 @@ import (
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
-// WriteBatch writes one batch: fn writes a fresh stream (its header is
-// already written) into w, which is then appended to the active segment,
+// WriteSegmentBatch writes one batch: fn writes a fresh stream (its header
+// is already written) into w, which is then appended to the active segment,
 // opening one if needed. Then the segment is rotated if it exceeds
 // MaxFileSize or its time window has ended. A batch with no frames is
-// dropped.
+// dropped. fresh reports that the batch will be the first of a new segment,
+// for callers that keep per-segment state, such as which symbols a segment
+// already holds.
 //
 // A non-nil error means the batch was not written (the error of fn, or a
 // write error, which wraps the OS error, e.g. syscall.ENOSPC): the segment
-// holds only whole batches and the caller may retry. Errors while sealing
-// after a written batch are counted in Stats, not returned.
-func (r *Rotator) WriteBatch(fn func(w *wire.Writer) error) error {
-	return r.WriteSegmentBatch(func(w *wire.Writer, _ bool) error { return fn(w) })
-}
-
-// WriteSegmentBatch is WriteBatch for callers that keep per-segment state,
-// such as which symbols a segment already holds: fresh reports that the
-// batch will be the first of a new segment. If WriteSegmentBatch fails, the
-// batch is not in any segment, and the caller must forget what it recorded
-// as written by fn.
+// holds only whole batches and the caller may retry, and must forget what
+// it recorded as written by fn. Errors while sealing after a written batch
+// are counted in Stats, not returned.
 func (r *Rotator) WriteSegmentBatch(fn func(w *wire.Writer, fresh bool) error) error {
 	if r.opts.LegacyVersion != 0 {
-		return errors.New("segment: WriteBatch on a legacy rotator")
+		return errors.New("segment: WriteSegmentBatch on a legacy rotator")
 	}
 	return r.writeBatch(func(fresh bool) error {
 		if r.w == nil {
@@ -55,7 +49,7 @@ func (r *Rotator) WriteSegmentBatch(fn func(w *wire.Writer, fresh bool) error) e
 // with LegacyVersion set. fn writes records with w and the definitions they
 // use with defs (CallframeDef, ThreadNameDef, SpawnLocationDef through the
 // Ensure methods): defs starts empty in every segment, so that each segment
-// is readable on its own. Errors and rotation are as for WriteBatch.
+// is readable on its own. Errors and rotation are as for WriteSegmentBatch.
 func (r *Rotator) WriteLegacyBatch(fn func(w *wire.LegacyWriter, defs *wire.LegacyDefs) error) error {
 	if r.opts.LegacyVersion == 0 {
 		return errors.New("segment: WriteLegacyBatch on a TRC rotator")

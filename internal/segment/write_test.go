@@ -22,11 +22,11 @@ func TestRotatorEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A batch writing nothing is dropped; a failing batch writes nothing.
-	if err := r.WriteBatch(func(*wire.Writer) error { return nil }); err != nil {
+	if err := writeBatch(r, func(*wire.Writer) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	if err := r.WriteBatch(func(w *wire.Writer) error { return boom }); !errors.Is(err, boom) {
+	if err := writeBatch(r, func(w *wire.Writer) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
 	if err := r.Close(); err != nil {
@@ -35,8 +35,8 @@ func TestRotatorEmpty(t *testing.T) {
 	if names := segments(t, dir); len(names) != 0 {
 		t.Fatalf("files left: %v", names)
 	}
-	if err := r.WriteBatch(rotBatch(0, 1, 1, 1)); err == nil {
-		t.Fatal("WriteBatch after Close succeeded")
+	if err := writeBatch(r, rotBatch(0, 1, 1, 1)); err == nil {
+		t.Fatal("WriteSegmentBatch after Close succeeded")
 	}
 }
 
@@ -57,7 +57,7 @@ func TestRotatorDiskFull(t *testing.T) {
 	var seq uint64
 	var werr error
 	for range 1000 {
-		if werr = r.WriteBatch(rotBatch(seq, 6, 1000, 1e9+seq)); werr != nil {
+		if werr = writeBatch(r, rotBatch(seq, 6, 1000, 1e9+seq)); werr != nil {
 			break
 		}
 		seq += 6
@@ -66,7 +66,7 @@ func TestRotatorDiskFull(t *testing.T) {
 		t.Fatalf("got %v, want ENOSPC", werr)
 	}
 	// A second attempt fails too, and changes nothing.
-	if err := r.WriteBatch(rotBatch(seq, 6, 1000, 1e9+seq)); !errors.Is(err, syscall.ENOSPC) {
+	if err := writeBatch(r, rotBatch(seq, 6, 1000, 1e9+seq)); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("retry: got %v", err)
 	}
 	check := func() []uint64 {
@@ -98,7 +98,7 @@ func TestRotatorDiskFull(t *testing.T) {
 		t.Fatalf("remount: %v: %s", err, out)
 	}
 	for range 20 {
-		if err := r.WriteBatch(rotBatch(seq, 6, 1000, 1e9+seq)); err != nil {
+		if err := writeBatch(r, rotBatch(seq, 6, 1000, 1e9+seq)); err != nil {
 			t.Fatalf("after remount: %v", err)
 		}
 		seq += 6
@@ -124,8 +124,8 @@ func TestRotatorLegacy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteBatch(rotBatch(0, 1, 1, 1)); err == nil {
-		t.Fatal("WriteBatch on a legacy rotator: no error")
+	if err := writeBatch(r, rotBatch(0, 1, 1, 1)); err == nil {
+		t.Fatal("WriteSegmentBatch on a legacy rotator: no error")
 	}
 	const batches, per = 60, 10
 	for b := range batches {

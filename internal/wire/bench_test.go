@@ -123,3 +123,29 @@ func mixedTrace(tb testing.TB) []byte {
 	must(tb, w.Flush())
 	return buf.Bytes()
 }
+
+// BenchmarkTypedCpuSample reads one decoded CpuSampleEvent with perfprof's
+// fields into its typed form: the loader's cost per sample on top of
+// decoding.
+func BenchmarkTypedCpuSample(b *testing.B) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	must(b, w.WriteCpuSampleExt(CpuSampleEvent{Timestamp: 1e9, WorkerID: 1, Tid: 7, ThreadName: Some("w"),
+		Callchain: []uint64{0x401000, 0x402000}, CPU: Some[uint64](3)},
+		CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
+			SpanRootName: Some("GET /"), Pid: Some[uint32](42)}))
+	must(b, w.Flush())
+	ev, err := NewReader(&buf).Next()
+	must(b, err)
+	l := LayoutOf(ev.Schema)
+	var e CpuSampleEvent
+	var x CpuSampleExt
+	var sum uint64
+	for b.Loop() {
+		l.CpuSample(ev, &e, &x)
+		sum += e.WorkerID + uint64(x.Pid.V)
+	}
+	if sum == 0 {
+		b.Fatal("nothing read")
+	}
+}

@@ -24,9 +24,17 @@
 // (events.go) and perfprof's own fields and SpanEvent (ext.go) without
 // building Values.
 //
+// The typed readers are the other half of the typed writers: a [Layout],
+// found once per schema ([LayoutOf]), reads a decoded Event into the struct
+// its Write method takes, so that no reader outside this package looks
+// fields up by name. Event and field names are spelled once (names.go).
+//
 // [LegacyReader] and [LegacyWriter] read and write TOKIOTRC records
 // ([LegacyRecord]), gzip included on the read side; [LegacyDefs] writes the
 // definition records a legacy file needs before their first use.
+// [LegacyEventReader] is the one interpretation of legacy records as
+// events: it presents each as the TRC event it stands for, which the typed
+// readers then read as they read TRC ones.
 //
 // Decode errors are *[FormatError] (TRC) and *[LegacyError] (TOKIOTRC)
 // values naming the byte offset (in the decompressed stream) and what was

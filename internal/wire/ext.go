@@ -14,18 +14,18 @@ import (
 var (
 	// CpuSampleExtSchema is CpuSampleEvent with perfprof's optional fields
 	// appended after the built-in ones.
-	CpuSampleExtSchema = &Schema{Name: "CpuSampleEvent", HasTimestamp: true, Fields: []Field{
-		{"worker_id", Varint}, {"tid", U32}, {"source", U8}, {"thread_name", Optional(PooledString)},
-		{"callchain", PooledStackFrames}, {"cpu", Optional(Varint)},
-		{"trace_id", Optional(PooledString)}, {"span_id", Optional(PooledString)},
-		{"span_root_name", Optional(PooledString)}, {"value_ns", Optional(Varint)},
-		{"thread_state", Optional(U8)}, {"pid", Optional(U32)}}}
+	CpuSampleExtSchema = &Schema{Name: NameCpuSample, HasTimestamp: true, Fields: []Field{
+		{FieldWorkerID, Varint}, {FieldTid, U32}, {FieldSource, U8}, {FieldThreadName, Optional(PooledString)},
+		{FieldCallchain, PooledStackFrames}, {FieldCPU, Optional(Varint)},
+		{FieldTraceID, Optional(PooledString)}, {FieldSpanID, Optional(PooledString)},
+		{FieldSpanRootName, Optional(PooledString)}, {FieldValueNs, Optional(Varint)},
+		{FieldThreadState, Optional(U8)}, {FieldPid, Optional(U32)}}}
 	// SpanSchema is perfprof's SpanEvent: one span that ran on a thread or
 	// worker, at its start time.
-	SpanSchema = &Schema{Name: "SpanEvent", HasTimestamp: true, Fields: []Field{
-		{"trace_id", PooledString}, {"span_id", PooledString}, {"parent_span_id", Optional(PooledString)},
-		{"name", PooledString}, {"duration_ns", Varint}, {"tid", Optional(U32)},
-		{"worker_id", Optional(Varint)}, {"service", Optional(PooledString)}, {"pid", Optional(U32)}}}
+	SpanSchema = &Schema{Name: NameSpan, HasTimestamp: true, Fields: []Field{
+		{FieldTraceID, PooledString}, {FieldSpanID, PooledString}, {FieldParentSpanID, Optional(PooledString)},
+		{FieldName, PooledString}, {FieldDurationNs, Varint}, {FieldTid, Optional(U32)},
+		{FieldWorkerID, Optional(Varint)}, {FieldService, Optional(PooledString)}, {FieldPid, Optional(U32)}}}
 )
 
 // Thread states of CpuSampleExt.ThreadState: the codes of the convention's

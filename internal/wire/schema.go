@@ -126,22 +126,22 @@ type Annotation struct {
 // Schemas of the built-in runtime events, as the upstream recorder defines
 // them (§A.8 of the spec). They must not be modified.
 var (
-	PollStartSchema = &Schema{Name: "PollStartEvent", HasTimestamp: true, Fields: []Field{
-		{"worker_id", Varint}, {"local_queue", U8}, {"task_id", Varint}, {"spawn_loc", PooledString}}}
-	PollEndSchema = &Schema{Name: "PollEndEvent", HasTimestamp: true, Fields: []Field{
-		{"worker_id", Varint}}}
-	WorkerParkSchema = &Schema{Name: "WorkerParkEvent", HasTimestamp: true, Fields: []Field{
-		{"worker_id", Varint}, {"local_queue", U8}, {"cpu_time_ns", Varint}, {"tid", U32}}}
-	WorkerUnparkSchema = &Schema{Name: "WorkerUnparkEvent", HasTimestamp: true, Fields: []Field{
-		{"worker_id", Varint}, {"local_queue", U8}, {"cpu_time_ns", Varint}, {"sched_wait_ns", Varint}, {"tid", U32}}}
-	CpuSampleSchema = &Schema{Name: "CpuSampleEvent", HasTimestamp: true, Fields: []Field{
-		{"worker_id", Varint}, {"tid", U32}, {"source", U8}, {"thread_name", Optional(PooledString)},
-		{"callchain", PooledStackFrames}, {"cpu", Optional(Varint)}}}
-	SymbolTableEntrySchema = &Schema{Name: "SymbolTableEntry", HasTimestamp: true, Fields: []Field{
-		{"addr", Varint}, {"size", Varint}, {"symbol_name", PooledString}, {"inline_depth", Varint},
-		{"source_file", PooledString}, {"source_line", Varint}}}
-	ClockSyncSchema = &Schema{Name: "ClockSyncEvent", HasTimestamp: true, Fields: []Field{
-		{"realtime_ns", Varint}}}
-	SegmentMetadataSchema = &Schema{Name: "SegmentMetadataEvent", HasTimestamp: true, Fields: []Field{
-		{"entries", StringMap}}}
+	PollStartSchema = &Schema{Name: NamePollStart, HasTimestamp: true, Fields: []Field{
+		{FieldWorkerID, Varint}, {FieldLocalQueue, U8}, {FieldTaskID, Varint}, {FieldSpawnLoc, PooledString}}}
+	PollEndSchema = &Schema{Name: NamePollEnd, HasTimestamp: true, Fields: []Field{
+		{FieldWorkerID, Varint}}}
+	WorkerParkSchema = &Schema{Name: NameWorkerPark, HasTimestamp: true, Fields: []Field{
+		{FieldWorkerID, Varint}, {FieldLocalQueue, U8}, {FieldCPUTimeNs, Varint}, {FieldTid, U32}}}
+	WorkerUnparkSchema = &Schema{Name: NameWorkerUnpark, HasTimestamp: true, Fields: []Field{
+		{FieldWorkerID, Varint}, {FieldLocalQueue, U8}, {FieldCPUTimeNs, Varint}, {FieldSchedWaitNs, Varint}, {FieldTid, U32}}}
+	CpuSampleSchema = &Schema{Name: NameCpuSample, HasTimestamp: true, Fields: []Field{
+		{FieldWorkerID, Varint}, {FieldTid, U32}, {FieldSource, U8}, {FieldThreadName, Optional(PooledString)},
+		{FieldCallchain, PooledStackFrames}, {FieldCPU, Optional(Varint)}}}
+	SymbolTableEntrySchema = &Schema{Name: NameSymbolTableEntry, HasTimestamp: true, Fields: []Field{
+		{FieldAddr, Varint}, {FieldSize, Varint}, {FieldSymbolName, PooledString}, {FieldInlineDepth, Varint},
+		{FieldSourceFile, PooledString}, {FieldSourceLine, Varint}}}
+	ClockSyncSchema = &Schema{Name: NameClockSync, HasTimestamp: true, Fields: []Field{
+		{FieldRealtimeNs, Varint}}}
+	SegmentMetadataSchema = &Schema{Name: NameSegmentMetadata, HasTimestamp: true, Fields: []Field{
+		{FieldEntries, StringMap}}}
 )

@@ -1,11 +1,13 @@
 package tracefileexporter
 
 import (
+	"encoding/hex"
 	"slices"
 	"strconv"
 
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // chains resolves the addresses of the batch's locations and returns them
@@ -54,6 +56,18 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 	}
 
 	named := map[uint32]string{} // thread names already in this stream
+	// The trace format spells ids in hex: each group's, once, as its
+	// events are many.
+	hexes := slices.Grow(e.hexBuf[:0], len(b.groups))[:len(b.groups)]
+	clear(hexes)
+	e.hexBuf = hexes
+	linkHex := func(gi int32, l pprofiledict.Link) (string, string) {
+		h := &hexes[gi]
+		if h[0] == "" {
+			h[0], h[1] = hex.EncodeToString(l.TraceID[:]), hex.EncodeToString(l.SpanID[:])
+		}
+		return h[0], h[1]
+	}
 	for _, ev := range b.evs {
 		var err error
 		switch ev.kind {
@@ -68,10 +82,11 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 				}
 			}
 			var x wire.CpuSampleExt
-			if g.trace != "" {
-				x.TraceID = wire.Some(g.trace)
-				if g.span != "" {
-					x.SpanID = wire.Some(g.span)
+			if g.link.Linked() {
+				trace, span := linkHex(ev.idx, g.link)
+				x.TraceID = wire.Some(trace)
+				if !g.link.SpanID.IsEmpty() {
+					x.SpanID = wire.Some(span)
 				}
 			}
 			if g.root != "" {
@@ -88,10 +103,10 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			c.samples++
 		case kSpan:
 			s := &b.spans[ev.idx]
-			se := wire.SpanEvent{Timestamp: s.start, TraceID: s.trace, SpanID: s.span, Name: s.name,
-				DurationNs: s.end - s.start, Tid: s.tid, WorkerID: s.worker, Pid: s.pid}
-			if s.parent != "" {
-				se.ParentSpanID = wire.Some(s.parent)
+			se := wire.SpanEvent{Timestamp: s.start, TraceID: hex.EncodeToString(s.trace[:]), SpanID: hex.EncodeToString(s.span[:]),
+				Name: s.name, DurationNs: s.end - s.start, Tid: s.tid, WorkerID: s.worker, Pid: s.pid}
+			if !s.parent.IsEmpty() {
+				se.ParentSpanID = wire.Some(hex.EncodeToString(s.parent[:]))
 			}
 			if s.service != "" {
 				se.Service = wire.Some(s.service)

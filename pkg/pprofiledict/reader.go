@@ -1,6 +1,8 @@
 package pprofiledict
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
@@ -85,30 +87,29 @@ func (r *Reader) Labels(indices pcommon.Int32Slice) Labels {
 	for j := range indices.Len() {
 		a := r.attr(indices.At(j))
 		switch a.key {
-		case convention.ThreadID:
-			if a.isN && a.num >= 0 && a.num <= 1<<32-1 {
-				l.Tid = uint32(a.num)
-			}
 		case convention.ThreadName:
 			l.ThreadName = a.str
-		case convention.CPU:
-			if a.isN && a.num >= 0 {
-				l.CPU = a.num
-			}
-		case convention.CPUTimeDelta:
-			if a.isN && a.num > 0 {
-				l.CPUDelta = uint64(a.num)
-			}
 		case convention.ThreadState:
 			l.State = a.str
-		case convention.WorkerID:
-			if a.isN && a.num >= 0 {
-				l.Worker = a.num
-			}
 		case convention.RootName:
 			l.Root = a.str
 		case convention.LinkSource:
 			l.LinkSource = a.str
+		}
+		if !a.isN || a.num < 0 {
+			continue // the numbers are naturals
+		}
+		switch a.key {
+		case convention.ThreadID:
+			if a.num <= 1<<32-1 {
+				l.Tid = uint32(a.num)
+			}
+		case convention.CPU:
+			l.CPU = a.num
+		case convention.CPUTimeDelta:
+			l.CPUDelta = uint64(a.num)
+		case convention.WorkerID:
+			l.Worker = a.num
 		}
 	}
 	return l
@@ -133,8 +134,7 @@ func (r *Reader) Link(i int32) Link {
 		return l
 	}
 	var l Link
-	if t := r.d.LinkTable(); int(i) < t.Len() {
-		ln := t.At(int(i))
+	if ln, ok := entry(r.d.LinkTable(), i); ok {
 		if l.TraceID = ln.TraceID(); l.Linked() {
 			l.SpanID = ln.SpanID()
 		}
@@ -143,30 +143,52 @@ func (r *Reader) Link(i int32) Link {
 	return l
 }
 
+// table is a table of the dictionary.
+type table[T any] interface {
+	Len() int
+	At(int) T
+}
+
+// entry returns entry i of t, and false for the empty entry 0 and for an
+// index outside t.
+func entry[T any](t table[T], i int32) (T, bool) {
+	if i <= 0 || int(i) >= t.Len() {
+		var zero T
+		return zero, false
+	}
+	return t.At(int(i)), true
+}
+
+// find returns the first of the attributes at indices whose key is one of
+// keys, nil if none is.
+func (r *Reader) find(indices pcommon.Int32Slice, keys ...string) *attr {
+	for j := range indices.Len() {
+		if a := r.attr(indices.At(j)); slices.Contains(keys, a.key) {
+			return a
+		}
+	}
+	return nil
+}
+
 // Mapping returns mapping i, with its build id if it has one.
 func (r *Reader) Mapping(i int32) Mapping {
-	t := r.d.MappingTable()
-	if i <= 0 || int(i) >= t.Len() {
+	m, ok := entry(r.d.MappingTable(), i)
+	if !ok {
 		return Mapping{}
 	}
-	m := t.At(int(i))
 	out := Mapping{Start: m.MemoryStart(), Limit: m.MemoryLimit(), Offset: m.FileOffset(), File: r.Str(m.FilenameStrindex())}
-	ai := m.AttributeIndices()
-	for j := range ai.Len() {
-		if a := r.attr(ai.At(j)); a.key == convention.BuildIDGNU || a.key == convention.BuildIDGo {
-			out.BuildID = a.str
-		}
+	if a := r.find(m.AttributeIndices(), convention.BuildIDGNU, convention.BuildIDGo); a != nil {
+		out.BuildID = a.str
 	}
 	return out
 }
 
 // Function returns function i.
 func (r *Reader) Function(i int32) Function {
-	t := r.d.FunctionTable()
-	if i <= 0 || int(i) >= t.Len() {
+	f, ok := entry(r.d.FunctionTable(), i)
+	if !ok {
 		return Function{}
 	}
-	f := t.At(int(i))
 	return Function{Name: r.Str(f.NameStrindex()), SystemName: r.Str(f.SystemNameStrindex()),
 		File: r.Str(f.FilenameStrindex()), StartLine: f.StartLine()}
 }
@@ -192,18 +214,14 @@ type Frame struct {
 // Location reads location i into dst, reusing the room of dst.Frames.
 func (r *Reader) Location(i int32, dst *Location) {
 	*dst = Location{Frames: dst.Frames[:0]}
-	t := r.d.LocationTable()
-	if i < 0 || int(i) >= t.Len() {
+	l, ok := entry(r.d.LocationTable(), i)
+	if !ok {
 		return
 	}
-	l := t.At(int(i))
 	dst.Addr = l.Address()
 	dst.Mapping = r.Mapping(l.MappingIndex())
-	ai := l.AttributeIndices()
-	for j := range ai.Len() {
-		if a := r.attr(ai.At(j)); a.key == convention.FrameType {
-			dst.Kernel = a.str == convention.FrameTypeKernel
-		}
+	if a := r.find(l.AttributeIndices(), convention.FrameType); a != nil {
+		dst.Kernel = a.str == convention.FrameTypeKernel
 	}
 	lines := l.Lines()
 	for j := range lines.Len() {
@@ -215,8 +233,8 @@ func (r *Reader) Location(i int32, dst *Location) {
 // Stack returns the location indices of stack i, leaf first; none for an
 // index outside the table.
 func (r *Reader) Stack(i int32) pcommon.Int32Slice {
-	if t := r.d.StackTable(); i >= 0 && int(i) < t.Len() {
-		return t.At(int(i)).LocationIndices()
+	if st, ok := entry(r.d.StackTable(), i); ok {
+		return st.LocationIndices()
 	}
 	return pcommon.NewInt32Slice()
 }
@@ -239,11 +257,8 @@ func (r *Reader) PeriodNs(prof pprofile.Profile) int64 {
 // ClockOffset returns the offset SetClockOffset gave prof, and whether it
 // has one (profiles from other sources have none).
 func (r *Reader) ClockOffset(prof pprofile.Profile) (int64, bool) {
-	ai := prof.AttributeIndices()
-	for j := range ai.Len() {
-		if a := r.attr(ai.At(j)); a.key == convention.ClockOffset && a.isN {
-			return a.num, true
-		}
+	if a := r.find(prof.AttributeIndices(), convention.ClockOffset); a != nil && a.isN {
+		return a.num, true
 	}
 	return 0, false
 }

@@ -134,7 +134,8 @@ func (r *Reader) Link(i int32) Link {
 		return l
 	}
 	var l Link
-	if ln, ok := entry(r.d.LinkTable(), i); ok {
+	if t := r.d.LinkTable(); in(i, t.Len()) {
+		ln := t.At(int(i))
 		if l.TraceID = ln.TraceID(); l.Linked() {
 			l.SpanID = ln.SpanID()
 		}
@@ -143,21 +144,9 @@ func (r *Reader) Link(i int32) Link {
 	return l
 }
 
-// table is a table of the dictionary.
-type table[T any] interface {
-	Len() int
-	At(int) T
-}
-
-// entry returns entry i of t, and false for the empty entry 0 and for an
-// index outside t.
-func entry[T any](t table[T], i int32) (T, bool) {
-	if i <= 0 || int(i) >= t.Len() {
-		var zero T
-		return zero, false
-	}
-	return t.At(int(i)), true
-}
+// in reports whether i is an entry of a table of n entries other than the
+// empty entry 0.
+func in(i int32, n int) bool { return i > 0 && int(i) < n }
 
 // find returns the first of the attributes at indices whose key is one of
 // keys, nil if none is.
@@ -172,10 +161,11 @@ func (r *Reader) find(indices pcommon.Int32Slice, keys ...string) *attr {
 
 // Mapping returns mapping i, with its build id if it has one.
 func (r *Reader) Mapping(i int32) Mapping {
-	m, ok := entry(r.d.MappingTable(), i)
-	if !ok {
+	t := r.d.MappingTable()
+	if !in(i, t.Len()) {
 		return Mapping{}
 	}
+	m := t.At(int(i))
 	out := Mapping{Start: m.MemoryStart(), Limit: m.MemoryLimit(), Offset: m.FileOffset(), File: r.Str(m.FilenameStrindex())}
 	if a := r.find(m.AttributeIndices(), convention.BuildIDGNU, convention.BuildIDGo); a != nil {
 		out.BuildID = a.str
@@ -185,10 +175,11 @@ func (r *Reader) Mapping(i int32) Mapping {
 
 // Function returns function i.
 func (r *Reader) Function(i int32) Function {
-	f, ok := entry(r.d.FunctionTable(), i)
-	if !ok {
+	t := r.d.FunctionTable()
+	if !in(i, t.Len()) {
 		return Function{}
 	}
+	f := t.At(int(i))
 	return Function{Name: r.Str(f.NameStrindex()), SystemName: r.Str(f.SystemNameStrindex()),
 		File: r.Str(f.FilenameStrindex()), StartLine: f.StartLine()}
 }
@@ -214,10 +205,11 @@ type Frame struct {
 // Location reads location i into dst, reusing the room of dst.Frames.
 func (r *Reader) Location(i int32, dst *Location) {
 	*dst = Location{Frames: dst.Frames[:0]}
-	l, ok := entry(r.d.LocationTable(), i)
-	if !ok {
+	t := r.d.LocationTable()
+	if !in(i, t.Len()) {
 		return
 	}
+	l := t.At(int(i))
 	dst.Addr = l.Address()
 	dst.Mapping = r.Mapping(l.MappingIndex())
 	if a := r.find(l.AttributeIndices(), convention.FrameType); a != nil {
@@ -233,8 +225,8 @@ func (r *Reader) Location(i int32, dst *Location) {
 // Stack returns the location indices of stack i, leaf first; none for an
 // index outside the table.
 func (r *Reader) Stack(i int32) pcommon.Int32Slice {
-	if st, ok := entry(r.d.StackTable(), i); ok {
-		return st.LocationIndices()
+	if t := r.d.StackTable(); in(i, t.Len()) {
+		return t.At(int(i)).LocationIndices()
 	}
 	return pcommon.NewInt32Slice()
 }

@@ -6,8 +6,9 @@
 //
 // Keys taken from OpenTelemetry's semantic conventions keep their names;
 // perfprof's own keys are documented where they are declared. The attributes
-// the receiver emits are also listed in the receiver's metadata.yaml and its
-// generated documentation, checked against this package by a test.
+// the receiver emits are also listed in the attribute table of the receiver's
+// README, which TestREADMEListsEveryAttribute checks against what it emits;
+// pkg/pprofiledict writes and reads them.
 package convention
 
 // Resource attributes.

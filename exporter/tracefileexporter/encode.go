@@ -56,15 +56,17 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 	}
 
 	named := map[uint32]string{} // thread names already in this stream
-	// The trace format spells ids in hex: each group's, once, as its
-	// events are many.
-	hexes := slices.Grow(e.hexBuf[:0], len(b.groups))[:len(b.groups)]
-	clear(hexes)
-	e.hexBuf = hexes
-	linkHex := func(gi int32, l pprofiledict.Link) (string, string) {
-		h := &hexes[gi]
-		if h[0] == "" {
-			h[0], h[1] = hex.EncodeToString(l.TraceID[:]), hex.EncodeToString(l.SpanID[:])
+	// The trace format spells ids in hex: each link's, once per batch, as
+	// its samples are many.
+	if e.linkHex == nil {
+		e.linkHex = map[pprofiledict.Link][2]string{}
+	}
+	clear(e.linkHex)
+	linkHex := func(l pprofiledict.Link) (string, string) {
+		h, ok := e.linkHex[l]
+		if !ok {
+			h = [2]string{hex.EncodeToString(l.TraceID[:]), hex.EncodeToString(l.SpanID[:])}
+			e.linkHex[l] = h
 		}
 		return h[0], h[1]
 	}
@@ -83,7 +85,7 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			}
 			var x wire.CpuSampleExt
 			if g.link.Linked() {
-				trace, span := linkHex(ev.idx, g.link)
+				trace, span := linkHex(g.link)
 				x.TraceID = wire.Some(trace)
 				if !g.link.SpanID.IsEmpty() {
 					x.SpanID = wire.Some(span)

@@ -26,6 +26,7 @@ import (
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // maxAddrKeys bounds the address table (see addrTable); past it the table
@@ -60,7 +61,7 @@ type traceFile struct {
 	// The buffers of chains, kept from one batch to the next.
 	addrBuf, chainBuf []uint64
 	chainsBuf         [][]uint64
-	hexBuf            [][2]string // per sample group: its ids in hex
+	linkHex           map[pprofiledict.Link][2]string // the batch's links in hex
 	// spare is a batch kept for the next push, with the room it grew to.
 	spare atomic.Pointer[batch]
 	stop  chan struct{}

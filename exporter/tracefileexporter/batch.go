@@ -3,25 +3,25 @@ package tracefileexporter
 import (
 	"cmp"
 	"encoding/binary"
-	"encoding/hex"
 	"slices"
 	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
-// The attribute keys read from samples, spans and resources are
-// internal/convention's (docs/trace-conventions.md); those of spans that
-// say where a span ran come from the configuration (CorrelationConfig).
+// Profiles are read with pprofiledict's Reader; the attribute keys read
+// from spans and resources are internal/convention's
+// (docs/trace-conventions.md); those of spans that say where a span ran
+// come from the configuration (CorrelationConfig).
 const (
 	maxRepeat        = 10000 // most events one OTLP sample value may stand for
-	kernelAddrStart  = 0xffff_8000_0000_0000
 	syntheticAddrBit = 1 << 63
 )
 
@@ -54,16 +54,15 @@ type sampleGroup struct {
 	cpu    wire.Opt[uint64]
 	name   string
 	root   string
-	trace  string // hex, "" if not linked
-	span   string
+	link   pprofiledict.Link
 	pid    wire.Opt[uint32]
 }
 
 // spanEv is one span that said where it ran.
 type spanEv struct {
 	start, end    uint64
-	trace, span   string
-	parent        string
+	trace         pcommon.TraceID
+	span, parent  pcommon.SpanID // parent: empty for a root span
 	name, service string
 	spawnLoc      string
 	tid           wire.Opt[uint32]
@@ -104,7 +103,8 @@ type batch struct {
 	stackEnd  []int32    // per used stack: where its indices end in stackLocs
 	stackIdx  map[int32]int32
 	locIdx    map[int32]int32
-	dict      profileDict
+	dict      pprofiledict.Reader
+	loc       pprofiledict.Location // scratch of location
 
 	workerSpans []int32 // spans with worker.id, candidates for polls and parks
 
@@ -130,9 +130,8 @@ func (b *batch) reset() {
 	b.locs, b.keys, b.stackLocs, b.stackEnd = b.locs[:0], b.keys[:0], b.stackLocs[:0], b.stackEnd[:0]
 	clear(b.stackIdx)
 	clear(b.locIdx)
-	b.dict.d = pprofile.ProfilesDictionary{}
-	clear(b.dict.attrs)
-	clear(b.dict.links)
+	b.dict.Reset(pprofile.ProfilesDictionary{})
+	clear(b.loc.Frames)
 	b.workerSpans = b.workerSpans[:0]
 	b.services, b.hosts, b.pids, b.workers = b.services[:0], b.hosts[:0], b.pids[:0], b.workers[:0]
 	b.period, b.noThread = 0, 0
@@ -169,76 +168,15 @@ func (b *batch) sort() {
 	})
 }
 
-// profileDict caches what the samples of one push look up repeatedly.
-type profileDict struct {
-	d     pprofile.ProfilesDictionary
-	attrs map[int32]attr
-	links map[int32][2]string
-}
-
-type attr struct {
-	key string
-	str string
-	num int64
-	isN bool
-}
-
-func (p *profileDict) attr(i int32) attr {
-	if a, ok := p.attrs[i]; ok {
-		return a
-	}
-	var a attr
-	if t := p.d.AttributeTable(); i >= 0 && int(i) < t.Len() {
-		kv := t.At(int(i))
-		a.key = p.str(kv.KeyStrindex())
-		v := kv.Value()
-		a.str = v.AsString()
-		a.num, a.isN = convention.Int(v.AsRaw())
-	}
-	p.attrs[i] = a
-	return a
-}
-
-func (p *profileDict) str(i int32) string {
-	if t := p.d.StringTable(); i >= 0 && int(i) < t.Len() {
-		return t.At(int(i))
-	}
-	return ""
-}
-
-// link returns the trace and span id of link i in hex, or "" if there is none.
-func (p *profileDict) link(i int32) (string, string) {
-	if i <= 0 {
-		return "", ""
-	}
-	if l, ok := p.links[i]; ok {
-		return l[0], l[1]
-	}
-	var l [2]string
-	if t := p.d.LinkTable(); int(i) < t.Len() {
-		ln := t.At(int(i))
-		if tid := ln.TraceID(); !tid.IsEmpty() {
-			l = [2]string{hex.EncodeToString(tid[:]), ""}
-			if sid := ln.SpanID(); !sid.IsEmpty() {
-				l[1] = hex.EncodeToString(sid[:])
-			}
-		}
-	}
-	p.links[i] = l
-	return l[0], l[1]
-}
-
 // addStack returns the batch's index of dictionary stack si, adding it
 // and its locations on first use.
-func (b *batch) addStack(p *profileDict, si int32) int32 {
+func (b *batch) addStack(si int32) int32 {
 	if i, ok := b.stackIdx[si]; ok {
 		return i
 	}
-	if st := p.d.StackTable(); si >= 0 && int(si) < st.Len() {
-		raw := st.At(int(si)).LocationIndices()
-		for j := range raw.Len() {
-			b.stackLocs = append(b.stackLocs, b.location(p, raw.At(j)))
-		}
+	raw := b.dict.Stack(si)
+	for j := range raw.Len() {
+		b.stackLocs = append(b.stackLocs, b.location(raw.At(j)))
 	}
 	i := int32(len(b.stackEnd))
 	b.stackEnd = append(b.stackEnd, int32(len(b.stackLocs)))
@@ -246,7 +184,7 @@ func (b *batch) addStack(p *profileDict, si int32) int32 {
 	return i
 }
 
-func (b *batch) location(p *profileDict, li int32) int32 {
+func (b *batch) location(li int32) int32 {
 	if i, ok := b.locIdx[li]; ok {
 		return i
 	}
@@ -262,43 +200,31 @@ func (b *batch) location(p *profileDict, li int32) int32 {
 	l := &b.locs[i]
 	l.keyOff = int32(len(b.keys))
 	key := b.keys
-	if lt := p.d.LocationTable(); li >= 0 && int(li) < lt.Len() {
-		pl := lt.At(int(li))
-		l.addr = pl.Address()
-		var mapFile string
-		if mt := p.d.MappingTable(); pl.MappingIndex() > 0 && int(pl.MappingIndex()) < mt.Len() {
-			mapFile = p.str(mt.At(int(pl.MappingIndex())).FilenameStrindex())
+	pl := &b.loc
+	b.dict.Location(li, pl)
+	l.addr, l.kernel = pl.Addr, pl.Kernel
+	for _, ln := range pl.Frames {
+		f := frame{name: ln.Name, file: ln.File}
+		if ln.Line > 0 {
+			f.line = uint64(ln.Line)
 		}
-		l.kernel = l.addr >= kernelAddrStart || strings.HasPrefix(mapFile, "[kernel")
-		lines := pl.Lines()
-		for j := range lines.Len() {
-			ln := lines.At(j)
-			var f frame
-			if ft := p.d.FunctionTable(); ln.FunctionIndex() >= 0 && int(ln.FunctionIndex()) < ft.Len() {
-				fn := ft.At(int(ln.FunctionIndex()))
-				f.name, f.file = p.str(fn.NameStrindex()), p.str(fn.FilenameStrindex())
-			}
-			if ln.Line() > 0 {
-				f.line = uint64(ln.Line())
-			}
-			if l.kernel && f.file == "" {
-				f.file = "kernel"
-			}
-			l.frames = append(l.frames, f)
-			key = append(key, f.name...)
-			key = append(key, 0)
-			key = append(key, f.file...)
-			key = append(key, 0)
-			key = strconv.AppendUint(key, f.line, 10)
-			key = append(key, 1)
+		if l.kernel && f.file == "" {
+			f.file = "kernel"
 		}
-		if len(l.frames) == 0 {
-			// Unsymbolized: the address means something only in its mapping.
-			key = append(key, 2)
-			key = append(key, mapFile...)
-			key = append(key, 0)
-			key = strconv.AppendUint(key, l.addr, 16)
-		}
+		l.frames = append(l.frames, f)
+		key = append(key, f.name...)
+		key = append(key, 0)
+		key = append(key, f.file...)
+		key = append(key, 0)
+		key = strconv.AppendUint(key, f.line, 10)
+		key = append(key, 1)
+	}
+	if len(l.frames) == 0 {
+		// Unsymbolized: the address means something only in its mapping.
+		key = append(key, 2)
+		key = append(key, pl.Mapping.File...)
+		key = append(key, 0)
+		key = strconv.AppendUint(key, l.addr, 16)
 	}
 	b.keys = key
 	l.keyEnd = int32(len(b.keys))
@@ -306,13 +232,14 @@ func (b *batch) location(p *profileDict, li int32) int32 {
 	return i
 }
 
-// addProfiles turns every sample timestamp of pd into a CpuSampleEvent;
-// unix converts timestamps to CLOCK_MONOTONIC.
-func (b *batch) addProfiles(pd pprofile.Profiles, unix func(uint64) uint64) {
-	p := &b.dict
-	p.d = pd.Dictionary()
-	if p.attrs == nil {
-		p.attrs, p.links = map[int32]attr{}, map[int32][2]string{}
+// addProfiles turns every sample timestamp of pd into a CpuSampleEvent.
+// Timestamps go back to CLOCK_MONOTONIC with the offset the receiver
+// converted them with (convention.ClockOffset), so that they are the perf
+// records' own; a profile without one (from another source) is converted
+// with own, the exporter's estimate.
+func (b *batch) addProfiles(pd pprofile.Profiles, own clock.Fixed) {
+	b.dict.Reset(pd.Dictionary())
+	if b.stackIdx == nil {
 		b.stackIdx, b.locIdx = map[int32]int32{}, map[int32]int32{}
 	}
 	rps := pd.ResourceProfiles()
@@ -324,7 +251,12 @@ func (b *batch) addProfiles(pd pprofile.Profiles, unix func(uint64) uint64) {
 		for j := range sps.Len() {
 			profs := sps.At(j).Profiles()
 			for k := range profs.Len() {
-				b.addProfile(p, profs.At(k), res, unix)
+				prof := profs.At(k)
+				clk := own
+				if o, ok := b.dict.ClockOffset(prof); ok {
+					clk = clock.Fixed(o)
+				}
+				b.addProfile(prof, res, clk)
 			}
 		}
 	}
@@ -357,63 +289,29 @@ func (b *batch) addResource(r resource) {
 	}
 }
 
-func (b *batch) addProfile(p *profileDict, prof pprofile.Profile, res resource, unix func(uint64) uint64) {
-	off := p.str(prof.SampleType().TypeStrindex()) == convention.OffCPUType
-	if !off && prof.Period() > 0 && p.str(prof.PeriodType().UnitStrindex()) == convention.OnCPUPeriodUnit {
-		b.period = prof.Period()
+func (b *batch) addProfile(prof pprofile.Profile, res resource, clk clock.Fixed) {
+	off := b.dict.OffCPU(prof)
+	if p := b.dict.PeriodNs(prof); !off && p > 0 {
+		b.period = p
 	}
 	samples := prof.Samples()
 	for i := range samples.Len() {
 		s := samples.At(i)
-		g := sampleGroup{stack: b.addStack(p, s.StackIndex()), worker: convention.NoWorker, pid: res.pid}
+		l := b.dict.Labels(s.AttributeIndices())
+		g := sampleGroup{stack: b.addStack(s.StackIndex()), tid: l.Tid, name: l.ThreadName, root: l.Root,
+			state: convention.ThreadStateCode(l.State), worker: convention.NoWorker, pid: res.pid, link: b.dict.Link(s.LinkIndex())}
 		if off {
 			g.source = convention.SourceOffCPU
 		}
-		ai := s.AttributeIndices()
-		for j := range ai.Len() {
-			a := p.attr(ai.At(j))
-			switch a.key {
-			case convention.ThreadID:
-				if a.isN && a.num >= 0 && a.num <= 1<<32-1 {
-					g.tid = uint32(a.num)
-				}
-			case convention.ThreadName:
-				g.name = a.str
-			case convention.WorkerID:
-				if a.isN && a.num >= 0 {
-					g.worker = uint64(a.num)
-				}
-			case convention.RootName:
-				g.root = a.str
-			case convention.CPU:
-				if a.isN && a.num >= 0 {
-					g.cpu = wire.Some(uint64(a.num))
-				}
-			case convention.ThreadState:
-				g.state = convention.ThreadStateCode(a.str)
-			}
+		if l.Worker >= 0 {
+			g.worker = uint64(l.Worker)
 		}
-		g.trace, g.span = p.link(s.LinkIndex())
+		if l.CPU >= 0 {
+			g.cpu = wire.Some(uint64(l.CPU))
+		}
 		gi := int32(len(b.groups))
 		b.groups = append(b.groups, g)
-
-		ts, vals := s.TimestampsUnixNano(), s.Values()
-		if ts.Len() == 0 {
-			// An aggregated sample: its events are placed at the profile's start.
-			var v int64 = 1
-			if vals.Len() > 0 {
-				v = vals.At(0)
-			}
-			b.addSampleEvents(gi, unix(uint64(prof.Time())), v, off)
-			continue
-		}
-		for j := range ts.Len() {
-			var v int64 = 1
-			if vals.Len() == ts.Len() {
-				v = vals.At(j)
-			}
-			b.addSampleEvents(gi, unix(ts.At(j)), v, off)
-		}
+		pprofiledict.Values(prof, s, func(t uint64, v int64) { b.addSampleEvents(gi, clk.Mono(t), v, off) })
 	}
 }
 
@@ -445,7 +343,7 @@ func getInt(m pcommon.Map, key string) (int64, bool) {
 // addTraces adds the spans of td that say where they ran, by the span
 // attributes that keys names: a SpanEvent for each, and poll or park
 // events for worker spans.
-func (b *batch) addTraces(td ptrace.Traces, unix func(uint64) uint64, keys CorrelationConfig) {
+func (b *batch) addTraces(td ptrace.Traces, clk clock.Fixed, keys CorrelationConfig) {
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
@@ -455,13 +353,13 @@ func (b *batch) addTraces(td ptrace.Traces, unix func(uint64) uint64, keys Corre
 		for j := range sss.Len() {
 			spans := sss.At(j).Spans()
 			for k := range spans.Len() {
-				b.addSpan(spans.At(k), res, unix, keys)
+				b.addSpan(spans.At(k), res, clk, keys)
 			}
 		}
 	}
 }
 
-func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64, keys CorrelationConfig) {
+func (b *batch) addSpan(s ptrace.Span, res resource, clk clock.Fixed, keys CorrelationConfig) {
 	attrs := s.Attributes()
 	var ev spanEv
 	if n, ok := getInt(attrs, keys.ThreadIDAttribute); ok && n >= 0 && n <= 1<<32-1 {
@@ -474,16 +372,12 @@ func (b *batch) addSpan(s ptrace.Span, res resource, unix func(uint64) uint64, k
 		b.noThread++
 		return
 	}
-	ev.start = unix(uint64(s.StartTimestamp()))
-	ev.end = unix(uint64(s.EndTimestamp()))
+	ev.start = clk.Mono(uint64(s.StartTimestamp()))
+	ev.end = clk.Mono(uint64(s.EndTimestamp()))
 	if ev.end < ev.start {
 		ev.end = ev.start
 	}
-	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
-	ev.trace, ev.span = hex.EncodeToString(tid[:]), hex.EncodeToString(sid[:])
-	if !pid.IsEmpty() {
-		ev.parent = hex.EncodeToString(pid[:])
-	}
+	ev.trace, ev.span, ev.parent = s.TraceID(), s.SpanID(), s.ParentSpanID()
 	ev.name, ev.service, ev.pid = s.Name(), res.service, res.pid
 	if v, ok := attrs.Get(convention.WorkerPark); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
 		ev.park = true
@@ -649,14 +543,9 @@ func (s *intervals) last() uint64 {
 	return s.iv[len(s.iv)-1][1]
 }
 
-// taskID is the span id read as a big-endian u64 (0 if it is not hex).
-func taskID(span string) uint64 {
-	var id [8]byte
-	if _, err := hex.Decode(id[:], []byte(span)); err != nil {
-		return 0
-	}
-	return binary.BigEndian.Uint64(id[:])
-}
+// taskID is the span id read as a big-endian u64, so that a poll's task
+// is its SpanEvent's span_id.
+func taskID(span pcommon.SpanID) uint64 { return binary.BigEndian.Uint64(span[:]) }
 
 // addrTable gives every location identity one address in the trace files.
 // A location keeps its own address unless another identity took it first;

@@ -1,11 +1,13 @@
 package tracefileexporter
 
 import (
+	"encoding/hex"
 	"slices"
 	"strconv"
 
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // chains resolves the addresses of the batch's locations and returns them
@@ -54,6 +56,20 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 	}
 
 	named := map[uint32]string{} // thread names already in this stream
+	// The trace format spells ids in hex: each link's, once per batch, as
+	// its samples are many.
+	if e.linkHex == nil {
+		e.linkHex = map[pprofiledict.Link][2]string{}
+	}
+	clear(e.linkHex)
+	linkHex := func(l pprofiledict.Link) (string, string) {
+		h, ok := e.linkHex[l]
+		if !ok {
+			h = [2]string{hex.EncodeToString(l.TraceID[:]), hex.EncodeToString(l.SpanID[:])}
+			e.linkHex[l] = h
+		}
+		return h[0], h[1]
+	}
 	for _, ev := range b.evs {
 		var err error
 		switch ev.kind {
@@ -68,10 +84,11 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 				}
 			}
 			var x wire.CpuSampleExt
-			if g.trace != "" {
-				x.TraceID = wire.Some(g.trace)
-				if g.span != "" {
-					x.SpanID = wire.Some(g.span)
+			if g.link.Linked() {
+				trace, span := linkHex(g.link)
+				x.TraceID = wire.Some(trace)
+				if !g.link.SpanID.IsEmpty() {
+					x.SpanID = wire.Some(span)
 				}
 			}
 			if g.root != "" {
@@ -88,10 +105,10 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			c.samples++
 		case kSpan:
 			s := &b.spans[ev.idx]
-			se := wire.SpanEvent{Timestamp: s.start, TraceID: s.trace, SpanID: s.span, Name: s.name,
-				DurationNs: s.end - s.start, Tid: s.tid, WorkerID: s.worker, Pid: s.pid}
-			if s.parent != "" {
-				se.ParentSpanID = wire.Some(s.parent)
+			se := wire.SpanEvent{Timestamp: s.start, TraceID: hex.EncodeToString(s.trace[:]), SpanID: hex.EncodeToString(s.span[:]),
+				Name: s.name, DurationNs: s.end - s.start, Tid: s.tid, WorkerID: s.worker, Pid: s.pid}
+			if !s.parent.IsEmpty() {
+				se.ParentSpanID = wire.Some(hex.EncodeToString(s.parent[:]))
 			}
 			if s.service != "" {
 				se.Service = wire.Some(s.service)

@@ -26,6 +26,7 @@ import (
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // maxAddrKeys bounds the address table (see addrTable); past it the table
@@ -60,6 +61,7 @@ type traceFile struct {
 	// The buffers of chains, kept from one batch to the next.
 	addrBuf, chainBuf []uint64
 	chainsBuf         [][]uint64
+	linkHex           map[pprofiledict.Link][2]string // the batch's links in hex
 	// spare is a batch kept for the next push, with the room it grew to.
 	spare atomic.Pointer[batch]
 	stop  chan struct{}
@@ -220,7 +222,7 @@ func (e *traceFile) pushProfiles(ctx context.Context, pd pprofile.Profiles) erro
 	}
 	b := e.batch()
 	defer e.keep(b)
-	b.addProfiles(pd, clk.Mono)
+	b.addProfiles(pd, clk.Fixed())
 	return e.write(ctx, b)
 }
 
@@ -231,7 +233,7 @@ func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	}
 	b := e.batch()
 	defer e.keep(b)
-	b.addTraces(td, clk.Mono, e.cfg.Correlation)
+	b.addTraces(td, clk.Fixed(), e.cfg.Correlation)
 	e.countSkipped(ctx, "span_no_thread", b.noThread)
 	return e.write(ctx, b)
 }
@@ -259,7 +261,11 @@ func (e *traceFile) keep(b *batch) {
 	e.spare.Store(b)
 }
 
-// clock returns the Unix → CLOCK_MONOTONIC mapper, nil before start.
+// clock returns the exporter's own Unix → CLOCK_MONOTONIC mapper, nil
+// before start. Profiles of the perfprof receiver carry the offset their
+// times were converted with and go back with it exactly; the mapper
+// converts spans, whose times come from their SDKs' wall clocks, and
+// profiles of other sources.
 func (e *traceFile) clock() *clock.Mapper {
 	e.mu.Lock()
 	defer e.mu.Unlock()

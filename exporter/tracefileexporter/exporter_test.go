@@ -15,6 +15,7 @@ import (
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 var (
@@ -40,7 +41,7 @@ func buildTestData() (*tracefiletest.ProfBuilder, ptrace.Traces, testData) {
 	// main → handle → (parse inlined into handle) at 0x401234; a kernel frame on top.
 	mainL := b.Location(0x401000, tracefiletest.F("main", "/src/main.rs", 10))
 	inl := b.Location(td.inlineAddr, tracefiletest.F("parse", "/src/parse.rs", 42), tracefiletest.F("handle", "/src/main.rs", 20))
-	kern := b.Location(td.kernelAddr, tracefiletest.F("do_syscall_64", "", 0))
+	kern := b.KernelLocation(td.kernelAddr, tracefiletest.F("do_syscall_64", "", 0))
 	sleepL := b.Location(0x402000, tracefiletest.F("nanosleep", "/lib/libc.so.6", 0))
 	td.hotStack = b.Stack(kern, inl, mainL)
 	td.offStack = b.Stack(sleepL, mainL)
@@ -486,4 +487,37 @@ func TestCorrelationAttributes(t *testing.T) {
 	assert.Equal(t, map[string]uint64{"on thread": 4711, "on worker": 4712}, tids)
 	assert.Equal(t, map[string]uint64{"on worker": 3}, workers)
 	assert.Equal(t, 1, polls, "the worker span is a poll")
+}
+
+// TestSampleMonotonicTimeSurvives: a profile that carries the receiver's
+// clock offset goes back to the exact CLOCK_MONOTONIC times of its
+// samples, however far the exporter's own estimate of the offset is from
+// it (here 3 s: a wall clock stepped between the two readings).
+func TestSampleMonotonicTimeSurvives(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, nil)
+	off := clock.Offset() + 3_000_000_007
+	now := clock.Monotonic()
+	mono := []uint64{now + 1, now + 1_234_567, now + 2_000_000_003}
+	b := tracefiletest.NewProfBuilder()
+	p := b.Profile(4242, "checkout", false)
+	b.Dict.SetClockOffset(p, off)
+	var unix []uint64
+	for _, m := range mono {
+		unix = append(unix, clock.Fixed(off).Unix(m))
+	}
+	b.Sample(p, b.Stack(b.Location(0x401000, tracefiletest.F("main", "main.rs", 1))), 0,
+		b.Labels(pprofiledict.Labels{Tid: 7, CPU: -1, Worker: -1}), unix, []int64{1, 1, 1})
+	require.NoError(t, e.pushProfiles(t.Context(), b.Profiles))
+	require.NoError(t, e.shutdown(t.Context()))
+
+	var got []uint64
+	for _, seg := range segmentFiles(t, dir) {
+		for _, ev := range readTRC(t, seg) {
+			if ev.Name() == "CpuSampleEvent" {
+				got = append(got, ev.Timestamp)
+			}
+		}
+	}
+	require.Equal(t, mono, got)
 }

@@ -80,13 +80,28 @@ func NewMapper() *Mapper {
 // Refresh measures the offset again.
 func (m *Mapper) Refresh() { m.offset.Store(Offset()) }
 
+// Fixed returns the offset measured last. Times converted with it convert
+// back exactly with it, whether or not the Mapper is refreshed between:
+// convert a batch with one Fixed, and hand it on with the batch.
+func (m *Mapper) Fixed() Fixed { return Fixed(m.offset.Load()) }
+
 // Unix converts a CLOCK_MONOTONIC timestamp to Unix nanoseconds.
-func (m *Mapper) Unix(mono uint64) uint64 { return uint64(int64(mono) + m.offset.Load()) }
+func (m *Mapper) Unix(mono uint64) uint64 { return m.Fixed().Unix(mono) }
 
 // Mono converts Unix nanoseconds to CLOCK_MONOTONIC. Times before boot map
 // to 0.
-func (m *Mapper) Mono(unixNano uint64) uint64 {
-	v := int64(unixNano) - m.offset.Load()
+func (m *Mapper) Mono(unixNano uint64) uint64 { return m.Fixed().Mono(unixNano) }
+
+// Fixed is one offset realtime − monotonic, in nanoseconds.
+type Fixed int64
+
+// Unix converts a CLOCK_MONOTONIC timestamp to Unix nanoseconds.
+func (f Fixed) Unix(mono uint64) uint64 { return uint64(int64(mono) + int64(f)) }
+
+// Mono converts Unix nanoseconds to CLOCK_MONOTONIC, the inverse of Unix.
+// Times before boot map to 0.
+func (f Fixed) Mono(unixNano uint64) uint64 {
+	v := int64(unixNano) - int64(f)
 	if v < 0 {
 		return 0
 	}

@@ -27,6 +27,22 @@ func TestMonoInvertsUnix(t *testing.T) {
 	}
 }
 
+// TestFixedSurvivesRefresh: a time converted with a Fixed converts back
+// exactly with it after the Mapper it came from measured again and moved.
+func TestFixedSurvivesRefresh(t *testing.T) {
+	m := NewMapper()
+	f := m.Fixed()
+	mono := Monotonic()
+	u := f.Unix(mono)
+	m.offset.Add(1_000_000) // a step of the wall clock, as Refresh would see it
+	if got := f.Mono(u); got != mono {
+		t.Fatalf("Mono(Unix(%d)) = %d after a refresh", mono, got)
+	}
+	if got := m.Mono(u); got == mono {
+		t.Fatalf("the refreshed Mapper maps back to the same time: the test does not test")
+	}
+}
+
 func BenchmarkOffset(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = Offset()

@@ -6,8 +6,9 @@
 //
 // Keys taken from OpenTelemetry's semantic conventions keep their names;
 // perfprof's own keys are documented where they are declared. The attributes
-// the receiver emits are also listed in the receiver's metadata.yaml and its
-// generated documentation, checked against this package by a test.
+// the receiver emits are also listed in the attribute table of the receiver's
+// README, which TestREADMEListsEveryAttribute checks against what it emits;
+// pkg/pprofiledict writes and reads them.
 package convention
 
 // Resource attributes.
@@ -47,6 +48,42 @@ const (
 	CPUTimeDelta        = "thread.cpu.time_delta"
 	CPUTimeDeltaUnit    = "ns"
 	CPUTimeDeltaQuantum = 10_000 // ns
+	// LinkSource says how the span of a linked sample was found: one of
+	// the LinkSource* values.
+	LinkSource = "span.link.source"
+)
+
+// Values of LinkSource.
+const (
+	// LinkSourceThread: the (thread, time) join of the spans received.
+	LinkSourceThread = "thread"
+	// LinkSourceGoLabels: the goroutine's pprof labels, read at the sample.
+	LinkSourceGoLabels = "goroutine_labels"
+	// LinkSourceThreadContext: the thread's OpenTelemetry context record
+	// (OTEP 4947), read at the sample.
+	LinkSourceThreadContext = "thread_context"
+	// LinkSourceThreadLatest: the (thread, time) join where unrelated
+	// spans covered the sample, the latest to start taken: a guess.
+	LinkSourceThreadLatest = "thread_latest"
+)
+
+// Location attributes. FrameType is OpenTelemetry's profile.frame.type;
+// the receiver sets it to FrameTypeKernel on kernel locations only (what a
+// user-space frame runs, native or JIT code, it does not say).
+const (
+	FrameType       = "profile.frame.type"
+	FrameTypeKernel = "kernel"
+)
+
+// Profile attributes.
+const (
+	// ClockOffset is the host's Unix time − CLOCK_MONOTONIC, int ns (unit
+	// "ns"), with which the receiver converted the profile's timestamps
+	// from the perf records' monotonic clock: a timestamp's CLOCK_MONOTONIC
+	// value is its Unix ns − ClockOffset, exactly, however the wall clock
+	// stepped since.
+	ClockOffset     = "perfprof.clock.offset"
+	ClockOffsetUnit = "ns"
 )
 
 // Values of ThreadState, and their codes in trace files (the thread_state

@@ -3,6 +3,8 @@ package profiler
 import (
 	"slices"
 	"sync"
+
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // LinkSource says where the span of a sample came from.
@@ -23,16 +25,17 @@ const (
 	SourceThreadLatest
 )
 
+// String returns the source's value of the span.link.source attribute.
 func (s LinkSource) String() string {
 	switch s {
 	case SourceGoLabels:
-		return "goroutine_labels"
+		return convention.LinkSourceGoLabels
 	case SourceThreadContext:
-		return "thread_context"
+		return convention.LinkSourceThreadContext
 	case SourceThreadLatest:
-		return "thread_latest"
+		return convention.LinkSourceThreadLatest
 	}
-	return "thread"
+	return convention.LinkSourceThread
 }
 
 // SpanContext is the span a thread was running when it was sampled, read

@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/sched"
 	"github.com/perfprof/perfprof/internal/symbolize"
 )
@@ -23,7 +24,11 @@ type Snapshot struct {
 	// Start and End bound the report window in Unix ns, [Start, End).
 	// Records read late may predate Start; the profile widens to them.
 	Start, End uint64
-	Samples    []Sample
+	// ClockOffset is the Unix − CLOCK_MONOTONIC offset the snapshot's
+	// times were converted with: a time's monotonic value is exactly
+	// ClockOffset.Mono(time).
+	ClockOffset clock.Fixed
+	Samples     []Sample
 	// Stacks are the stacks the samples index, leaf first.
 	Stacks  [][]*Location
 	Threads map[uint32]string // names of the samples' threads

@@ -166,6 +166,9 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 	if jit.Unnamed > 0 && !t.st.jit.Found() {
 		e.hintPerfMap(t.st, jit)
 	}
+	// One offset for the whole snapshot, handed on with it: a refresh of
+	// the clock meanwhile does not split its times between two.
+	clk := e.clock.Fixed()
 	s := Snapshot{
 		Pid:         t.st.info.Pid,
 		Exe:         t.st.info.Exe,
@@ -174,8 +177,9 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 		ContainerID: t.st.ident.Cgroup.ContainerID,
 		PodUID:      t.st.ident.Cgroup.PodUID,
 		Resource:    t.resource,
-		Start:       e.clock.Unix(windowA),
-		End:         e.clock.Unix(windowB),
+		Start:       clk.Unix(windowA),
+		End:         clk.Unix(windowB),
+		ClockOffset: clk,
 		Samples:     make([]Sample, len(t.b.samples)),
 		Stacks:      stacks,
 		Threads:     t.threads,
@@ -184,7 +188,7 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 	}
 	for i, r := range t.b.samples {
 		s.Samples[i] = Sample{
-			Time:   e.clock.Unix(r.time),
+			Time:   clk.Unix(r.time),
 			Weight: r.weight,
 			Tid:    r.tid,
 			CPU:    r.cpu,

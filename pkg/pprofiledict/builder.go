@@ -57,7 +57,7 @@ func New(d pprofile.ProfilesDictionary) *Builder {
 	d.FunctionTable().AppendEmpty()
 	d.LocationTable().AppendEmpty()
 	d.StackTable().AppendEmpty()
-	b.locations[string(b.locationKey(0, 0, nil))] = 0
+	b.locations[string(b.locationKey(0, 0, false, nil))] = 0
 	return b
 }
 
@@ -211,19 +211,38 @@ type Line struct {
 	Line, Column int64
 }
 
-// Location returns the index of the location at address addr in mapping
-// (an index from Mapping, 0 for none) whose frames are lines, in pprof's
-// order: inlined functions first, the function that owns the address last.
-// Two locations are the same when address, mapping and lines are.
+// Location returns the index of the user-space location at address addr
+// in mapping (an index from Mapping, 0 for none) whose frames are lines, in
+// pprof's order: inlined functions first, the function that owns the
+// address last. Two locations are the same when address, mapping, lines
+// and kind (user or kernel) are.
 func (b *Builder) Location(addr uint64, mapping int32, lines ...Line) int32 {
-	b.key = b.locationKey(addr, mapping, lines)
+	return b.location(addr, mapping, false, lines)
+}
+
+// KernelLocation is Location for an address of the kernel: the location
+// carries the attribute convention.FrameType = convention.FrameTypeKernel,
+// so that a reader knows it without guessing from the address.
+func (b *Builder) KernelLocation(addr uint64, mapping int32, lines ...Line) int32 {
+	return b.location(addr, mapping, true, lines)
+}
+
+func (b *Builder) location(addr uint64, mapping int32, kernel bool, lines []Line) int32 {
+	b.key = b.locationKey(addr, mapping, kernel, lines)
 	if i, ok := b.locations[string(b.key)]; ok {
 		return i
+	}
+	var ai int32
+	if kernel {
+		ai = b.AttrStr(convention.FrameType, convention.FrameTypeKernel)
 	}
 	i := int32(b.d.LocationTable().Len())
 	l := b.d.LocationTable().AppendEmpty()
 	l.SetAddress(addr)
 	l.SetMappingIndex(mapping)
+	if kernel {
+		l.AttributeIndices().Append(ai)
+	}
 	ls := l.Lines()
 	ls.EnsureCapacity(len(lines))
 	for _, ln := range lines {
@@ -239,9 +258,14 @@ func (b *Builder) Location(addr uint64, mapping int32, lines ...Line) int32 {
 // locationKey encodes a location as varints into b.key's storage: they
 // delimit themselves, so two locations have the same key only if they are
 // the same.
-func (b *Builder) locationKey(addr uint64, mapping int32, lines []Line) []byte {
+func (b *Builder) locationKey(addr uint64, mapping int32, kernel bool, lines []Line) []byte {
 	k := binary.AppendUvarint(b.key[:0], addr)
 	k = binary.AppendVarint(k, int64(mapping))
+	if kernel {
+		k = append(k, 1)
+	} else {
+		k = append(k, 0)
+	}
 	for _, ln := range lines {
 		k = binary.AppendVarint(k, int64(ln.Function))
 		k = binary.AppendVarint(k, ln.Line)

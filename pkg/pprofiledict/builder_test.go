@@ -88,6 +88,7 @@ func TestIntern(t *testing.T) {
 				return b.Location(0x10, 1, Line{Function: 1, Line: 2}, Line{Function: 1, Line: 2})
 			},
 			func(b *Builder) int32 { return b.Location(0x10, 1) },
+			func(b *Builder) int32 { return b.KernelLocation(0x10, 1, Line{Function: 1, Line: 2}) },
 		}},
 		{"stack", func(b *Builder) int32 { return b.Stack([]int32{1, 2}) }, []func(*Builder) int32{
 			func(b *Builder) int32 { return b.Stack([]int32{2, 1}) },

@@ -16,8 +16,9 @@ import (
 )
 
 // TestREADMEListsEveryAttribute builds profiles from a snapshot that takes
-// every branch of the conversion (on- and off-CPU, joined, with worker and
-// CPU delta, GNU and Go build ids) and checks that the README's attribute
+// every branch of the conversion (on- and off-CPU, joined, with worker,
+// link source and CPU delta, a kernel location, GNU and Go build ids) and
+// checks that the README's attribute
 // table lists exactly the keys that come out, so that it cannot drift.
 func TestREADMEListsEveryAttribute(t *testing.T) {
 	gnu := &symbolize.Mapping{Start: 0x1000, Limit: 0x2000, Path: "/usr/lib/libc.so.6", BuildID: "0123456789012345678901234567890123456789"}
@@ -25,6 +26,7 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 	locs := []*profiler.Location{
 		{Addr: 0x1100, Mapping: gnu, Frames: []symbolize.Frame{{Function: "memcpy"}}},
 		{Addr: 0x3100, Mapping: gob, Frames: []symbolize.Frame{{Function: "main.main"}}},
+		{Addr: 0xffffffff81001000, Kernel: true, Frames: []symbolize.Frame{{Function: "do_syscall_64"}}},
 	}
 	snap := profiler.Snapshot{
 		Pid: 100, Exe: "/app", Comm: "app", Resource: -1, Start: 1, End: 1e9,
@@ -50,6 +52,9 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 	}
 	profs := rp.ScopeProfiles().At(0).Profiles()
 	for i := range profs.Len() {
+		for _, a := range profs.At(i).AttributeIndices().AsRaw() {
+			emitted[key(a)] = "profile"
+		}
 		forEachSample(profs.At(i), func(s pprofile.Sample) {
 			for _, a := range s.AttributeIndices().AsRaw() {
 				emitted[key(a)] = "sample"
@@ -61,10 +66,15 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 			emitted[key(a)] = "mapping"
 		}
 	}
+	for i := 1; i < dict.LocationTable().Len(); i++ {
+		for _, a := range dict.LocationTable().At(i).AttributeIndices().AsRaw() {
+			emitted[key(a)] = "location"
+		}
+	}
 
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+)` \\| (resource|sample|mapping) \\|")
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+)` \\| (resource|profile|sample|location|mapping) \\|")
 	listed := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
 		listed[m[1]] = m[2]

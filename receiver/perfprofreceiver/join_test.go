@@ -14,7 +14,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/receiver/xreceiver"
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // truthSpan is a span as the app exported it (from the traces sink).
@@ -215,56 +217,23 @@ func linkKey(tr pcommon.TraceID, sp pcommon.SpanID) [24]byte {
 func joinedSamples(t *testing.T, sink *consumertest.ProfilesSink, pid int) []joinedSample {
 	var out []joinedSample
 	for _, pd := range sink.AllProfiles() {
-		dic := pd.Dictionary()
-		strs := dic.StringTable()
-		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
-			rp := pd.ResourceProfiles().At(i)
-			p, _ := rp.Resource().Attributes().Get("process.pid")
-			if p.Int() != int64(pid) {
+		for _, p := range pprofiledict.Decode(pd) {
+			if v, _ := p.Resource.Get(convention.ProcessPid); v.Int() != int64(pid) {
 				continue
 			}
-			for j := 0; j < rp.ScopeProfiles().Len(); j++ {
-				profs := rp.ScopeProfiles().At(j).Profiles()
-				for k := 0; k < profs.Len(); k++ {
-					off := strs.At(int(profs.At(k).SampleType().TypeStrindex())) == "off_cpu"
-					smps := profs.At(k).Samples()
-					for x := 0; x < smps.Len(); x++ {
-						smp := smps.At(x)
-						base := joinedSample{worker: -1, offCPU: off}
-						for _, ai := range smp.AttributeIndices().AsRaw() {
-							a := dic.AttributeTable().At(int(ai))
-							switch strs.At(int(a.KeyStrindex())) {
-							case "thread.id":
-								base.tid = a.Value().Int()
-							case "worker.id":
-								base.worker = a.Value().Int()
-							case "span.root.name":
-								base.root = a.Value().Str()
-							case "thread.state":
-								base.state = a.Value().Str()
-							case "thread.cpu.time_delta":
-								base.cpuDelta = a.Value().Int()
-							}
-						}
-						if li := smp.LinkIndex(); li > 0 {
-							l := dic.LinkTable().At(int(li))
-							base.link = linkKey(l.TraceID(), l.SpanID())
-						}
-						st := dic.StackTable().At(int(smp.StackIndex()))
-						for _, li := range st.LocationIndices().AsRaw() {
-							lines := dic.LocationTable().At(int(li)).Lines()
-							for y := 0; y < lines.Len(); y++ {
-								fn := dic.FunctionTable().At(int(lines.At(y).FunctionIndex()))
-								base.functions = append(base.functions, strs.At(int(fn.NameStrindex())))
-							}
-						}
-						for x, ts := range smp.TimestampsUnixNano().AsRaw() {
-							s := base
-							s.time = ts
-							s.value = smp.Values().At(x)
-							out = append(out, s)
+			for _, prof := range p.Profiles {
+				for _, s := range prof.Samples {
+					js := joinedSample{offCPU: prof.OffCPU, value: s.Value, state: s.State, time: s.Time, tid: int64(s.Tid),
+						worker: s.Worker, root: s.Root, cpuDelta: int64(s.CPUDelta)}
+					if s.Link.Linked() {
+						js.link = linkKey(s.Link.TraceID, s.Link.SpanID)
+					}
+					for _, l := range s.Stack {
+						for _, f := range l.Frames {
+							js.functions = append(js.functions, f.Name)
 						}
 					}
+					out = append(out, js)
 				}
 			}
 		}

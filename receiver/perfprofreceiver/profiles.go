@@ -66,7 +66,12 @@ func (t *dict) location(l *profiler.Location) int32 {
 		fn := t.Function(pprofiledict.Function{Name: f.Function, SystemName: f.SystemName, File: f.File, StartLine: int64(f.StartLine)})
 		t.lines = append(t.lines, pprofiledict.Line{Function: fn, Line: int64(f.Line)})
 	}
-	i := t.Location(l.Addr, t.mapping(l.Mapping), t.lines...)
+	var i int32
+	if l.Kernel {
+		i = t.KernelLocation(l.Addr, t.mapping(l.Mapping), t.lines...)
+	} else {
+		i = t.Location(l.Addr, t.mapping(l.Mapping), t.lines...)
+	}
 	t.locations[l] = i
 	return i
 }
@@ -157,61 +162,41 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 	_, _ = rand.Read(id[:])
 	prof.SetProfileID(id)
 	if off {
-		t.SetValueType(prof.SampleType(), convention.OffCPUType, convention.OffCPUUnit)
-		t.SetValueType(prof.PeriodType(), convention.OffCPUType, convention.OffCPUUnit)
-		prof.SetPeriod(int64(p.offCPUInterval))
+		t.SetProfileType(prof, true, int64(p.offCPUInterval))
 	} else {
-		t.SetValueType(prof.SampleType(), convention.OnCPUSampleType, convention.OnCPUSampleUnit)
-		t.SetValueType(prof.PeriodType(), convention.OnCPUPeriodType, convention.OnCPUPeriodUnit)
-		prof.SetPeriod(int64(1_000_000_000 / p.frequency))
+		t.SetProfileType(prof, false, int64(1_000_000_000/p.frequency))
 	}
+	t.SetClockOffset(prof, int64(s.ClockOffset))
 	prof.SetTime(pcommon.Timestamp(lo))
 	prof.SetDurationNano(hi - lo)
 
-	// The key holds no string: the root name is its attribute's index,
-	// looked up only for samples that have one, so that the map hashes
-	// plain memory.
+	// A pdata sample stands for the samples of one key, with a timestamp
+	// and a value each: what the exporter writes one event per timestamp
+	// of, and pprofiledict.Decode reads back one Sample per timestamp.
 	type sampleKey struct {
 		stack    int32
 		tid, cpu uint32
 		state    sched.State
 		delta    uint64
 		link     int32
+		source   profiler.LinkSource
 		worker   int64
-		root     int32
+		root     string
 	}
 	merged := map[sampleKey]pprofile.Sample{}
-	// The attributes of a thread and of a CPU, by thread and by CPU:
-	// most samples start a Sample of their own (their stacks differ), and
-	// the dictionary would hash the same strings for each.
-	type threadAttrs struct{ id, name int32 }
-	threads := map[uint32]threadAttrs{}
-	cpus := map[uint32]int32{}
-	var (
-		lastRoot     string
-		lastRootAttr int32
-	)
 	for i := range s.Samples {
 		r := &s.Samples[i]
 		if r.OffCPU() != off {
 			continue
 		}
 		j := &r.Link
-		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: -1}
-		if j.Root != "" {
-			// Samples in a row mostly share their root span: one name
-			// compared (often the same string) rather than two hashed.
-			if j.Root != lastRoot {
-				lastRoot, lastRootAttr = j.Root, t.AttrStr(convention.RootName, j.Root)
-			}
-			k.root = lastRootAttr
-		}
+		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: j.Root}
 		if !off {
 			const q = convention.CPUTimeDeltaQuantum
 			k.delta = (r.Weight + q/2) / q * q
 		}
 		if j.Linked {
-			k.link = t.Link(j.TraceID, j.SpanID)
+			k.link, k.source = t.Link(j.TraceID, j.SpanID), j.Source
 		}
 		ps, ok := merged[k]
 		if !ok {
@@ -220,31 +205,16 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 				ps.SetStackIndex(t.stack(s.Stacks[r.Stack]))
 			}
 			ps.SetLinkIndex(k.link)
-			ta, ok := threads[r.Tid]
-			if !ok {
-				ta = threadAttrs{t.AttrInt(convention.ThreadID, int64(r.Tid)), t.AttrStr(convention.ThreadName, s.Threads[r.Tid])}
-				threads[r.Tid] = ta
-			}
-			ps.AttributeIndices().Append(ta.id, ta.name)
+			l := pprofiledict.Labels{Tid: r.Tid, ThreadName: s.Threads[r.Tid], CPU: -1, Worker: j.Worker, Root: j.Root}
 			if off {
-				ps.AttributeIndices().Append(t.AttrStr(convention.ThreadState, r.State.String()))
+				l.State = r.State.String()
 			} else {
-				ci, ok := cpus[r.CPU]
-				if !ok {
-					ci = t.AttrInt(convention.CPU, int64(r.CPU))
-					cpus[r.CPU] = ci
-				}
-				ps.AttributeIndices().Append(ci)
-				if k.delta > 0 {
-					ps.AttributeIndices().Append(t.AttrIntUnit(convention.CPUTimeDelta, int64(k.delta), convention.CPUTimeDeltaUnit))
-				}
+				l.CPU, l.CPUDelta = int64(r.CPU), k.delta
 			}
-			if j.Worker >= 0 {
-				ps.AttributeIndices().Append(t.AttrInt(convention.WorkerID, j.Worker))
+			if j.Linked {
+				l.LinkSource = j.Source.String()
 			}
-			if k.root >= 0 {
-				ps.AttributeIndices().Append(k.root)
-			}
+			t.AppendLabels(ps.AttributeIndices(), &l)
 			merged[k] = ps
 		}
 		ps.TimestampsUnixNano().Append(r.Time)

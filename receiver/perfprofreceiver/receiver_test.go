@@ -15,8 +15,10 @@ import (
 	"go.opentelemetry.io/collector/receiver/xreceiver"
 
 	"github.com/perfprof/perfprof/internal/bpf"
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // requirePerf skips (or, with PERFPROF_REQUIRE_PERF=1, fails) when this
@@ -69,51 +71,44 @@ func flatten(t *testing.T, all []pprofile.Profiles) []flatSample {
 	t.Helper()
 	var out []flatSample
 	for _, pd := range all {
-		dic := pd.Dictionary()
-		strs := dic.StringTable()
-		for i := 0; i < pd.ResourceProfiles().Len(); i++ {
-			rp := pd.ResourceProfiles().At(i)
-			pid, ok := rp.Resource().Attributes().Get("process.pid")
+		validate(t, pd)
+		for _, p := range pprofiledict.Decode(pd) {
+			pid, ok := p.Resource.Get(convention.ProcessPid)
 			require.True(t, ok, "resource without process.pid")
-			for j := 0; j < rp.ScopeProfiles().Len(); j++ {
-				sp := rp.ScopeProfiles().At(j)
-				for k := 0; k < sp.Profiles().Len(); k++ {
-					prof := sp.Profiles().At(k)
-					require.NoError(t, pprofiletest.ValidateProfile(dic, prof))
-					if strs.At(int(prof.SampleType().TypeStrindex())) != "samples" {
-						continue // the off-CPU profile
-					}
-					for s := 0; s < prof.Samples().Len(); s++ {
-						smp := prof.Samples().At(s)
-						fs := flatSample{pid: pid.Int()}
-						for _, ai := range smp.AttributeIndices().AsRaw() {
-							a := dic.AttributeTable().At(int(ai))
-							switch strs.At(int(a.KeyStrindex())) {
-							case "thread.id":
-								fs.tid = a.Value().Int()
-							case "thread.name":
-								fs.threadNm = a.Value().Str()
-							}
-						}
-						st := dic.StackTable().At(int(smp.StackIndex()))
-						for _, li := range st.LocationIndices().AsRaw() {
-							l := dic.LocationTable().At(int(li))
-							for x := 0; x < l.Lines().Len(); x++ {
-								fn := dic.FunctionTable().At(int(l.Lines().At(x).FunctionIndex()))
-								fs.functions = append(fs.functions, strs.At(int(fn.NameStrindex())))
-								fs.files = append(fs.files, strs.At(int(fn.FilenameStrindex())))
-							}
-						}
-						require.Equal(t, smp.TimestampsUnixNano().Len(), smp.Values().Len())
-						for x := 0; x < smp.TimestampsUnixNano().Len(); x++ {
-							out = append(out, fs)
+			for _, prof := range p.Profiles {
+				if prof.OffCPU {
+					continue
+				}
+				for _, s := range prof.Samples {
+					fs := flatSample{pid: pid.Int(), tid: int64(s.Tid), threadNm: s.ThreadName}
+					for _, l := range s.Stack {
+						for _, f := range l.Frames {
+							fs.functions = append(fs.functions, f.Name)
+							fs.files = append(fs.files, f.File)
 						}
 					}
+					out = append(out, fs)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// validate has collector-contrib's validator check every profile of pd,
+// and checks that every sample has a value per timestamp.
+func validate(t *testing.T, pd pprofile.Profiles) {
+	t.Helper()
+	for _, rp := range pd.ResourceProfiles().All() {
+		for _, sp := range rp.ScopeProfiles().All() {
+			for _, prof := range sp.Profiles().All() {
+				require.NoError(t, pprofiletest.ValidateProfile(pd.Dictionary(), prof))
+				for _, s := range prof.Samples().All() {
+					require.Equal(t, s.TimestampsUnixNano().Len(), s.Values().Len())
+				}
+			}
+		}
+	}
 }
 
 func has(fns []string, name string) bool {

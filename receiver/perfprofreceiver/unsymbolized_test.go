@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
 // TestReceiverUnsymbolized: with symbolize: false the profiles keep raw
@@ -38,31 +39,20 @@ func TestReceiverUnsymbolized(t *testing.T) {
 
 	var locs, inExe, named int
 	for _, pd := range sink.AllProfiles() {
-		dic := pd.Dictionary()
-		strs := dic.StringTable()
-		for i := 1; i < dic.LocationTable().Len(); i++ {
-			l := dic.LocationTable().At(i)
+		r := pprofiledict.NewReader(pd.Dictionary())
+		var l pprofiledict.Location
+		for i := 1; i < pd.Dictionary().LocationTable().Len(); i++ {
+			r.Location(int32(i), &l)
 			locs++
-			require.Zero(t, l.Lines().Len(), "a location was symbolized")
-			require.NotZero(t, l.Address())
-			if l.MappingIndex() == 0 {
-				continue
-			}
-			m := dic.MappingTable().At(int(l.MappingIndex()))
-			if strs.At(int(m.FilenameStrindex())) != bin {
+			require.Empty(t, l.Frames, "a location was symbolized")
+			require.NotZero(t, l.Addr)
+			if l.Mapping.File != bin {
 				continue
 			}
 			inExe++
-			var buildID string
-			for _, ai := range m.AttributeIndices().AsRaw() {
-				a := dic.AttributeTable().At(int(ai))
-				if k := strs.At(int(a.KeyStrindex())); k == "process.executable.build_id.go" || k == "process.executable.build_id.gnu" {
-					buildID = a.Value().Str()
-				}
-			}
-			require.NotEmpty(t, buildID, "the executable's mapping carries its build id")
+			require.NotEmpty(t, l.Mapping.BuildID, "the executable's mapping carries its build id")
 			// What a backend would do with (build id, mapping, address).
-			for _, f := range proc.Lookup(l.Address() - 1).Frames {
+			for _, f := range proc.Lookup(l.Addr - 1).Frames {
 				if f.Function == "main.burnAlpha" || f.Function == "main.worker" {
 					named++
 					break

@@ -40,14 +40,24 @@ type Fn struct {
 // F returns the frame name in file at line.
 func F(name, file string, line int64) Fn { return Fn{Name: name, File: file, Line: line} }
 
-// Location returns the location at addr, in no mapping, whose frames are
-// inlined-first (pprof's order: the last frame owns the address).
+// Location returns the user-space location at addr, in no mapping, whose
+// frames are inlined-first (pprof's order: the last frame owns the address).
 func (b *ProfBuilder) Location(addr uint64, frames ...Fn) int32 {
+	return b.Dict.Location(addr, 0, b.lines(frames)...)
+}
+
+// KernelLocation is Location for a kernel address, marked as the receiver
+// marks kernel locations.
+func (b *ProfBuilder) KernelLocation(addr uint64, frames ...Fn) int32 {
+	return b.Dict.KernelLocation(addr, 0, b.lines(frames)...)
+}
+
+func (b *ProfBuilder) lines(frames []Fn) []pprofiledict.Line {
 	lines := make([]pprofiledict.Line, len(frames))
 	for i, f := range frames {
 		lines[i] = pprofiledict.Line{Function: b.Dict.Function(pprofiledict.Function{Name: f.Name, File: f.File}), Line: f.Line}
 	}
-	return b.Dict.Location(addr, 0, lines...)
+	return lines
 }
 
 // Stack returns the stack of locs, leaf first.
@@ -62,6 +72,14 @@ func (b *ProfBuilder) Attr(key string, v any) int32 {
 		return b.Dict.AttrStr(key, v)
 	}
 	panic("tracefiletest: attribute value must be an int or a string")
+}
+
+// Labels returns the attributes of a sample with labels l, as the
+// receiver writes them (start from pprofiledict.NoLabels).
+func (b *ProfBuilder) Labels(l pprofiledict.Labels) []int32 {
+	s := pcommon.NewInt32Slice()
+	b.Dict.AppendLabels(s, &l)
+	return s.AsRaw()
 }
 
 // Link returns the link to span of trace.
@@ -80,13 +98,9 @@ func (b *ProfBuilder) Profile(pid int, service string, off bool) pprofile.Profil
 	sp.Scope().SetName(convention.ScopeName)
 	p := sp.Profiles().AppendEmpty()
 	if off {
-		b.Dict.SetValueType(p.SampleType(), convention.OffCPUType, convention.OffCPUUnit)
-		b.Dict.SetValueType(p.PeriodType(), convention.OffCPUType, convention.OffCPUUnit)
-		p.SetPeriod(10_000_000)
+		b.Dict.SetProfileType(p, true, 10_000_000)
 	} else {
-		b.Dict.SetValueType(p.SampleType(), convention.OnCPUSampleType, convention.OnCPUSampleUnit)
-		b.Dict.SetValueType(p.PeriodType(), convention.OnCPUPeriodType, convention.OnCPUPeriodUnit)
-		p.SetPeriod(1_000_000)
+		b.Dict.SetProfileType(p, false, 1_000_000)
 	}
 	return p
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
-	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // benchEngine is an engine sampling this test process, with symbolization
@@ -191,7 +191,7 @@ func BenchmarkHandleSwitch(b *testing.B) {
 // frame pointers (testchild nofp: ~10 frames through libz and libc), each
 // with its 16 KiB stack copy, made samples of this process, and an
 // Unwinder of the program's tables.
-func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *symbolize.Unwinder) {
+func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *unwind.Unwinder) {
 	child := testchild.Start(b, testchild.NoFP(b, "c"))
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: DefaultUnwindStackBytes})
 	testchild.RequirePerf(b, err)

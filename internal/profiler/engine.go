@@ -17,6 +17,7 @@ import (
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/tidmap"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // engine is the state behind a Profiler, without its goroutines: records go
@@ -47,7 +48,7 @@ type engine struct {
 	// unwFrames and unwChain are scratch for unwindCopy, unwRows its
 	// cache of unwinding rules.
 	unwFrames, unwChain []uint64
-	unwRows             symbolize.RowCache
+	unwRows             unwind.RowCache
 	// pendingBytes is what the pending queues of all processes hold (see
 	// pending.go).
 	pendingBytes int64
@@ -180,7 +181,7 @@ type procState struct {
 	// symbol worker replaces it when the memory map changes. nil until
 	// its tables are read (the samples taken until then wait in
 	// pending), and without stack copies.
-	unwinder atomic.Pointer[symbolize.Unwinder]
+	unwinder atomic.Pointer[unwind.Unwinder]
 }
 
 func newEngine(opts Options) *engine {

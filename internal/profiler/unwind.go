@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/perfprof/perfprof/internal/perf"
-	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // UnwindMode says how the user part of on-CPU stacks is found.
@@ -84,9 +84,9 @@ type UnwindStats struct {
 	// loop or, for those taken before their process's unwind tables were
 	// read, once they were (PendingUnwound); of them, Complete reached the
 	// outermost frame, Spliced went on with the kernel's frame-pointer
-	// chain, and Stopped (by why: see symbolize.UnwindStop) ended early.
+	// chain, and Stopped (by why: see unwind.Stop) ended early.
 	Unwound, Complete, Spliced int64
-	Stopped                    [symbolize.UnwindMaxFrames + 1]int64
+	Stopped                    [unwind.StopMaxFrames + 1]int64
 	// Pending: samples taken before their process's unwind tables were
 	// read (at attach, or after an exec), which wait for them in a queue
 	// with copies of their stacks (see Options.MaxPendingUnwindBytes). Of
@@ -130,7 +130,7 @@ func (e *engine) unwindSample(st *procState, s *perf.Sample) (chain []uint64, le
 		}
 		return s.Callchain, leaf, e.pendingRoom(st, len(s.StackUser))
 	}
-	chain, leaf = e.unwindCopy(u, s.Callchain, symbolize.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser)
+	chain, leaf = e.unwindCopy(u, s.Callchain, unwind.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser)
 	return chain, leaf, false
 }
 
@@ -140,13 +140,13 @@ func (e *engine) unwindSample(st *procState, s *perf.Sample) (chain []uint64, le
 // on by raw's user part where UnwindAuto allows; and the leaf caller
 // candidate. It counts the outcome. Called with mu held, on the read loop
 // or for a queued sample (settle).
-func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.Regs, stack []byte) ([]uint64, uint64) {
+func (e *engine) unwindCopy(u *unwind.Unwinder, raw []uint64, regs unwind.Regs, stack []byte) ([]uint64, uint64) {
 	c := &e.counts.unwind
 	c.Unwound++
 	if cap(e.unwFrames) < maxUnwindFrames {
 		e.unwFrames = make([]uint64, 0, maxUnwindFrames)
 	}
-	frames, stop := u.UnwindCached(regs, &symbolize.StackCopy{SP: regs.SP, Data: stack}, e.unwFrames[:0], &e.unwRows)
+	frames, stop := u.UnwindCached(regs, &unwind.StackCopy{SP: regs.SP, Data: stack}, e.unwFrames[:0], &e.unwRows)
 
 	// The kernel part, then the user part: the sampled pc and the return
 	// addresses unwound.
@@ -155,7 +155,7 @@ func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.
 	chain = append(chain, perf.ContextUser, regs.IP)
 	chain = append(chain, frames...)
 	switch {
-	case stop == symbolize.UnwindEnd:
+	case stop == unwind.StopEnd:
 		c.Complete++
 	case e.opts.Unwind == UnwindAuto && spliceable(stop):
 		last := regs.IP
@@ -186,9 +186,9 @@ func (e *engine) unwindCopy(u *symbolize.Unwinder, raw []uint64, regs symbolize.
 // spliceable says whether the kernel's chain may carry on where the
 // unwinding stopped: the copy ended, or the code had no rule and its frame
 // pointer did not step. A stack that did not grow is garbage either way.
-func spliceable(stop symbolize.UnwindStop) bool {
+func spliceable(stop unwind.Stop) bool {
 	switch stop {
-	case symbolize.UnwindStackCopy, symbolize.UnwindNoCode, symbolize.UnwindNoRule:
+	case unwind.StopStackCopy, unwind.StopNoCode, unwind.StopNoRule:
 		return true
 	}
 	return false

@@ -142,7 +142,7 @@ func (e *engine) settle(st *procState, p *pendingSample, u *unwind.Unwinder) {
 	b := p.b
 	smp := &b.samples[p.idx]
 	raw := b.stacks[smp.stack]
-	chain, leaf := e.unwindCopy(u, raw.chain, p.regs, p.stack)
+	chain, leaf := e.unw.Unwind(u, raw.chain, p.regs, p.stack)
 	smp.stack = b.intern(chain, leaf, raw.gen)
 	c.PendingUnwound++
 }

@@ -35,6 +35,13 @@ func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
 	return e, st
 }
 
+// autoUnwind has e unwind as with UnwindAuto, its tables and those of
+// the samples given it being the benchmark's to read.
+func autoUnwind(e *engine) {
+	e.opts.Unwind = UnwindAuto
+	e.unw = unwind.NewWalker(e.opts.Unwind, e.opts.RecoverLeafCaller, &e.counts.unwind)
+}
+
 // BenchmarkHandleSample is the engine's per-sample work on the read loop:
 // locking, stack interning and buffering, over 64 distinct 16-frame stacks
 // (the steady state of a profiled service). Nothing is symbolized here.
@@ -256,7 +263,7 @@ func BenchmarkHandleSampleUnwindNew(b *testing.B) { benchHandleUnwind(b, true) }
 
 func benchHandleUnwind(b *testing.B, fresh bool) {
 	e, st := benchEngine(b, false)
-	e.opts.Unwind = UnwindAuto
+	autoUnwind(e)
 	samples, u := nofpSamples(b, e)
 	st.unwinder.Store(u)
 	rec := perf.Record{Type: perf.RecordSample}
@@ -320,7 +327,7 @@ func BenchmarkQueuePendingSample(b *testing.B) {
 // 256 at a time off the clock.
 func BenchmarkUnwindPendingSample(b *testing.B) {
 	e, st := benchEngine(b, false)
-	e.opts.Unwind = UnwindAuto
+	autoUnwind(e)
 	e.opts.MaxPendingUnwindBytes = 1 << 30
 	samples, u := nofpSamples(b, e)
 	rec := perf.Record{Type: perf.RecordSample}

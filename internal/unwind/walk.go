@@ -164,8 +164,8 @@ type GoFuncs interface {
 
 // GoFunc is a Go function at a pc.
 type GoFunc struct {
-	Top     bool // goexit, mstart: the outermost frame (FuncFlagTopFrame)
-	SPWrite bool // switches stacks (FuncFlagSPWrite): its pcsp does not hold
+	Top     bool // goexit, mstart: the outermost frame (abi.FuncFlagTopFrame)
+	SPWrite bool // switches stacks (abi.FuncFlagSPWrite): its pcsp does not hold
 	// SPDelta is what the function has pushed at pc (its pcsp table),
 	// -1 when unknown; asked for only, and set only for a function that
 	// is neither Top nor SPWrite.

@@ -452,11 +452,11 @@ func (e *engine) handle(rec *perf.Record) {
 			}
 		}
 		e.nameThread(st, s.Tid)
-		user := e.unw.Sample(st.unwinder.Load(), s)
+		chain, leaf, wait := e.unw.Sample(st.unwinder.Load(), s)
 		// A sample whose tables are not read yet waits for them, with
 		// the kernel's chain meanwhile, if the pending queue has room.
-		queue := user.Wait && e.pendingRoom(st, len(s.StackUser))
-		idx := st.batch.intern(user.Chain, user.Leaf, st.genAt(s.Time))
+		queue := wait && e.pendingRoom(st, len(s.StackUser))
+		idx := st.batch.intern(chain, leaf, st.genAt(s.Time))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		if queue {
 			e.queuePending(st, s)

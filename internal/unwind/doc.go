@@ -7,15 +7,15 @@
 // by [Mode], what its user stack is:
 //
 //   - FramePointer: the kernel's chain, and the word at SP when the leaf
-//     may not have pushed its frame yet (Result.Leaf).
+//     may not have pushed its frame yet (the leaf caller candidate).
 //   - Auto and DWARF: the stack copy unwound by the rules of each frame's
 //     code ([Unwinder]): the binary's compiled CFI ([Table], from its
 //     .eh_frame and .debug_frame), Go's pcsp tables for Go code
 //     ([GoFuncs]), the frame pointer for JIT code and code without rules.
 //     Where the copy ends first, Auto carries on with the kernel's chain
 //     from the last frame both found (spliced); DWARF stops there.
-//   - Before a process's tables are read, the kernel's chain, and
-//     Result.Wait: the caller keeps a copy of the stack and unwinds it
+//   - Before a process's tables are read, the kernel's chain, and that it
+//     is to wait for them: the caller keeps a copy of the stack and unwinds it
 //     with [Walker.Unwind] once they are.
 //
 // What became of every stack is counted in [Stats] (unwound, complete,

@@ -22,7 +22,7 @@ const (
 	// the stack does, or the stack switches (Go's system stack), the
 	// kernel's frame-pointer chain carries on from the last frame both
 	// found. Samples taken before the process's tables are read wait for
-	// them (Result.Wait).
+	// them (see Walker.Sample).
 	Auto
 	// DWARF unwinds as Auto does but never takes frames from the
 	// kernel's chain: a stack deeper than the copy ends there, counted,
@@ -118,50 +118,44 @@ func NewWalker(mode Mode, recoverLeaf bool, stats *Stats) *Walker {
 	return &Walker{mode: mode, recoverLeaf: recoverLeaf, stats: stats}
 }
 
-// Result is the user stack of a sample, as Walker.Sample decided it.
-type Result struct {
-	// Chain is the callchain: the kernel part of the sample's, then the
-	// user part found. It is the sample's own, or the Walker's scratch,
-	// valid until the next call.
-	Chain []uint64
-	// Leaf is the word at SP when the leaf may not have pushed its
-	// frame: its caller, if the binary's tables say so at symbolization
-	// (InsertLeafCaller); 0 when there is none.
-	Leaf uint64
-	// Wait: the stack was to be unwound but the process's tables are not
-	// read yet (u was nil); Chain is the kernel's until the caller
-	// unwinds the sample's copy with Unwind, once they are.
-	Wait bool
-}
-
 // Sample returns the user stack of the on-CPU sample s, with u the
 // unwinder of its process (nil before its tables are read). Called on the
 // read loop, once per sample.
-func (w *Walker) Sample(u *Unwinder, s *perf.Sample) Result {
+//
+// chain is the callchain: the kernel part of the sample's, then the user
+// part found; it is the sample's own, or w's scratch, valid until the next
+// call. leaf is the word at SP when the leaf may not have pushed its
+// frame: its caller, if the binary's tables say so at symbolization
+// (InsertLeafCaller); 0 when there is none. wait says the stack was to be
+// unwound but the process's tables are not read yet (u was nil): chain is
+// the kernel's until the caller unwinds the sample's copy with Unwind,
+// once they are.
+//
+// (Three results, not a struct: a struct returned by this function went
+// through the stack and cost the read loop a third more per sample.)
+func (w *Walker) Sample(u *Unwinder, s *perf.Sample) (chain []uint64, leaf uint64, wait bool) {
 	if w.mode == FramePointer {
-		r := Result{Chain: s.Callchain}
 		if w.recoverLeaf {
-			r.Leaf = leafCandidate(s)
+			leaf = leafCandidate(s)
 		}
-		return r
+		return s.Callchain, leaf, false
 	}
 	ip, ok1 := s.UserIP()
 	sp, ok2 := s.UserSP()
 	bp, _ := s.UserBP()
 	if !ok1 || !ok2 || len(s.StackUser) == 0 {
 		w.stats.NoUserStack++
-		return Result{Chain: s.Callchain}
+		return s.Callchain, 0, false
 	}
 	if u == nil {
 		w.stats.Pending++
-		r := Result{Chain: s.Callchain, Wait: true}
 		if w.recoverLeaf {
-			r.Leaf = leafCandidate(s)
+			leaf = leafCandidate(s)
 		}
-		return r
+		return s.Callchain, leaf, true
 	}
-	chain, leaf := w.Unwind(u, s.Callchain, Regs{IP: ip, SP: sp, BP: bp}, s.StackUser)
-	return Result{Chain: chain, Leaf: leaf}
+	chain, leaf = w.Unwind(u, s.Callchain, Regs{IP: ip, SP: sp, BP: bp}, s.StackUser)
+	return chain, leaf, false
 }
 
 // Unwind unwinds a user stack from its registers and copy with u, and
@@ -169,7 +163,7 @@ func (w *Walker) Sample(u *Unwinder, s *perf.Sample) Result {
 // call): the kernel part of raw (the kernel's callchain of the sample),
 // then the user part unwound, carried on by raw's user part where Auto
 // allows; and the leaf caller candidate. It counts the outcome. Sample
-// calls it; so does the caller for a sample that waited (Result.Wait).
+// calls it; so does the caller for a sample that waited.
 func (w *Walker) Unwind(u *Unwinder, raw []uint64, regs Regs, stack []byte) ([]uint64, uint64) {
 	c := w.stats
 	c.Unwound++

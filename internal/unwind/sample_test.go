@@ -57,9 +57,9 @@ func TestWalkerSample(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var st Stats
 			w := NewWalker(tt.mode, false, &st)
-			r := w.Sample(tt.u, sample(tt.data))
-			if !slices.Equal(r.Chain, tt.want) || r.Wait != tt.wait {
-				t.Fatalf("chain %x wait %v, want %x wait %v", r.Chain, r.Wait, tt.want, tt.wait)
+			chain, _, wait := w.Sample(tt.u, sample(tt.data))
+			if !slices.Equal(chain, tt.want) || wait != tt.wait {
+				t.Fatalf("chain %x wait %v, want %x wait %v", chain, wait, tt.want, tt.wait)
 			}
 			if n := tt.count(st); n != 1 {
 				t.Fatalf("counted %d, want 1: %+v", n, st)
@@ -68,9 +68,9 @@ func TestWalkerSample(t *testing.T) {
 	}
 	t.Run("dwarf, copy ends", func(t *testing.T) {
 		var st Stats
-		r := NewWalker(DWARF, false, &st).Sample(u, sample(short))
-		if len(r.Chain) >= len(whole) || !slices.Equal(r.Chain, whole[:len(r.Chain)]) || st.Stopped[StopStackCopy] != 1 {
-			t.Fatalf("chain %x, stats %+v: want a prefix of %x, stopped at the copy's end", r.Chain, st, whole)
+		chain, _, _ := NewWalker(DWARF, false, &st).Sample(u, sample(short))
+		if len(chain) >= len(whole) || !slices.Equal(chain, whole[:len(chain)]) || st.Stopped[StopStackCopy] != 1 {
+			t.Fatalf("chain %x, stats %+v: want a prefix of %x, stopped at the copy's end", chain, st, whole)
 		}
 	})
 }

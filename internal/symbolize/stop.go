@@ -2,11 +2,15 @@ package symbolize
 
 import "github.com/perfprof/perfprof/internal/unwind"
 
-// Deprecated: unwinding moved to package unwind; these names are kept
-// for the receiver's metrics until they name unwind.Stop.
+// UnwindStop is unwind.Stop under the name the receiver's metrics use:
+// unwinding moved to package unwind.
+//
+// Deprecated: use unwind.Stop; kept until the receiver names it.
 type UnwindStop = unwind.Stop
 
-// Deprecated: see UnwindStop.
+// The reasons of unwind.Stop, under the receiver's names.
+//
+// Deprecated: use unwind's StopEnd, StopNoCode, ….
 const (
 	UnwindEnd       = unwind.StopEnd
 	UnwindNoCode    = unwind.StopNoCode

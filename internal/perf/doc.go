@@ -12,7 +12,11 @@
 // Timestamps are CLOCK_MONOTONIC nanoseconds (use_clockid), the clock the
 // rest of perfprof joins on.
 //
-// The package knows nothing of symbols, spans or the collector: it turns
-// kernel records into Go values and keeps the set of sampled processes
-// current. Target discovery by executable name lives here too ([Scan]).
+// The package decodes records: it turns kernel records into Go values
+// (a sample's callchain raw, with its context markers; its user registers
+// and stack copy as the kernel wrote them, see [Sample.UserSP]) and keeps
+// the set of sampled processes current. Target discovery by executable
+// name lives here too ([Scan]). It knows nothing of symbols, spans or the
+// collector, and does not unwind: package unwind makes whole user stacks
+// of its samples.
 package perf

@@ -46,7 +46,7 @@ type Options struct {
 	// with each cpu-clock sample, with the user registers IP, SP and BP
 	// (see [Sample.UserSP]); 0 copies nothing. It is rounded up to 8 bytes.
 	// 512 is enough to find the return address of a leaf function that
-	// has not pushed a frame ([InsertLeafCaller]).
+	// has not pushed a frame (package unwind recovers it).
 	StackUser uint32
 	// BPFProgram is the file descriptor of a BPF_PROG_TYPE_PERF_EVENT
 	// program to attach (PERF_EVENT_IOC_SET_BPF) to every cpu-clock

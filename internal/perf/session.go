@@ -69,20 +69,8 @@ const bitBuildID = 1 << 34 // perf_event_attr.build_id, Linux 5.12
 // Open checks that sampling is allowed, sets up one ring per online CPU and
 // opens the per-CPU events of ScopeSystem. Processes are added with Attach.
 func Open(opts Options) (_ *Session, err error) {
-	if opts.Frequency == 0 {
-		return nil, errors.New("perf: frequency must be above 0 Hz")
-	}
-	if opts.RingPages == 0 {
-		opts.RingPages = 64
-	}
-	if opts.WakeFraction == 0 {
-		opts.WakeFraction = 4
-	}
-	if opts.WakeFraction < 2 {
-		return nil, fmt.Errorf("perf: wake fraction %d is below 2", opts.WakeFraction)
-	}
-	if opts.RingPages&(opts.RingPages-1) != 0 {
-		return nil, fmt.Errorf("perf: ring pages %d is not a power of two", opts.RingPages)
+	if opts, err = opts.withDefaults(); err != nil {
+		return nil, err
 	}
 	cpus, err := onlineCPUs()
 	if err != nil {
@@ -102,16 +90,60 @@ func Open(opts Options) (_ *Session, err error) {
 			s.release()
 		}
 	}()
+	s.setAttrs()
+	if err := s.openPoller(); err != nil {
+		return nil, err
+	}
+	if err := s.openRings(); err != nil {
+		return nil, err
+	}
+	if opts.Scope == ScopeSystem {
+		for i, cpu := range cpus {
+			fds, err := s.openEvents(-1, cpu, i)
+			s.sysFDs = append(s.sysFDs, fds...)
+			if err != nil {
+				return nil, fmt.Errorf("open system-wide sampling: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
 
-	const sampleType = sampleIdentifier | sampleIP | sampleTID | sampleTime | sampleCPU | samplePeriod | sampleCallchain
+// withDefaults fills in the defaults of o and checks it.
+func (o Options) withDefaults() (Options, error) {
+	if o.Frequency == 0 {
+		return o, errors.New("perf: frequency must be above 0 Hz")
+	}
+	if o.RingPages == 0 {
+		o.RingPages = 64
+	}
+	if o.WakeFraction == 0 {
+		o.WakeFraction = 4
+	}
+	if o.WakeFraction < 2 {
+		return o, fmt.Errorf("perf: wake fraction %d is below 2", o.WakeFraction)
+	}
+	if o.RingPages&(o.RingPages-1) != 0 {
+		return o, fmt.Errorf("perf: ring pages %d is not a power of two", o.RingPages)
+	}
+	o.StackUser = (o.StackUser + 7) &^ 7
+	return o, nil
+}
+
+// baseSampleType is what every sample of the session holds.
+const baseSampleType = sampleIdentifier | sampleIP | sampleTID | sampleTime | sampleCPU | samplePeriod | sampleCallchain
+
+// setAttrs sets the attributes of the sampling and context-switch events
+// that Attach opens for the targets, and the format their samples decode
+// with.
+func (s *Session) setAttrs() {
+	opts := &s.opts
 	// Only the cpu-clock event copies registers and stack: the switch
-	// event keeps sampleType, and its samples end after the callchain
+	// event keeps baseSampleType, and its samples end after the callchain
 	// (see format.decodeSample).
-	cpuSampleType := uint64(sampleType)
+	cpuSampleType := uint64(baseSampleType)
 	if opts.StackUser > 0 {
 		cpuSampleType |= sampleRegsUser | sampleStackUser
-		opts.StackUser = (opts.StackUser + 7) &^ 7
-		s.opts.StackUser = opts.StackUser
 	}
 	s.format = newFormat(cpuSampleType, regsMask)
 	s.attr = unix.PerfEventAttr{
@@ -143,14 +175,18 @@ func Open(opts Options) (_ *Session, err error) {
 		Config:      unix.PERF_COUNT_SW_CONTEXT_SWITCHES,
 		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Sample:      1,
-		Sample_type: sampleType,
+		Sample_type: baseSampleType,
 		Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitContextSwitch |
 			unix.PerfBitExcludeHv | s.attr.Bits&(unix.PerfBitInherit|unix.PerfBitExcludeCallchainKernel),
 		Clockid: unix.CLOCK_MONOTONIC,
 	}
+}
 
+// openPoller creates the epoll instance that Read waits on, and the
+// eventfd by which Close interrupts it.
+func (s *Session) openPoller() (err error) {
 	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("create epoll: %w", err)
+		return fmt.Errorf("create epoll: %w", err)
 	}
 	// The poller gets a duplicate (the same epoll instance), which its
 	// File owns.
@@ -167,13 +203,18 @@ func Open(opts Options) (_ *Session, err error) {
 	// (an Attach does not cut short a wait that began before it).
 	s.lastAttach.Store(time.Now().UnixNano())
 	if s.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return nil, fmt.Errorf("create eventfd: %w", err)
+		return fmt.Errorf("create eventfd: %w", err)
 	}
 	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, s.evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.evfd)}); err != nil {
-		return nil, fmt.Errorf("watch eventfd: %w", err)
+		return fmt.Errorf("watch eventfd: %w", err)
 	}
-	ringBytes := opts.RingPages * unix.Getpagesize()
-	for _, cpu := range cpus {
+	return nil
+}
+
+// openRings maps the ring of each CPU and has the poller watch it.
+func (s *Session) openRings() error {
+	ringBytes := s.opts.RingPages * unix.Getpagesize()
+	for _, cpu := range s.cpus {
 		// The ring of each CPU belongs to a dummy event on the collector's
 		// own main thread, not to a target's event: targets come and go,
 		// the ring stays. Its watermark wakes the reader (at a quarter
@@ -182,36 +223,27 @@ func Open(opts Options) (_ *Session, err error) {
 			Type:        unix.PERF_TYPE_SOFTWARE,
 			Config:      unix.PERF_COUNT_SW_DUMMY,
 			Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-			Sample_type: sampleType,
+			Sample_type: baseSampleType,
 			Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitWatermark |
 				unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
 			Clockid: unix.CLOCK_MONOTONIC,
-			Wakeup:  uint32(ringBytes / opts.WakeFraction),
+			Wakeup:  uint32(ringBytes / s.opts.WakeFraction),
 		}
 		fd, err := unix.PerfEventOpen(&owner, os.Getpid(), cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 		if err != nil {
-			return nil, explainOpenError(fmt.Sprintf("open ring event on cpu %d", cpu), err, 0)
+			return explainOpenError(fmt.Sprintf("open ring event on cpu %d", cpu), err, 0)
 		}
-		r, err := newRing(fd, cpu, opts.RingPages)
+		r, err := newRing(fd, cpu, s.opts.RingPages)
 		if err != nil {
 			unix.Close(fd)
-			return nil, err
+			return err
 		}
 		s.rings = append(s.rings, r)
 		if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
-			return nil, fmt.Errorf("watch ring of cpu %d: %w", cpu, err)
+			return fmt.Errorf("watch ring of cpu %d: %w", cpu, err)
 		}
 	}
-	if opts.Scope == ScopeSystem {
-		for i, cpu := range cpus {
-			fds, err := s.openEvents(-1, cpu, i)
-			s.sysFDs = append(s.sysFDs, fds...)
-			if err != nil {
-				return nil, fmt.Errorf("open system-wide sampling: %w", err)
-			}
-		}
-	}
-	return s, nil
+	return nil
 }
 
 // openEvents opens the events of (pid, cpu): the sampler, and the

@@ -15,8 +15,8 @@ import (
 	"github.com/perfprof/perfprof/internal/container"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler/profilertest"
-	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // benchEngine is an engine sampling this test process, with symbolization
@@ -33,6 +33,13 @@ func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
 	st, _ := e.addProcess(p, Identity{})
 	e.syms.refresh([]*procState{st}, true)
 	return e, st
+}
+
+// autoUnwind has e unwind as with UnwindAuto, its tables and those of
+// the samples given it being the benchmark's to read.
+func autoUnwind(e *engine) {
+	e.opts.Unwind = UnwindAuto
+	e.unw = unwind.NewWalker(e.opts.Unwind, e.opts.RecoverLeafCaller, &e.counts.unwind)
 }
 
 // BenchmarkHandleSample is the engine's per-sample work on the read loop:
@@ -191,7 +198,7 @@ func BenchmarkHandleSwitch(b *testing.B) {
 // frame pointers (testchild nofp: ~10 frames through libz and libc), each
 // with its 16 KiB stack copy, made samples of this process, and an
 // Unwinder of the program's tables.
-func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *symbolize.Unwinder) {
+func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *unwind.Unwinder) {
 	child := testchild.Start(b, testchild.NoFP(b, "c"))
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: DefaultUnwindStackBytes})
 	testchild.RequirePerf(b, err)
@@ -256,7 +263,7 @@ func BenchmarkHandleSampleUnwindNew(b *testing.B) { benchHandleUnwind(b, true) }
 
 func benchHandleUnwind(b *testing.B, fresh bool) {
 	e, st := benchEngine(b, false)
-	e.opts.Unwind = UnwindAuto
+	autoUnwind(e)
 	samples, u := nofpSamples(b, e)
 	st.unwinder.Store(u)
 	rec := perf.Record{Type: perf.RecordSample}
@@ -320,7 +327,7 @@ func BenchmarkQueuePendingSample(b *testing.B) {
 // 256 at a time off the clock.
 func BenchmarkUnwindPendingSample(b *testing.B) {
 	e, st := benchEngine(b, false)
-	e.opts.Unwind = UnwindAuto
+	autoUnwind(e)
 	e.opts.MaxPendingUnwindBytes = 1 << 30
 	samples, u := nofpSamples(b, e)
 	rec := perf.Record{Type: perf.RecordSample}

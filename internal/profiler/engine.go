@@ -17,6 +17,7 @@ import (
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/tidmap"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // engine is the state behind a Profiler, without its goroutines: records go
@@ -44,10 +45,9 @@ type engine struct {
 	rediscover chan struct{}
 	attached   int      // processes attached now
 	chain      []uint64 // scratch for addSchedGroup
-	// unwFrames and unwChain are scratch for unwindCopy, unwRows its
-	// cache of unwinding rules.
-	unwFrames, unwChain []uint64
-	unwRows             symbolize.RowCache
+	// unw finds the user stacks of samples, counting in
+	// counts.unwind.
+	unw *unwind.Walker
 	// pendingBytes is what the pending queues of all processes hold (see
 	// pending.go).
 	pendingBytes int64
@@ -180,7 +180,7 @@ type procState struct {
 	// symbol worker replaces it when the memory map changes. nil until
 	// its tables are read (the samples taken until then wait in
 	// pending), and without stack copies.
-	unwinder atomic.Pointer[symbolize.Unwinder]
+	unwinder atomic.Pointer[unwind.Unwinder]
 }
 
 func newEngine(opts Options) *engine {
@@ -197,6 +197,7 @@ func newEngine(opts Options) *engine {
 	}
 	e.ids = newSpanIDs(opts.Procs, opts.Logger)
 	e.syms = newSymbols(opts)
+	e.unw = unwind.NewWalker(opts.Unwind, opts.RecoverLeafCaller, &e.counts.unwind)
 	if opts.Contexts != nil {
 		e.contexts = &contextStore{}
 	}
@@ -451,13 +452,10 @@ func (e *engine) handle(rec *perf.Record) {
 			}
 		}
 		e.nameThread(st, s.Tid)
-		chain, leaf, queue := s.Callchain, uint64(0), false
-		switch {
-		case e.opts.Unwind != UnwindFramePointer:
-			chain, leaf, queue = e.unwindSample(st, s)
-		case e.opts.RecoverLeafCaller:
-			leaf = leafCandidate(s)
-		}
+		chain, leaf, wait := e.unw.Sample(st.unwinder.Load(), s)
+		// A sample whose tables are not read yet waits for them, with
+		// the kernel's chain meanwhile, if the pending queue has room.
+		queue := wait && e.pendingRoom(st, len(s.StackUser))
 		idx := st.batch.intern(chain, leaf, st.genAt(s.Time))
 		st.batch.samples = append(st.batch.samples, rawSample{time: s.Time, tid: s.Tid, cpu: s.CPU, stack: idx})
 		if queue {
@@ -609,32 +607,7 @@ func (e *engine) dirtyProcesses() []*procState {
 	return out
 }
 
-// leafCandidate returns the word at SP of an on-CPU sample whose leaf may
-// not have pushed its frame yet, 0 when there is none. Whether it is the
-// leaf's caller is for the binary's unwind tables to say, at symbolization.
-func leafCandidate(s *perf.Sample) uint64 {
-	if len(s.StackUser) < 8 {
-		return 0
-	}
-	var leafPC uint64
-	reached := false
-	// InsertLeafCaller checks the chain and the stack copy, and calls back
-	// for the leaf pc only when the word at SP could be inserted.
-	perf.InsertLeafCaller(nil, s.Callchain, s.StackUser, func(pc uint64) bool {
-		leafPC, reached = pc, true
-		return false
-	})
-	if !reached {
-		return 0
-	}
-	// The registers must describe the same leaf as the chain.
-	if ip, ok := s.UserIP(); !ok || ip != leafPC {
-		return 0
-	}
-	return ne.Uint64(s.StackUser)
-}
-
-// ne reads the stack copy, which is in the machine's byte order.
+// ne is the byte order of stack copies, the machine's.
 var ne = binary.NativeEndian
 
 func (st *procState) String() string {

@@ -56,7 +56,7 @@ type Options struct {
 	// capture is then off, and Stats.SchedReason says why.
 	SchedPerfFallback bool
 	// RecoverLeafCaller restores the caller of a function sampled before
-	// it pushed a frame (see perf.InsertLeafCaller).
+	// it pushed a frame (see unwind.InsertLeafCaller).
 	RecoverLeafCaller bool
 	// Unwind says how user stacks are found (see UnwindMode); with
 	// UnwindAuto and UnwindDWARF each on-CPU sample copies

@@ -5,7 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/perfprof/perfprof/internal/perf"
-	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // The pending queue. A process's unwinder exists only once the symbol
@@ -71,7 +71,7 @@ type pendingSample struct {
 	// splits it (pendingQueue.rebase).
 	b     *batch
 	idx   int32
-	regs  symbolize.Regs
+	regs  unwind.Regs
 	stack []byte // the sample's user stack, copied out of the ring
 }
 
@@ -115,7 +115,7 @@ func (e *engine) queuePending(st *procState, s *perf.Sample) {
 	q.samples = append(q.samples, pendingSample{
 		b:     st.batch,
 		idx:   int32(len(st.batch.samples) - 1),
-		regs:  symbolize.Regs{IP: ip, SP: sp, BP: bp},
+		regs:  unwind.Regs{IP: ip, SP: sp, BP: bp},
 		stack: slices.Clone(s.StackUser),
 	})
 	cost := int64(len(s.StackUser)) + pendingEntryBytes
@@ -128,7 +128,7 @@ func (e *engine) queuePending(st *procState, s *perf.Sample) {
 // settle gives a queued sample of st its stack: unwound with u, or the
 // kernel's chain it has when u is nil; and frees its bytes. The caller
 // removes it from the queue. Called with mu held.
-func (e *engine) settle(st *procState, p *pendingSample, u *symbolize.Unwinder) {
+func (e *engine) settle(st *procState, p *pendingSample, u *unwind.Unwinder) {
 	c := &e.counts.unwind
 	cost := int64(len(p.stack)) + pendingEntryBytes
 	st.pending.bytes -= cost
@@ -142,7 +142,7 @@ func (e *engine) settle(st *procState, p *pendingSample, u *symbolize.Unwinder) 
 	b := p.b
 	smp := &b.samples[p.idx]
 	raw := b.stacks[smp.stack]
-	chain, leaf := e.unwindCopy(u, raw.chain, p.regs, p.stack)
+	chain, leaf := e.unw.Unwind(u, raw.chain, p.regs, p.stack)
 	smp.stack = b.intern(chain, leaf, raw.gen)
 	c.PendingUnwound++
 }

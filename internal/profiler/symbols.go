@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // symbols resolves the raw stacks of batches. It owns the symbolize cache,
@@ -253,7 +254,7 @@ func (s *symbols) chains(b *batch, proc *symbolize.Process) [][]uint64 {
 			continue
 		}
 		ne.PutUint64(s.leafBuf[:], rs.leafCall)
-		chain := perf.InsertLeafCaller(s.chainBuf, rs.chain, s.leafBuf[:], func(pc uint64) bool {
+		chain := unwind.InsertLeafCaller(s.chainBuf, rs.chain, s.leafBuf[:], func(pc uint64) bool {
 			return proc.LeafCallerAtSP(pc, rs.leafCall, rs.gen)
 		})
 		if len(chain) > len(rs.chain) {

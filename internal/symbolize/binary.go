@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // maxFramesPerBinary bounds the per-binary cache of resolved addresses. When
@@ -47,10 +48,10 @@ type objfile struct {
 
 	parsed   bool
 	parseErr error
-	syms     *symtab      // ELF symbols, nil if none
-	dwarf    *dwarfTables // DWARF lines, functions and inlined calls, nil if none
-	gotab    *goTable     // Go pcln tables, nil if not Go
-	unwind   *unwindTable // .eh_frame compiled (Options.UnwindTables), nil if none
+	syms     *symtab       // ELF symbols, nil if none
+	dwarf    *dwarfTables  // DWARF lines, functions and inlined calls, nil if none
+	gotab    *goTable      // Go pcln tables, nil if not Go
+	unwind   *unwind.Table // .eh_frame compiled (Options.UnwindTables), nil if none
 	// unwindRead: unwind was read (by loadUnwind or parse), so a
 	// nil unwind means the binary has none.
 	unwindRead bool

@@ -105,8 +105,17 @@
 // number, and so the files held open; Stats.BytesHeld estimates the memory
 // they hold.
 //
-// This package is not for unwinding stacks; nor does it know anything about
-// the collector or OTLP.
+// Unwind tables: a binary's .eh_frame and .debug_frame are read here, with
+// its other sections and within the same bounds, and handed to package
+// unwind, which compiles them; the table is cached with the binary and
+// counts in its memory. [Process.Unwinder] makes an unwind.Unwinder over
+// the tables of a process's binaries (Go code: what the pcln tables say of
+// its functions, unwind.GoFuncs), and [Process.LeafCallerAtSP] answers,
+// from the tables and the names, whether a word at SP is a frameless
+// leaf's caller. The unwinding itself (walking a stack copy, splicing,
+// leaf-caller recovery) is package unwind's.
+//
+// This package knows nothing about the collector or OTLP.
 //
 // Limitations of this first cut:
 //

@@ -740,6 +740,3 @@ func (m *PerfMap) lookup(pc uint64, at Gen) (jitSym, JITNaming) {
 func isAnonymous(m *Mapping) bool {
 	return m.Path == "" || strings.HasPrefix(m.Path, "[anon:")
 }
-
-// IsAnonymous reports whether m maps no file (JIT code lives there).
-func IsAnonymous(m *Mapping) bool { return isAnonymous(m) }

@@ -1,9 +1,10 @@
-package symbolize
+package unwind
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,17 @@ __attribute__((noinline)) unsigned long mid(unsigned long n) {
 int main(void) { sink = mid(sink); return 0; }
 `
 
+// buildC builds ehframeC into bin with gcc and flags.
+func buildC(t *testing.T, bin string, flags ...string) string {
+	t.Helper()
+	gcc := exec.Command("gcc", append(flags, "-x", "c", "-o", bin, "-")...)
+	gcc.Stdin = strings.NewReader(ehframeC)
+	if out, err := gcc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestEHFrameCFA checks the CFA rows read from gcc's .eh_frame: a leaf
 // without a frame has its return address at [rsp] throughout; a function
 // with a frame only at its first instruction.
@@ -27,16 +39,8 @@ func TestEHFrameCFA(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc")
 	}
-	bin := compileC(t, t.TempDir(), "x.c", ehframeC, "x", "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer")
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	tab, err := newUnwindTable(ef)
-	if err != nil || tab == nil {
-		t.Fatalf("read .eh_frame: %v", err)
-	}
+	bin := buildC(t, filepath.Join(t.TempDir(), "x"), "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer")
+	ef, tab := tableOf(t, bin)
 	syms, _ := ef.Symbols()
 	found := 0
 	for _, s := range syms {
@@ -44,16 +48,16 @@ func TestEHFrameCFA(t *testing.T) {
 		case "leaf":
 			found++
 			for pc := s.Value; pc < s.Value+s.Size; pc++ {
-				if yes, known := tab.atSP(pc); !yes || !known {
+				if yes, known := tab.AtSP(pc); !yes || !known {
 					t.Fatalf("leaf+%#x: atSP %v known %v, want true true", pc-s.Value, yes, known)
 				}
 			}
 		case "mid":
 			found++
-			if yes, known := tab.atSP(s.Value); !yes || !known {
+			if yes, known := tab.AtSP(s.Value); !yes || !known {
 				t.Fatalf("mid entry: atSP %v known %v", yes, known)
 			}
-			if yes, known := tab.atSP(s.Value + 1); yes || !known { // after push %rbp (1 byte)
+			if yes, known := tab.AtSP(s.Value + 1); yes || !known { // after push %rbp (1 byte)
 				t.Fatalf("mid+1: atSP %v known %v, want false true", yes, known)
 			}
 		}
@@ -61,7 +65,7 @@ func TestEHFrameCFA(t *testing.T) {
 	if found != 2 {
 		t.Fatalf("found %d of leaf, mid", found)
 	}
-	if yes, known := tab.atSP(1); yes || known {
+	if yes, known := tab.AtSP(1); yes || known {
 		t.Fatal("address 1 is known")
 	}
 }

@@ -1,4 +1,4 @@
-package perf_test
+package unwind_test
 
 import (
 	"os"
@@ -11,6 +11,7 @@ import (
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // leafC is a C child whose hot function, leaf, pushes no frame: the
@@ -118,7 +119,7 @@ func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn strin
 			}
 			chain := r.Sample.Callchain
 			if stackUser > 0 {
-				chain = perf.InsertLeafCaller(buf, chain, r.Sample.StackUser, func(pc uint64) bool {
+				chain = unwind.InsertLeafCaller(buf, chain, r.Sample.StackUser, func(pc uint64) bool {
 					if ip, ok := r.Sample.UserIP(); !ok || ip != pc {
 						return false
 					}

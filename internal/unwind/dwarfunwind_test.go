@@ -1,4 +1,4 @@
-package perf_test
+package unwind_test
 
 import (
 	"slices"
@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/perfprof/perfprof/internal/perf"
-	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/testchild"
+	"github.com/perfprof/perfprof/internal/unwind"
 )
 
 // TestDWARFUnwind: samples of programs built without frame pointers (C at
@@ -74,7 +74,7 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 	// unwinding and naming here (slow under the race detector) must not
 	// hold up the rings.
 	type sample struct {
-		regs  symbolize.Regs
+		regs  unwind.Regs
 		stack []byte
 		fp    []uint64 // the kernel's frame-pointer chain, user frames
 	}
@@ -92,7 +92,7 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 			if !ok1 || !ok2 {
 				return
 			}
-			k := sample{regs: symbolize.Regs{IP: ip, SP: sp, BP: bp}, stack: slices.Clone(smp.StackUser)}
+			k := sample{regs: unwind.Regs{IP: ip, SP: sp, BP: bp}, stack: slices.Clone(smp.StackUser)}
 			perf.Frames(smp.Callchain, func(a uint64, kernel bool) {
 				if !kernel {
 					k.fp = append(k.fp, a)
@@ -108,13 +108,13 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 	}
 	type result struct {
 		fns  []string // leaf first
-		stop symbolize.UnwindStop
+		stop unwind.Stop
 		fp   []string
 	}
 	var results []result
 	out := make([]uint64, 0, 128)
 	for _, k := range samples {
-		chain, stop := unw.Unwind(k.regs, &symbolize.StackCopy{SP: k.regs.SP, Data: k.stack}, out[:0])
+		chain, stop := unw.Unwind(k.regs, &unwind.StackCopy{SP: k.regs.SP, Data: k.stack}, out[:0])
 		res := result{fns: []string{name(k.regs.IP)}, stop: stop}
 		for _, ra := range chain {
 			res.fns = append(res.fns, name(ra-1))
@@ -141,11 +141,11 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 		return true
 	}
 	var root, fpRoot, inLevels, truePath int
-	stops := map[symbolize.UnwindStop]int{}
+	stops := map[unwind.Stop]int{}
 	var bad []result
 	for _, r := range results {
 		stops[r.stop]++
-		if rooted(r.fns) && r.stop == symbolize.UnwindEnd {
+		if rooted(r.fns) && r.stop == unwind.StopEnd {
 			root++
 		} else if len(bad) < 5 {
 			bad = append(bad, r)

@@ -1,4 +1,4 @@
-package symbolize
+package unwind
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -135,30 +136,30 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 // wantRow is the unwind row readelf's row says, and whether it is one the
 // compiled table must match exactly (an expression CFA is the PLT's or
 // not followed: either is right).
-func wantRow(r readelfRow) (unwindRow, bool) {
+func wantRow(r readelfRow) (tableRow, bool) {
 	if r.signal {
-		return unwindRow{cfa: cfaSignal}, true
+		return tableRow{cfa: cfaSignal}, true
 	}
 	if r.ra == "u" {
-		return unwindRow{cfa: cfaEnd}, true
+		return tableRow{cfa: cfaEnd}, true
 	}
 	if r.ra != "c-8" {
-		return unwindRow{}, true
+		return tableRow{}, true
 	}
-	var w unwindRow
+	var w tableRow
 	reg, off, ok := strings.Cut(r.cfa, "+")
 	n, err := strconv.ParseInt(off, 10, 32)
 	switch {
 	case r.cfa == "exp":
-		return unwindRow{}, false
+		return tableRow{}, false
 	case !ok || err != nil:
-		return unwindRow{}, true
+		return tableRow{}, true
 	case reg == "rsp":
 		w.cfa, w.cfaOff = cfaRSP, int32(n)
 	case reg == "rbp":
 		w.cfa, w.cfaOff = cfaRBP, int32(n)
 	default:
-		return unwindRow{}, true
+		return tableRow{}, true
 	}
 	switch {
 	case r.rbp == "" || r.rbp == "u" || r.rbp == "s":
@@ -186,15 +187,15 @@ func TestUnwindTableMatchesReadelf(t *testing.T) {
 	bins := []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1"}
 	if _, err := exec.LookPath("gcc"); err == nil {
 		dir := t.TempDir()
-		bins = append(bins, compileC(t, dir, "x.c", ehframeC, "x", "-O2", "-fomit-frame-pointer"),
+		bins = append(bins, buildC(t, filepath.Join(dir, "x"), "-O2", "-fomit-frame-pointer"),
 			// Its own code in .debug_frame only (the C runtime's
 			// objects keep their .eh_frame).
-			compileC(t, dir, "x.c", ehframeC, "x-debug-frame", "-O2", "-fomit-frame-pointer", "-g",
+			buildC(t, filepath.Join(dir, "x-debug-frame"), "-O2", "-fomit-frame-pointer", "-g",
 				"-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))
 	}
 	for _, bin := range bins {
 		t.Run(bin[strings.LastIndexByte(bin, '/')+1:], func(t *testing.T) {
-			ef, tab := unwindTableOf(t, bin)
+			ef, tab := tableOf(t, bin)
 			plt := map[string]bool{}
 			inPLT := func(a uint64) bool {
 				for _, s := range ef.Sections {
@@ -254,21 +255,21 @@ func TestUnwindRowStep(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		row  unwindRow
+		row  tableRow
 		regs Regs
 		want Regs
 		ok   bool
 	}{
-		{"rsp+16", unwindRow{cfa: cfaRSP, cfaOff: 16}, Regs{IP: 1, SP: sp, BP: 7}, Regs{IP: 0x401234, SP: sp + 16, BP: 7}, true},
-		{"rsp+16, rbp at c-16", unwindRow{cfa: cfaRSP, cfaOff: 24, rbp: rbpAt, rbpOff: -16}, Regs{SP: sp}, Regs{IP: 0x7fff0100, SP: sp + 24, BP: 0x401234}, true},
-		{"rbp+16", unwindRow{cfa: cfaRBP, cfaOff: 16, rbp: rbpAt, rbpOff: -16}, Regs{SP: 1, BP: sp + 16}, Regs{IP: 0x405678, SP: sp + 32, BP: 0x7fff0100}, true},
-		{"plt before push", unwindRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x1006, SP: sp}, Regs{IP: 0x401000, SP: sp + 8}, true},
-		{"plt after push", unwindRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x100b, SP: sp}, Regs{IP: 0x401234, SP: sp + 16}, true},
-		{"rbp lost", unwindRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpUnknown}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16}, true},
-		{"rbp popped in an epilogue", unwindRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpAt, rbpOff: -24}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16, BP: 9}, true},
-		{"unknown", unwindRow{}, Regs{SP: sp}, Regs{}, false},
-		{"outermost", unwindRow{cfa: cfaEnd}, Regs{SP: sp}, Regs{}, false},
-		{"outside the stack copy", unwindRow{cfa: cfaRSP, cfaOff: 4096}, Regs{SP: sp}, Regs{}, false},
+		{"rsp+16", tableRow{cfa: cfaRSP, cfaOff: 16}, Regs{IP: 1, SP: sp, BP: 7}, Regs{IP: 0x401234, SP: sp + 16, BP: 7}, true},
+		{"rsp+16, rbp at c-16", tableRow{cfa: cfaRSP, cfaOff: 24, rbp: rbpAt, rbpOff: -16}, Regs{SP: sp}, Regs{IP: 0x7fff0100, SP: sp + 24, BP: 0x401234}, true},
+		{"rbp+16", tableRow{cfa: cfaRBP, cfaOff: 16, rbp: rbpAt, rbpOff: -16}, Regs{SP: 1, BP: sp + 16}, Regs{IP: 0x405678, SP: sp + 32, BP: 0x7fff0100}, true},
+		{"plt before push", tableRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x1006, SP: sp}, Regs{IP: 0x401000, SP: sp + 8}, true},
+		{"plt after push", tableRow{cfa: cfaPLT, cfaOff: 11}, Regs{IP: 0x100b, SP: sp}, Regs{IP: 0x401234, SP: sp + 16}, true},
+		{"rbp lost", tableRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpUnknown}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16}, true},
+		{"rbp popped in an epilogue", tableRow{cfa: cfaRSP, cfaOff: 16, rbp: rbpAt, rbpOff: -24}, Regs{SP: sp, BP: 9}, Regs{IP: 0x401234, SP: sp + 16, BP: 9}, true},
+		{"unknown", tableRow{}, Regs{SP: sp}, Regs{}, false},
+		{"outermost", tableRow{cfa: cfaEnd}, Regs{SP: sp}, Regs{}, false},
+		{"outside the stack copy", tableRow{cfa: cfaRSP, cfaOff: 4096}, Regs{SP: sp}, Regs{}, false},
 	} {
 		got, ok := c.row.step(c.regs, stack)
 		if got != c.want || ok != c.ok {
@@ -295,7 +296,7 @@ func FuzzCompileEHFrame(f *testing.F) {
 		if tab == nil {
 			return
 		}
-		tab.atSP(addr)
+		tab.AtSP(addr)
 		for i := 1; i < len(tab.rows); i++ {
 			if tab.rows[i].off <= tab.rows[i-1].off {
 				t.Fatalf("rows %d and %d do not ascend: %+v %+v", i-1, i, tab.rows[i-1], tab.rows[i])
@@ -304,16 +305,28 @@ func FuzzCompileEHFrame(f *testing.F) {
 	})
 }
 
-// unwindTableOf opens bin (skipping the test when it cannot) and compiles
-// its .eh_frame; the file is closed with the test.
-func unwindTableOf(tb testing.TB, bin string) (*elf.File, *unwindTable) {
+// tableOf opens bin (skipping the test when it cannot) and compiles
+// its .eh_frame and .debug_frame; the file is closed with the test.
+func tableOf(tb testing.TB, bin string) (*elf.File, *Table) {
 	tb.Helper()
 	ef, err := elf.Open(bin)
 	if err != nil {
 		tb.Skipf("%v", err)
 	}
 	tb.Cleanup(func() { ef.Close() })
-	tab, err := newUnwindTable(ef)
+	var secs []Section
+	for _, name := range []string{".eh_frame", ".debug_frame"} {
+		sec := ef.Section(name)
+		if sec == nil || sec.Type == elf.SHT_NOBITS {
+			continue
+		}
+		data, err := sec.Data()
+		if err != nil {
+			tb.Fatalf("read %s of %s: %v", name, bin, err)
+		}
+		secs = append(secs, Section{Data: data, Addr: sec.Addr, DebugFrame: name == ".debug_frame"})
+	}
+	tab, err := Compile(secs, ef.ByteOrder)
 	if err != nil || tab == nil {
 		tb.Fatalf("compile the .eh_frame of %s: %v", bin, err)
 	}
@@ -324,9 +337,9 @@ func unwindTableOf(tb testing.TB, bin string) (*elf.File, *unwindTable) {
 // at real libc addresses with rsp-based CFAs (as code without frame
 // pointers has): the registers at the leaf, the stack copy, and the return
 // addresses an unwinder must find.
-func syntheticStack(tb testing.TB, n int) (*unwindTable, Regs, *StackCopy, []uint64) {
+func syntheticStack(tb testing.TB, n int) (*Table, Regs, *StackCopy, []uint64) {
 	tb.Helper()
-	_, tab := unwindTableOf(tb, "/lib/x86_64-linux-gnu/libc.so.6")
+	_, tab := tableOf(tb, "/lib/x86_64-linux-gnu/libc.so.6")
 	// Addresses inside rows with a frame of some size, spread over libc.
 	var pcs []uint64
 	for i := 0; i < len(tab.rows)-1 && len(pcs) < n+1; i += len(tab.rows) / (4 * n) {
@@ -380,7 +393,7 @@ func TestUnwindWalk(t *testing.T) {
 	}
 	short := &StackCopy{SP: stack.SP, Data: stack.Data[:64]}
 	got, stop := u.Unwind(regs, short, make([]uint64, 0, 64))
-	if len(got) >= len(want) || !slices.Equal(got, want[:len(got)]) || stop != UnwindStackCopy {
+	if len(got) >= len(want) || !slices.Equal(got, want[:len(got)]) || stop != StopStackCopy {
 		t.Fatalf("on a 64-byte copy: %x, %v", got, stop)
 	}
 }
@@ -412,8 +425,8 @@ func TestRowCache(t *testing.T) {
 
 // libcUnwinder is an Unwinder whose one mapping is libc's table at its
 // link-time addresses.
-func libcUnwinder(tab *unwindTable) *Unwinder {
-	return &Unwinder{maps: []unwindMap{{start: 0, limit: 1 << 47, cfi: tab, binary: true}}, id: unwinderIDs.Add(1)}
+func libcUnwinder(tab *Table) *Unwinder {
+	return NewUnwinder([]Mapping{{Start: 0, Limit: 1 << 47, CFI: tab, Binary: true}})
 }
 
 // BenchmarkUnwind16 unwinds a 16-frame stack of libc code without frame
@@ -463,7 +476,7 @@ func FuzzUnwind(f *testing.F) {
 		const sp = 0x7ffd0000
 		out := make([]uint64, 0, 127)
 		got, stop := u.Unwind(Regs{IP: ip, SP: sp, BP: bp}, &StackCopy{SP: sp, Data: data}, out)
-		if len(got) > cap(out) || stop > UnwindMaxFrames {
+		if len(got) > cap(out) || stop > StopMaxFrames {
 			t.Fatalf("%d frames, stop %v", len(got), stop)
 		}
 	})
@@ -473,15 +486,15 @@ func FuzzUnwind(f *testing.F) {
 // search of all rows finds, at every row's first and last address, one
 // past them, and addresses past the table's end, in libc's table.
 func TestUnwindTableBuckets(t *testing.T) {
-	_, tab := unwindTableOf(t, "/lib/x86_64-linux-gnu/libc.so.6")
-	ref := func(vaddr uint64) unwindRow {
+	_, tab := tableOf(t, "/lib/x86_64-linux-gnu/libc.so.6")
+	ref := func(vaddr uint64) tableRow {
 		if vaddr < tab.base || vaddr-tab.base > 1<<32-1 {
-			return unwindRow{}
+			return tableRow{}
 		}
 		off := uint32(vaddr - tab.base)
 		i := sort.Search(len(tab.rows), func(i int) bool { return tab.rows[i].off > off }) - 1
 		if i < 0 {
-			return unwindRow{}
+			return tableRow{}
 		}
 		return tab.rows[i]
 	}
@@ -508,7 +521,7 @@ func TestUnwindTableBuckets(t *testing.T) {
 // over libc, in turn: the row lookup of an unwinder whose samples land
 // all over the code.
 func BenchmarkUnwindTableFind(b *testing.B) {
-	_, tab := unwindTableOf(b, "/lib/x86_64-linux-gnu/libc.so.6")
+	_, tab := tableOf(b, "/lib/x86_64-linux-gnu/libc.so.6")
 	span := uint64(tab.rows[len(tab.rows)-1].off)
 	pcs := make([]uint64, 4096)
 	for i := range pcs {

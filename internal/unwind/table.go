@@ -1,14 +1,13 @@
-package symbolize
+package unwind
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
 )
 
-// An unwindTable is the CFI of one binary compiled for unwinding x86-64
+// A Table is the CFI of one binary compiled for unwinding x86-64
 // stacks without frame pointers: for every address its .eh_frame covers,
 // how to find the caller's stack pointer (the CFA), return address and rbp
 // from the callee's registers and stack. It keeps only what an unwinder of
@@ -16,9 +15,9 @@ import (
 // saved on the stack, the return address at CFA-8), as the OTel eBPF
 // profiler's stack deltas and samply's framehop do, in sorted 12-byte rows
 // searched by binary search: no interpreter runs per sample.
-type unwindTable struct {
-	base uint64      // address the row offsets are from
-	rows []unwindRow // by off; a row holds until the next
+type Table struct {
+	base uint64     // address the row offsets are from
+	rows []tableRow // by off; a row holds until the next
 	// buckets[k] is the index of the row that holds at offset
 	// k<<bucketShift: a lookup searches only the rows of its bucket.
 	// A binary search of all of libc's rows touched ~15 cache lines a
@@ -30,7 +29,7 @@ type unwindTable struct {
 // costs 4 bytes a bucket (libc: 11 KB, beside 340 KB of rows).
 const bucketShift = 9
 
-// Kinds of unwindRow.cfa.
+// Kinds of tableRow.cfa.
 const (
 	cfaUnknown uint8 = iota // no FDE, or a rule the unwinder does not follow
 	cfaRSP                  // CFA = rsp + cfaOff
@@ -40,15 +39,15 @@ const (
 	cfaSignal               // a signal trampoline: the interrupted registers are in the ucontext at rsp
 )
 
-// Kinds of unwindRow.rbp.
+// Kinds of tableRow.rbp.
 const (
 	rbpSame    uint8 = iota // the caller's rbp is the callee's
 	rbpAt                   // saved at CFA + rbpOff
 	rbpUnknown              // elsewhere: the caller's rbp is lost
 )
 
-// unwindRow is the rule from one address to the next row's.
-type unwindRow struct {
+// tableRow is the rule from one address to the next row's.
+type tableRow struct {
 	off    uint32
 	cfaOff int32
 	rbpOff int16
@@ -56,67 +55,39 @@ type unwindRow struct {
 	rbp    uint8
 }
 
-// newUnwindTable compiles the .eh_frame of ef, or returns nil when it has
-// none (or is not x86-64).
-func newUnwindTable(ef *elf.File) (*unwindTable, error) {
-	if ef.Machine != elf.EM_X86_64 {
-		return nil, nil
-	}
-	// Go code unwinds by its pcln tables: the .debug_frame of a Go
-	// binary is only kept out of the way. Its .eh_frame is cgo's.
-	names := []string{".eh_frame", ".debug_frame"}
-	if isGo(ef) {
-		names = names[:1]
-	}
-	var secs []cfiSection
-	for _, name := range names {
-		sec := ef.Section(name)
-		if sec == nil || sec.Type == elf.SHT_NOBITS {
-			continue
-		}
-		data, err := sectionData(sec, maxSectionBytes) // .debug_frame may be compressed
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
-		}
-		secs = append(secs, cfiSection{data: data, addr: sec.Addr, debugFrame: name == ".debug_frame"})
-	}
-	if len(secs) == 0 {
-		return nil, nil
-	}
-	return compileCFI(secs, ef.ByteOrder)
-}
-
-// cfiSection is an .eh_frame section loaded at addr, or a .debug_frame.
-type cfiSection struct {
-	data       []byte
-	addr       uint64
-	debugFrame bool
+// Section is a binary's .eh_frame, loaded at Addr, or its .debug_frame
+// (DebugFrame), as its ELF file holds it: reading the file is for the
+// caller, which owns it.
+type Section struct {
+	Data       []byte
+	Addr       uint64
+	DebugFrame bool
 }
 
 // compileEHFrame compiles an .eh_frame section loaded at addr. A malformed
 // section gives the rows read before the damage, with the error.
-func compileEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*unwindTable, error) {
-	return compileCFI([]cfiSection{{data: data, addr: addr}}, bo)
+func compileEHFrame(data []byte, addr uint64, bo binary.ByteOrder) (*Table, error) {
+	return Compile([]Section{{Data: data, Addr: addr}}, bo)
 }
 
-// compileCFI compiles the CFI sections of a binary into one table: code
+// Compile compiles the CFI sections of a binary into one table: code
 // that .eh_frame leaves out (built with -fno-asynchronous-unwind-tables)
 // is covered by .debug_frame where the binary has it. Where both describe
 // an address, the first section's FDE wins.
-func compileCFI(secs []cfiSection, bo binary.ByteOrder) (*unwindTable, error) {
+func Compile(secs []Section, bo binary.ByteOrder) (*Table, error) {
 	type span struct {
 		lo, hi uint64
-		row    unwindRow
+		row    tableRow
 	}
 	var spans []span
 	var errs []error
 	for _, sec := range secs {
-		err := walkEHFrame(sec.data, sec.addr, bo, sec.debugFrame, func(lo, hi uint64, st *frameState) {
+		err := walkEHFrame(sec.Data, sec.Addr, bo, sec.DebugFrame, func(lo, hi uint64, st *frameState) {
 			spans = append(spans, span{lo, hi, compileRow(st)})
 		})
 		if err != nil {
 			name := ".eh_frame"
-			if sec.debugFrame {
+			if sec.DebugFrame {
 				name = ".debug_frame"
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
@@ -129,9 +100,9 @@ func compileCFI(secs []cfiSection, bo binary.ByteOrder) (*unwindTable, error) {
 	// FDEs come in any order; one FDE's ranges ascend, so a stable sort
 	// keeps them in order.
 	sort.SliceStable(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
-	t := &unwindTable{base: spans[0].lo}
+	t := &Table{base: spans[0].lo}
 	var end uint64 // of the last span added
-	add := func(at uint64, r unwindRow) {
+	add := func(at uint64, r tableRow) {
 		r.off = uint32(at - t.base)
 		if k := len(t.rows); k > 0 {
 			last := &t.rows[k-1]
@@ -150,19 +121,19 @@ func compileCFI(secs []cfiSection, bo binary.ByteOrder) (*unwindTable, error) {
 			continue // not representable, or overlapping an earlier FDE
 		}
 		if len(t.rows) > 0 && s.lo > end {
-			add(end, unwindRow{}) // a gap no FDE covers
+			add(end, tableRow{}) // a gap no FDE covers
 		}
 		add(s.lo, s.row)
 		end = s.hi
 	}
-	add(end, unwindRow{})
+	add(end, tableRow{})
 	t.rows = t.rows[:len(t.rows):len(t.rows)]
 	t.index()
 	return t, err
 }
 
 // index fills buckets from rows.
-func (t *unwindTable) index() {
+func (t *Table) index() {
 	n := int(t.rows[len(t.rows)-1].off>>bucketShift) + 1
 	t.buckets = make([]uint32, n)
 	i := 0
@@ -176,25 +147,25 @@ func (t *unwindTable) index() {
 }
 
 // compileRow turns a CFI row into the rule the unwinder follows.
-func compileRow(st *frameState) unwindRow {
-	var r unwindRow
+func compileRow(st *frameState) tableRow {
+	var r tableRow
 	switch {
 	case st.signal:
-		return unwindRow{cfa: cfaSignal}
+		return tableRow{cfa: cfaSignal}
 	case st.ra.kind == regUndefined:
-		return unwindRow{cfa: cfaEnd}
+		return tableRow{cfa: cfaEnd}
 	case st.ra.kind != regOffset || st.ra.off != -8:
-		return unwindRow{} // the return address elsewhere: not followed
+		return tableRow{} // the return address elsewhere: not followed
 	case st.cfa.plt > 0:
 		r.cfa, r.cfaOff = cfaPLT, int32(st.cfa.plt)
 	case !st.cfa.simple || st.cfa.off != int64(int32(st.cfa.off)):
-		return unwindRow{}
+		return tableRow{}
 	case st.cfa.reg == dwarfRSP:
 		r.cfa, r.cfaOff = cfaRSP, int32(st.cfa.off)
 	case st.cfa.reg == dwarfRBP:
 		r.cfa, r.cfaOff = cfaRBP, int32(st.cfa.off)
 	default:
-		return unwindRow{}
+		return tableRow{}
 	}
 	switch {
 	case st.rbp.kind == regSame:
@@ -209,9 +180,9 @@ func compileRow(st *frameState) unwindRow {
 
 // find returns the row of vaddr; a row of kind cfaUnknown when the table
 // does not cover it.
-func (t *unwindTable) find(vaddr uint64) unwindRow {
+func (t *Table) find(vaddr uint64) tableRow {
 	if t == nil || vaddr < t.base || vaddr-t.base > 1<<32-1 {
-		return unwindRow{}
+		return tableRow{}
 	}
 	off := uint32(vaddr - t.base)
 	k := int(off >> bucketShift)
@@ -233,15 +204,15 @@ func (t *unwindTable) find(vaddr uint64) unwindRow {
 		}
 	}
 	if t.rows[lo].off > off {
-		return unwindRow{}
+		return tableRow{}
 	}
 	return t.rows[lo]
 }
 
-// atSP reports whether the return address is the word at [rsp] at vaddr
+// AtSP reports whether the return address is the word at [rsp] at vaddr
 // (CFA = rsp+8: the function has not pushed anything, or popped it all),
 // and whether the table has a rule there.
-func (t *unwindTable) atSP(vaddr uint64) (yes, known bool) {
+func (t *Table) AtSP(vaddr uint64) (yes, known bool) {
 	r := t.find(vaddr)
 	return r.cfa == cfaRSP && r.cfaOff == 8, r.cfa != cfaUnknown
 }
@@ -268,7 +239,7 @@ func (s *StackCopy) read(addr uint64) (uint64, bool) {
 // reading the stack copy. It reports false when r says nothing
 // (cfaUnknown), the frame is the outermost (cfaEnd), or a read falls
 // outside the copy.
-func (r unwindRow) step(regs Regs, stack *StackCopy) (Regs, bool) {
+func (r tableRow) step(regs Regs, stack *StackCopy) (Regs, bool) {
 	var cfa uint64
 	switch r.cfa {
 	case cfaSignal:

@@ -25,6 +25,7 @@ import (
 // and does nothing slow: no symbolization, no binary reads.
 type engine struct {
 	opts  Options
+	plan  plan
 	procs Procs
 	log   *zap.Logger
 	clock *clock.Mapper
@@ -183,10 +184,11 @@ type procState struct {
 	unwinder atomic.Pointer[symbolize.Unwinder]
 }
 
-func newEngine(opts Options) *engine {
+func newEngine(opts Options, pl plan) *engine {
 	e := &engine{
 		opts:       opts,
-		procs:      opts.Procs,
+		plan:       pl,
+		procs:      pl.procs,
 		log:        opts.Logger,
 		clock:      clock.NewMapper(),
 		live:       map[int]*procState{},
@@ -195,12 +197,12 @@ func newEngine(opts Options) *engine {
 		rediscover: make(chan struct{}, 1),
 		spans:      tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
 	}
-	e.ids = newSpanIDs(opts.Procs, opts.Logger)
-	e.syms = newSymbols(opts)
-	if opts.Contexts != nil {
+	e.ids = newSpanIDs(pl.procs, opts.Logger)
+	e.syms = newSymbols(opts, pl.procs)
+	if pl.contexts != nil {
 		e.contexts = &contextStore{}
 	}
-	if opts.Perf.Sched {
+	if pl.perf.Sched {
 		e.sched = newSchedState(uint64(opts.OffCPUInterval))
 		e.sched.tracker.SetMinBlock(uint64(opts.SchedMinBlock))
 	}

@@ -26,7 +26,6 @@ type Profiler struct {
 
 	stop      chan struct{}
 	jvmQueue  chan *procState // JVMs to ask for their perf maps, as attached
-	labels    *spanReader     // the eBPF reader of the running span, nil without
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -38,42 +37,41 @@ type Profiler struct {
 // or a pid does not exist (perf.ErrNoProcess).
 func Open(opts Options) (_ *Profiler, err error) {
 	opts.setDefaults()
+	pl := newPlan(opts)
 	src := opts.Source
-	var labels *spanReader
 	if src == nil {
 		if err := perf.CheckProc(); err != nil {
 			return nil, err
 		}
 		if opts.Contexts == nil {
-			var err error
-			if labels, err = openEBPF(&opts); err != nil {
+			if err := pl.openEBPF(opts); err != nil {
 				return nil, err
 			}
 		}
-		s, err := perf.Open(opts.Perf)
+		s, err := perf.Open(pl.perf)
 		if err != nil {
-			if labels != nil {
-				labels.release()
+			if pl.labels != nil {
+				pl.labels.release()
 			}
 			return nil, err
 		}
 		src = s
-		if pf, ok := opts.Procs.(procfs); ok && pf.scan == nil && opts.discovers() {
-			opts.Procs = newProcfs(opts.Logger)
+		if pf, ok := pl.procs.(procfs); ok && pf.scan == nil && opts.discovers() {
+			pl.procs = newProcfs(opts.Logger)
 		}
 	}
-	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64), labels: labels}
+	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64)}
 	defer func() {
 		if err != nil {
 			src.Close()
-			if opts.Contexts != nil {
-				opts.Contexts.Close()
+			if pl.contexts != nil {
+				pl.contexts.Close()
 			}
-			if labels != nil {
-				labels.release()
+			if pl.labels != nil {
+				pl.labels.release()
 			}
 			_ = p.syms.close()
-			if pf, ok := opts.Procs.(procfs); ok {
+			if pf, ok := pl.procs.(procfs); ok {
 				pf.close()
 			}
 		}
@@ -105,16 +103,16 @@ func Open(opts Options) (_ *Profiler, err error) {
 			}
 		}
 	}
-	if labels != nil && labels.sched {
-		labels.mu.Lock()
-		labels.onSched = p.addSchedGroup
-		labels.mu.Unlock()
+	if l := pl.labels; l != nil && l.sched {
+		l.mu.Lock()
+		l.onSched = p.addSchedGroup
+		l.mu.Unlock()
 	}
-	if opts.Contexts != nil {
+	if pl.contexts != nil {
 		p.wg.Add(1)
 		go p.readContexts()
 	}
-	if pf, ok := p.procs.(procfs); ok && pf.watch != nil && opts.discovers() {
+	if pf, ok := p.plan.procs.(procfs); ok && pf.watch != nil && opts.discovers() {
 		p.wg.Add(1)
 		go p.watchStarts(pf)
 	}
@@ -143,7 +141,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 	// The span reader first: with per-CPU events its programs keep only
 	// the samples of the processes it reads.
 	var cerr error
-	if c := p.opts.Contexts; c != nil {
+	if c := p.plan.contexts; c != nil {
 		cerr = c.Attach(proc.Pid)
 		p.opts.Limits.Record(fmt.Sprintf("pid %d", proc.Pid), cerr)
 		if errors.Is(cerr, errNotKept) {
@@ -152,7 +150,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 		}
 	}
 	if err := p.src.Attach(proc.Pid); err != nil {
-		if c := p.opts.Contexts; c != nil {
+		if c := p.plan.contexts; c != nil {
 			c.Detach(proc.Pid)
 		}
 		p.dropProcess(st)
@@ -164,7 +162,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 	// it by its record (engine.forked); one before is seen only here.
 	if now, err := p.procs.Read(proc.Pid); err != nil || now.StartTime != proc.StartTime {
 		p.src.Detach(proc.Pid)
-		if c := p.opts.Contexts; c != nil {
+		if c := p.plan.contexts; c != nil {
 			c.Detach(proc.Pid)
 		}
 		p.endProcess(st)
@@ -215,72 +213,11 @@ func (p *Profiler) attach(proc perf.Process) error {
 	return nil
 }
 
-// openEBPF loads the eBPF reader of the running span per opts.EBPF and
-// makes it the Contexts; it fails only with EBPFRequired. It decides how
-// context switches are captured (decideSched).
-func openEBPF(opts *Options) (*spanReader, error) {
-	if opts.EBPF == EBPFOff {
-		opts.ebpfErr = errEBPFOff
-		decideSched(opts, nil, errEBPFOff)
-		return nil, nil
-	}
-	g, err := loadEBPF(*opts)
-	if err != nil {
-		if opts.EBPF == EBPFRequired {
-			return nil, err
-		}
-		opts.ebpfErr = err
-		opts.Logger.Warn("Spans are read at sample time only with eBPF; joining samples to spans by thread and time", zap.Error(err))
-		decideSched(opts, nil, err)
-		return nil, nil
-	}
-	if ns := g.prog.PidNamespace(); ns.Level > 0 {
-		opts.Logger.Info("The collector is in a pid namespace of its own: the eBPF programs name processes by its pids, and sample only the processes it sees",
-			zap.Uint32("pid_namespace_level", ns.Level), zap.Uint64("pid_namespace_inode", ns.Inode))
-	}
-	opts.Perf.BPFProgram = g.prog.FD()
-	opts.Perf.BPFSwitchProgram = g.prog.SwitchFD()
-	opts.Contexts = g
-	// Per-thread events are switched in and out with their thread: at
-	// 50 000 switches a second that alone cost a target 10-18% of its
-	// CPU. Per-CPU events are not, and the programs drop the samples of
-	// other processes before perf walks their stacks.
-	if opts.Perf.Scope == perf.ScopeProcess {
-		opts.Perf.Scope = perf.ScopeSystem
-		opts.Logger.Info("Sampling the targets with per-CPU events; the eBPF programs drop the samples of other processes in the kernel")
-	}
-	decideSched(opts, g, g.schedErr)
-	return g, nil
-}
-
-// decideSched settles how sched capture (Perf.Sched) runs: in the kernel
-// by the scheduler program when g runs it; else with perf's context-switch
-// events when SchedPerfFallback allows (they cost a switch-heavy target
-// ten times as much), or not at all, why being err.
-func decideSched(opts *Options, g *spanReader, err error) {
-	if !opts.Perf.Sched {
-		return
-	}
-	switch {
-	case g != nil && g.sched:
-		opts.Perf.Sched = false
-		opts.schedKernel = true
-		opts.Logger.Info("Capturing context switches in the kernel (eBPF scheduler program) for off-CPU profiles")
-	case opts.SchedPerfFallback:
-		opts.schedErr = err
-		opts.Logger.Warn("Capturing context switches with perf events: the eBPF scheduler program cannot run; switch-heavy targets pay more", zap.Error(err))
-	default:
-		opts.Perf.Sched = false
-		opts.schedErr = err
-		opts.Logger.Warn("Off-CPU profiling is off: it runs by default only with the eBPF scheduler program, which cannot run here; set sched.enabled: true to capture context switches with perf events at a higher cost", zap.Error(err))
-	}
-}
-
 // readContexts stores the span contexts read at sample time until their
 // samples are joined.
 func (p *Profiler) readContexts() {
 	defer p.wg.Done()
-	if err := p.opts.Contexts.Read(p.contexts.add); err != nil {
+	if err := p.plan.contexts.Read(p.contexts.add); err != nil {
 		p.log.Error("Reading span contexts failed; samples are joined by thread and time", zap.Error(err))
 	}
 }
@@ -361,12 +298,12 @@ func (p *Profiler) discover() {
 		if !p.procs.Alive(proc) {
 			// The scheduler program's last groups of the process are
 			// in its ring: take them while the process is live.
-			if p.labels != nil && !flushed {
-				p.labels.flush()
+			if p.plan.labels != nil && !flushed {
+				p.plan.labels.flush()
 				flushed = true
 			}
 			p.src.Detach(proc.Pid)
-			if c := p.opts.Contexts; c != nil {
+			if c := p.plan.contexts; c != nil {
 				c.Detach(proc.Pid)
 			}
 			if p.releaseProcess(proc.Pid) {
@@ -486,8 +423,8 @@ func (p *Profiler) Take(final bool) []Snapshot {
 			watermark = now - w
 		}
 	}
-	if p.labels != nil {
-		p.labels.flush() // the records of the samples about to be joined
+	if p.plan.labels != nil {
+		p.plan.labels.flush() // the records of the samples about to be joined
 	}
 	return p.take(now, watermark, final)
 }
@@ -557,12 +494,12 @@ type EBPFStats struct {
 func (p *Profiler) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all)}
-	s.OffCPU = OffCPUStats{Kernel: p.opts.schedKernel, Perf: p.sched != nil, Reason: p.opts.schedErr,
+	s.OffCPU = OffCPUStats{Kernel: p.plan.schedKernel, Perf: p.sched != nil, Reason: p.plan.schedErr,
 		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
 	s.Unwind = p.counts.unwind
 	s.Unwind.Mode = p.opts.Unwind
 	if p.opts.Unwind != UnwindFramePointer {
-		s.Unwind.StackBytes = p.opts.Perf.StackUser
+		s.Unwind.StackBytes = p.plan.perf.StackUser
 	}
 	p.mu.Unlock()
 	p.spansMu.Lock()
@@ -570,16 +507,16 @@ func (p *Profiler) Stats() Stats {
 	p.spansMu.Unlock()
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()
-	if pf, ok := p.procs.(procfs); ok {
+	if pf, ok := p.plan.procs.(procfs); ok {
 		s.Discovery = pf.stats()
 	}
 	s.JIT = p.syms.jitStats()
 	s.Limits = p.opts.Limits.Counts()
-	s.EBPF.Reason = p.opts.ebpfErr
-	if p.labels != nil {
+	s.EBPF.Reason = p.plan.ebpfErr
+	if p.plan.labels != nil {
 		s.EBPF.Active = true
-		s.EBPF.PerCPU = p.opts.Perf.Scope == perf.ScopeSystem
-		s.EBPF.Program = p.labels.stats()
+		s.EBPF.PerCPU = p.plan.perf.Scope == perf.ScopeSystem
+		s.EBPF.Program = p.plan.labels.stats()
 	}
 	return s
 }
@@ -593,16 +530,16 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		err = p.src.Close()
-		if c := p.opts.Contexts; c != nil {
+		if c := p.plan.contexts; c != nil {
 			err = errors.Join(err, c.Close())
 		}
-		if pf, ok := p.procs.(procfs); ok {
+		if pf, ok := p.plan.procs.(procfs); ok {
 			// Closing the watcher ends watchStarts' wait.
 			err = errors.Join(err, pf.close())
 		}
 		p.wg.Wait()
-		if p.labels != nil {
-			err = errors.Join(err, p.labels.release())
+		if p.plan.labels != nil {
+			err = errors.Join(err, p.plan.labels.release())
 		}
 		p.mu.Lock()
 		for pid, st := range p.live {

@@ -67,13 +67,13 @@ type jitKey struct {
 // maxAddrCache bounds a process's address cache; it is cleared when full.
 const maxAddrCache = 1 << 17
 
-func newSymbols(opts Options) *symbols {
+func newSymbols(opts Options, procs Procs) *symbols {
 	return &symbols{
 		log:         opts.Logger,
 		symbolize:   opts.Symbolize,
 		recoverLeaf: opts.RecoverLeafCaller,
 		unwind:      opts.Unwind != UnwindFramePointer,
-		procs:       opts.Procs,
+		procs:       procs,
 		cache: symbolize.NewCache(symbolize.Options{
 			UnwindTables: opts.RecoverLeafCaller || opts.Unwind != UnwindFramePointer,
 			MaxBytes:     opts.MaxSymbolBytes,

@@ -158,8 +158,8 @@ func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats)
 	}
 	e.nameThreads(t, stacks)
 	pctx, announce := t.st.processContext(t.gone, e.opts.Limits)
-	if announce && e.opts.Contexts != nil {
-		if err := e.opts.Contexts.Attach(t.st.info.Pid); err != nil {
+	if announce && e.plan.contexts != nil {
+		if err := e.plan.contexts.Attach(t.st.info.Pid); err != nil {
 			e.log.Info("The process announces OpenTelemetry thread contexts, but they cannot be read; its samples are joined by thread and time", zap.Int("pid", t.st.info.Pid), zap.Error(err))
 		}
 	}

@@ -413,7 +413,7 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 		e.counts.offCPUUnattached++
 		return
 	}
-	e.nameThread(st, r.Tid)
+	e.seeThread(st, r.Tid)
 	t := offCPUTime(r)
 	stack := int32(-1)
 	if len(r.Stack) > 0 || len(r.KernelStack) > 0 {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +42,20 @@ type engine struct {
 	counts   readCounts             // cumulative
 	// rediscover asks for discovery now: a target's pid was reused.
 	rediscover chan struct{}
+	// jvmQueue holds the JVMs to ask for their perf maps (requestJVM).
+	jvmQueue chan jvmAsk
+	// toName holds the threads seen whose names the facts worker reads
+	// (seeThread); factsKick wakes it.
+	toName     []threadRef
+	spareNames []threadRef // toName's last backing array, reused
+	// toExe holds the images exec'd whose executable the worker reads.
+	toExe []*procState
+	factsKick  chan struct{}
+	// namingMu is held by a pass of readThreadNames.
+	namingMu sync.Mutex
+	// held are what a report held back for its JVM's answer (take).
+	heldMu sync.Mutex
+	held   []taken
 	attached   int      // processes attached now
 	chain      []uint64 // scratch for addSchedGroup
 	// unwFrames and unwChain are scratch for unwindCopy, unwRows its
@@ -108,6 +121,9 @@ type readCounts struct {
 	// of processes no longer attached (dropped).
 	offCPU, offCPUUncaptured, offCPUUnattached int64
 	unwind                                     UnwindStats
+	// unnamedThreads: threads seen while maxToName waited to be named,
+	// left unnamed.
+	unnamedThreads int64
 }
 
 // procKey names one process image: a pid is reused by later processes
@@ -169,12 +185,13 @@ type procState struct {
 	// roles name the threads the runtime left unnamed (see threadRole).
 	rolesMu sync.Mutex
 	roles   map[uint32]string
-	// pctx is the process context the process publishes, read at most
-	// every processContextInterval (see processContext).
-	pctxMu   sync.Mutex
-	pctx     map[string]any
-	pctxRead time.Time
-	pctxAt   uint64 // PublishedAt of pctx
+	// pctx is the process context the process publishes, as the facts
+	// worker read it last (see readProcessContext).
+	pctx pctxState
+
+	// exe is the executable of an image exec'd, as the facts worker read
+	// it; nil until then (info.Exe is the one before the exec).
+	exe atomic.Pointer[string]
 
 	sym *procSymbols
 	// unwinder unwinds the stacks of the process on the read loop; the
@@ -195,6 +212,8 @@ func newEngine(opts Options, pl plan) *engine {
 		all:        map[procKey]*procState{},
 		flush:      make(chan struct{}, 1),
 		rediscover: make(chan struct{}, 1),
+		jvmQueue:   make(chan jvmAsk, 64),
+		factsKick:  make(chan struct{}, 1),
 		spans:      tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
 	}
 	e.ids = newSpanIDs(pl.procs, opts.Logger)
@@ -252,30 +271,36 @@ func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
 	return st, true
 }
 
-// nameThread reads the name of a thread seen for the first time and, in
-// a process of a nested pid namespace, its id there, for the spans that
-// name it by that id. Called with mu held.
-func (e *engine) nameThread(st *procState, tid uint32) {
-	_, named := st.threads[tid]
+// seeThread notes a thread seen for the first time, for the facts worker
+// to read its name and, in a process of a nested pid namespace, its id
+// there, for the spans that name it by that id (readThreadNames). It reads
+// nothing: it runs on the read loop. Called with mu held.
+func (e *engine) seeThread(st *procState, tid uint32) {
+	_, seen := st.threads[tid]
 	if !st.ident.Nested {
-		if !named {
-			st.threads[tid], _ = e.procs.Thread(st.key.pid, int(tid), false)
+		if seen {
+			return
 		}
+	} else if _, asked := st.localTids[tid]; asked {
 		return
 	}
-	if _, asked := st.localTids[tid]; asked {
+	if !seen {
+		st.threads[tid] = ""
+	}
+	if st.ident.Nested {
+		if st.localTids == nil {
+			st.localTids = map[uint32]uint32{}
+		}
+		putBounded(st.localTids, tid, 0)
+	}
+	if len(e.toName) >= maxToName {
+		e.counts.unnamedThreads++
 		return
 	}
-	name, local := e.procs.Thread(st.key.pid, int(tid), true)
-	if !named {
-		st.threads[tid] = name
-	}
-	if st.localTids == nil {
-		st.localTids = map[uint32]uint32{}
-	}
-	putBounded(st.localTids, tid, local)
-	if local != 0 {
-		e.ids.thread(st.key.pid, tid, local)
+	e.toName = append(e.toName, threadRef{st, tid})
+	select {
+	case e.factsKick <- struct{}{}:
+	default:
 	}
 }
 
@@ -452,7 +477,7 @@ func (e *engine) handle(rec *perf.Record) {
 				return
 			}
 		}
-		e.nameThread(st, s.Tid)
+		e.seeThread(st, s.Tid)
 		chain, leaf, queue := s.Callchain, uint64(0), false
 		switch {
 		case e.opts.Unwind != UnwindFramePointer:
@@ -510,9 +535,6 @@ func (e *engine) handle(rec *perf.Record) {
 func (e *engine) exec(old *procState, comm string, t uint64) {
 	info := old.info
 	info.Comm = comm
-	if p, err := e.procs.Read(info.Pid); err == nil && p.StartTime == info.StartTime {
-		info.Exe = p.Exe
-	}
 	e.spansMu.Lock() // after mu, as everywhere
 	resource := old.resource
 	e.spansMu.Unlock()
@@ -537,6 +559,13 @@ func (e *engine) exec(old *procState, comm string, t uint64) {
 	e.all[st.key] = st
 	e.counts.execs++
 	e.syms.kick()
+	// Its executable is read by the facts worker, off the read loop;
+	// until then it is the one before the exec.
+	e.toExe = append(e.toExe, st)
+	select {
+	case e.factsKick <- struct{}{}:
+	default:
+	}
 }
 
 // liveStates returns the states of the live processes.

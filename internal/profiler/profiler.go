@@ -25,7 +25,6 @@ type Profiler struct {
 	src Source
 
 	stop      chan struct{}
-	jvmQueue  chan *procState // JVMs to ask for their perf maps, as attached
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -60,7 +59,7 @@ func Open(opts Options) (_ *Profiler, err error) {
 			pl.procs = newProcfs(opts.Logger)
 		}
 	}
-	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64)}
+	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			src.Close()
@@ -116,7 +115,8 @@ func Open(opts Options) (_ *Profiler, err error) {
 		p.wg.Add(1)
 		go p.watchStarts(pf)
 	}
-	p.wg.Add(5)
+	p.wg.Add(6)
+	go p.factsWorker()
 	go p.readLoop()
 	go p.discoverLoop()
 	go p.symbolWorker()
@@ -193,12 +193,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 		p.log.Info("The span a thread runs cannot be read in this process; its samples are joined by thread and time",
 			zap.Int("pid", proc.Pid), zap.Error(cerr))
 	}
-	if p.opts.JVMPerfMap {
-		select {
-		case p.jvmQueue <- st:
-		default: // the next report asks
-		}
-	}
+	p.requestJVM(st, "attached")
 	fields := []zap.Field{zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm)}
 	if ident.Nested {
 		fields = append(fields, zap.Int("pid_in_its_namespace", ident.LocalPid))
@@ -387,18 +382,17 @@ func (p *Profiler) jitPoller() {
 	}
 }
 
-// jvmWorker asks JVMs for their perf maps as they are attached, off the
-// paths that attach them.
+// jvmWorker asks JVMs for their perf maps as they are attached and as
+// reports find frames or threads their maps do not name (requestJVM): off
+// the paths that attach and report, which must not wait for a JVM.
 func (p *Profiler) jvmWorker() {
 	defer p.wg.Done()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case st := <-p.jvmQueue:
-			if p.askJVM(st, "attached", true) {
-				p.pollOne(st)
-			}
+		case a := <-p.jvmQueue:
+			p.askJVM(a.st, a.why)
 		}
 	}
 }
@@ -426,7 +420,42 @@ func (p *Profiler) Take(final bool) []Snapshot {
 	if p.plan.labels != nil {
 		p.plan.labels.flush() // the records of the samples about to be joined
 	}
+	// The threads of the samples read by now are named: the facts worker
+	// names them within milliseconds, and the report waits for a pass
+	// under way rather than find them unnamed.
+	p.readThreadNames()
 	return p.take(now, watermark, final)
+}
+
+// settle brings the facts of the processes up to date for the last
+// report, with the workers that keep them stopped: the perf maps as they
+// stand, the memory maps and unwind tables of the processes that mapped
+// code since they were read, and the process context of those never read.
+func (p *Profiler) settle() {
+	p.mu.Lock()
+	var sts []*procState
+	for _, st := range p.all {
+		sts = append(sts, st)
+	}
+	p.mu.Unlock()
+	for _, st := range sts {
+		if st.jit.Found() {
+			p.pollOne(st)
+		}
+	}
+	p.readTables(func() []*procState {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var dirty []*procState
+		for _, st := range sts {
+			if st.mapsDirty {
+				st.mapsDirty = false
+				dirty = append(dirty, st)
+			}
+		}
+		return dirty
+	})
+	p.readProcessContexts(true)
 }
 
 // Stats are cumulative counters of a Profiler, for telemetry.
@@ -548,6 +577,7 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 		}
 		p.attached = 0
 		p.mu.Unlock()
+		p.settle()
 		snaps = p.Take(true)
 		err = errors.Join(err, p.syms.close())
 	})

@@ -36,6 +36,43 @@ const maxToName = 1 << 14
 // be read again.
 const factsInterval = time.Second
 
+// catchUpWait bounds how long a report waits for the facts worker and the
+// JIT poller to catch up with the records read before it (catchUp).
+const catchUpWait = 250 * time.Millisecond
+
+// catchUp has the facts worker name the threads seen so far and the JIT
+// poller read what the perf maps gained since its last poll, and waits for
+// both, at most catchUpWait: a report names the threads of its samples,
+// and the JIT code compiled just before them, as they stand when it
+// begins. The reads run on the workers, so a target whose files stall a
+// read delays a report by catchUpWait at most, once.
+func (p *Profiler) catchUp() {
+	select {
+	case <-p.stop:
+		return // Close read them (settle)
+	default:
+	}
+	deadline := time.NewTimer(catchUpWait)
+	defer deadline.Stop()
+	var waits []chan struct{}
+	for _, worker := range []chan chan struct{}{p.factsNow, p.jitNow} {
+		done := make(chan struct{})
+		select {
+		case worker <- done:
+			waits = append(waits, done)
+		case <-deadline.C:
+			return
+		}
+	}
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
 // processContextInterval is how often a process's published context is
 // read again: SDKs publish it at start and seldom change it.
 const processContextInterval = 10 * time.Second
@@ -52,6 +89,9 @@ func (p *Profiler) factsWorker() {
 			return
 		case <-p.factsKick:
 			p.readThreadNames()
+		case done := <-p.factsNow:
+			p.readThreadNames()
+			close(done)
 		case <-t.C:
 			p.readThreadNames()
 			p.readProcessContexts(false)
@@ -60,9 +100,9 @@ func (p *Profiler) factsWorker() {
 }
 
 // readThreadNames reads the names of the threads seeThread queued and,
-// for processes in nested pid namespaces, their ids there. A report calls
-// it too, so that it finds the threads of its samples named: naming holds
-// namingMu throughout, so the report waits for a pass under way.
+// for processes in nested pid namespaces, their ids there. The profiler's
+// Close calls it too, with the worker stopped: naming holds namingMu
+// throughout.
 func (e *engine) readThreadNames() {
 	e.namingMu.Lock()
 	defer e.namingMu.Unlock()

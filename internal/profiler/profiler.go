@@ -25,6 +25,9 @@ type Profiler struct {
 	src Source
 
 	stop      chan struct{}
+	// factsNow and jitNow ask the facts worker and the JIT poller for a
+	// pass now, closing the channel sent when it is done (catchUp).
+	factsNow, jitNow chan chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -59,7 +62,7 @@ func Open(opts Options) (_ *Profiler, err error) {
 			pl.procs = newProcfs(opts.Logger)
 		}
 	}
-	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{})}
+	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{}), factsNow: make(chan chan struct{}), jitNow: make(chan chan struct{})}
 	defer func() {
 		if err != nil {
 			src.Close()
@@ -363,6 +366,11 @@ func (p *Profiler) jitPoller() {
 		select {
 		case <-p.stop:
 			return
+		case done := <-p.jitNow:
+			// A report: what the maps gained since the last poll names the
+			// code compiled just before its last samples.
+			p.pollFound()
+			close(done)
 		case <-t.C:
 			found := p.pollJIT()
 			if found {
@@ -420,10 +428,7 @@ func (p *Profiler) Take(final bool) []Snapshot {
 	if p.plan.labels != nil {
 		p.plan.labels.flush() // the records of the samples about to be joined
 	}
-	// The threads of the samples read by now are named: the facts worker
-	// names them within milliseconds, and the report waits for a pass
-	// under way rather than find them unnamed.
-	p.readThreadNames()
+	p.catchUp()
 	return p.take(now, watermark, final)
 }
 
@@ -438,11 +443,7 @@ func (p *Profiler) settle() {
 		sts = append(sts, st)
 	}
 	p.mu.Unlock()
-	for _, st := range sts {
-		if st.jit.Found() {
-			p.pollOne(st)
-		}
-	}
+	p.pollFound()
 	p.readTables(func() []*procState {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -577,6 +578,7 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 		}
 		p.attached = 0
 		p.mu.Unlock()
+		p.readThreadNames()
 		p.settle()
 		snaps = p.Take(true)
 		err = errors.Join(err, p.syms.close())

@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 
-
 	"github.com/perfprof/perfprof/internal/sched"
 )
 

@@ -47,12 +47,12 @@ type engine struct {
 	// toExe holds the images exec'd whose executable the worker reads.
 	toExe     []*procState
 	factsKick chan struct{}
-	// namingMu is held by a pass of readThreadNames.
-	namingMu sync.Mutex
+	// reportMu makes reports one at a time. It guards what only a report
+	// reads and writes: held, and the thread roles of the processes.
+	reportMu sync.Mutex
 	// held are what a report held back for its JVM's answer (take).
-	heldMu sync.Mutex
-	held   []taken
-	chain  []uint64 // scratch for addSchedGroup
+	held  []taken
+	chain []uint64 // scratch for addSchedGroup
 	// unwFrames and unwChain are scratch for unwindCopy, unwRows its
 	// cache of unwinding rules.
 	unwFrames, unwChain []uint64

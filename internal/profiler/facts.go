@@ -3,7 +3,6 @@ package profiler
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,12 +99,9 @@ func (p *Profiler) factsWorker() {
 }
 
 // readThreadNames reads the names of the threads seeThread queued and,
-// for processes in nested pid namespaces, their ids there. The profiler's
-// Close calls it too, with the worker stopped: naming holds namingMu
-// throughout.
+// for processes in nested pid namespaces, their ids there. It runs on the
+// facts worker, and in the profiler's Close once the worker stopped.
 func (e *engine) readThreadNames() {
-	e.namingMu.Lock()
-	defer e.namingMu.Unlock()
 	e.mu.Lock()
 	queue := e.toName
 	e.toName = e.spareNames[:0]
@@ -155,7 +151,8 @@ func (st *procState) exePath() string {
 // pctxState is the process context a process publishes (OTEP 4719), as
 // the facts worker read it last.
 type pctxState struct {
-	mu    sync.Mutex // one reader at a time
+	// attrs is what the report reads; the rest is the facts worker's
+	// (and Close's, once the worker stopped).
 	attrs atomic.Pointer[map[string]any]
 	read  time.Time // the last read that settled
 	at    uint64    // PublishedAt of attrs
@@ -210,8 +207,6 @@ func (e *engine) readProcessContexts(gone bool) {
 // publishes nothing.
 func (st *procState) readProcessContext(e *engine, once bool) (announce bool) {
 	c := &st.pctx
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.read.IsZero() && (once || time.Since(c.read) < processContextInterval) {
 		return false
 	}

@@ -20,14 +20,13 @@ const jvmTimeout = 5 * time.Second
 
 // jvmState is what the engine knows of a target as a JVM.
 type jvmState struct {
-	// mu is held by an ask, for as long as the JVM takes to answer.
-	mu      sync.Mutex
+	// checked, isJVM and failed are the JVM worker's, which alone asks.
 	checked bool // IsJVM was asked
 	isJVM   bool
 	failed  bool // attaching failed for good: not asked again
-	// sched guards when the JVM is asked next, apart from mu so that a
-	// report can ask for an ask without waiting for one under way.
-	sched   sync.Mutex
+	// mu guards when the JVM is asked next. An ask is made without it, so
+	// a report can ask for one without waiting for one under way.
+	mu      sync.Mutex
 	lastAsk time.Time
 	// wait is the least time between two requests: JVMRefreshInterval,
 	// doubled (up to 32 times) while requests name no more frames, as for
@@ -66,8 +65,8 @@ func (e *engine) requestJVM(st *procState, why string) bool {
 	if !e.opts.JVMPerfMap || j.off.Load() {
 		return false
 	}
-	j.sched.Lock()
-	defer j.sched.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.wait == 0 {
 		j.wait = e.opts.JVMRefreshInterval
 	}
@@ -90,12 +89,10 @@ func (e *engine) requestJVM(st *procState, why string) bool {
 func (e *engine) askJVM(st *procState, why string) bool {
 	j := st.jvm
 	defer func() {
-		j.sched.Lock()
+		j.mu.Lock()
 		j.queued = false
-		j.sched.Unlock()
+		j.mu.Unlock()
 	}()
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	pid := st.info.Pid
 	// A reply too long, too slow, or not a reply, and a memory map too
 	// long to read, are counted (limits.AttachReply, FileTooLarge).
@@ -110,9 +107,9 @@ func (e *engine) askJVM(st *procState, why string) bool {
 		j.off.Store(true)
 		return false
 	}
-	j.sched.Lock()
+	j.mu.Lock()
 	j.lastAsk = time.Now()
-	j.sched.Unlock()
+	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), jvmTimeout)
 	defer cancel()
 	start := time.Now()
@@ -154,8 +151,8 @@ func (e *engine) askJVM(st *procState, why string) bool {
 // last one named frames that were unnamed.
 func (st *procState) jvmHelped(helped bool, base time.Duration) {
 	j := st.jvm
-	j.sched.Lock()
-	defer j.sched.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if helped {
 		j.wait = base
 	} else {

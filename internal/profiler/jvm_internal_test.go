@@ -14,8 +14,7 @@ func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
 	names := map[uint32]string{1: "C2 CompilerThread0"}
 	st.jvm.names.Store(&names)
 
-	st.jvm.mu.Lock() // an ask under way
-	st.jvm.queued = true
+	st.jvm.queued = true // an ask under way
 	done := make(chan map[uint32]string)
 	go func() {
 		if e.requestJVM(st, "report") {
@@ -31,5 +30,4 @@ func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a report waited for the ask under way")
 	}
-	st.jvm.mu.Unlock()
 }

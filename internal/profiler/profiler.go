@@ -24,12 +24,12 @@ type Profiler struct {
 	*engine
 	src Source
 
-	stop      chan struct{}
+	stop chan struct{}
 	// factsNow and jitNow ask the facts worker and the JIT poller for a
 	// pass now, closing the channel sent when it is done (catchUp).
 	factsNow, jitNow chan chan struct{}
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	wg               sync.WaitGroup
+	closeOnce        sync.Once
 }
 
 // Open starts sampling: it opens the source (a perf session unless
@@ -432,6 +432,24 @@ func (p *Profiler) Take(final bool) []Snapshot {
 	return p.take(now, watermark, final)
 }
 
+// stopWorkers stops sampling and every goroutine of the profiler.
+func (p *Profiler) stopWorkers() error {
+	close(p.stop)
+	err := p.src.Close()
+	if c := p.plan.contexts; c != nil {
+		err = errors.Join(err, c.Close())
+	}
+	if pf, ok := p.plan.procs.(procfs); ok {
+		// Closing the watcher ends watchStarts' wait.
+		err = errors.Join(err, pf.close())
+	}
+	p.wg.Wait()
+	if p.plan.labels != nil {
+		err = errors.Join(err, p.plan.labels.release())
+	}
+	return err
+}
+
 // settle brings the facts of the processes up to date for the last
 // report, with the workers that keep them stopped: the perf maps as they
 // stand, the memory maps and unwind tables of the processes that mapped
@@ -558,19 +576,7 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 	var snaps []Snapshot
 	var err error
 	p.closeOnce.Do(func() {
-		close(p.stop)
-		err = p.src.Close()
-		if c := p.plan.contexts; c != nil {
-			err = errors.Join(err, c.Close())
-		}
-		if pf, ok := p.plan.procs.(procfs); ok {
-			// Closing the watcher ends watchStarts' wait.
-			err = errors.Join(err, pf.close())
-		}
-		p.wg.Wait()
-		if p.plan.labels != nil {
-			err = errors.Join(err, p.plan.labels.release())
-		}
+		err = p.stopWorkers()
 		p.mu.Lock()
 		for pid, st := range p.live {
 			st.gone = true

@@ -3,7 +3,6 @@ package profiler
 import (
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -82,9 +81,9 @@ type procState struct {
 	jitBumps  []jitBump
 	hinted    atomic.Bool // hintPerfMap said its piece
 	jvm       *jvmState
-	// roles name the threads the runtime left unnamed (see threadRole).
-	rolesMu sync.Mutex
-	roles   map[uint32]string
+	// roles name the threads the runtime left unnamed (see threadRole);
+	// guarded by engine.reportMu.
+	roles map[uint32]string
 	// pctx is the process context the process publishes, as the facts
 	// worker read it last (see readProcessContext).
 	pctx pctxState

@@ -31,6 +31,8 @@ type taken struct {
 // take, unless the buffer is over its bound: then the oldest go out early,
 // unjoined.
 func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
+	e.reportMu.Lock()
+	defer e.reportMu.Unlock()
 	// Samples taken before their process's unwind tables were read go
 	// out unwound when the tables can be read (see pending.go).
 	e.unwindQueued()
@@ -122,10 +124,8 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	// What a report held back for its JVM's answer goes out now, named by
 	// the perf map the JVM wrote since; what this one holds back goes out
 	// with the next.
-	e.heldMu.Lock()
 	held := e.held
 	e.held = nil
-	e.heldMu.Unlock()
 	snaps := make([]Snapshot, 0, len(held)+len(out))
 	var jit JITStats
 	for _, t := range held {
@@ -156,9 +156,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 		jit.add(j)
 	}
 	if len(hold) > 0 {
-		e.heldMu.Lock()
 		e.held = append(e.held, hold...)
-		e.heldMu.Unlock()
 	}
 	e.syms.addJIT(jit)
 	e.syms.trim()
@@ -241,8 +239,6 @@ func (e *engine) earlyCut(watermark uint64, keep int) uint64 {
 // kept for the life of the process.
 func (e *engine) nameThreads(t taken, stacks [][]*Location) {
 	st := t.st
-	st.rolesMu.Lock()
-	defer st.rolesMu.Unlock()
 	for _, s := range t.b.samples {
 		if s.stack < 0 || s.tid == uint32(st.info.Pid) || t.threads[s.tid] != st.info.Comm {
 			continue

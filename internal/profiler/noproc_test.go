@@ -44,6 +44,7 @@ func TestTakeWithoutProc(t *testing.T) {
 		return
 	}
 	child := testchild.Start(t, testchild.NoFP(t, "c"))
+	start := uint64(time.Now().UnixNano()) // the spans cover every sample
 	p, err := Open(Options{Pids: []int{child.Pid}, Perf: perf.Options{Frequency: 499}, Symbolize: true, Unwind: UnwindAuto})
 	testchild.RequirePerf(t, err)
 	closed := false
@@ -54,7 +55,6 @@ func TestTakeWithoutProc(t *testing.T) {
 	}()
 	// A span on each thread, over the whole run.
 	tids := readTids(t, child.Pid)
-	start := uint64(time.Now().UnixNano())
 	var spans []Span
 	for i, tid := range tids {
 		spans = append(spans, Span{Tid: tid, Pid: uint32(child.Pid), TraceID: [16]byte{1, byte(i)}, SpanID: [8]byte{2, byte(i)},

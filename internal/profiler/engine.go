@@ -16,9 +16,9 @@ import (
 )
 
 // engine is the state behind a Profiler, without its goroutines: records go
-// in through handle, spans through addSpans, reports come out of take. The
+// in through handle, spans through AddSpans, reports come out of take. The
 // read loop calls handle for every record, so handle takes no lock but mu
-// and does nothing slow: no symbolization, no binary reads.
+// and reads nothing: no file, no symbolization.
 type engine struct {
 	opts  Options
 	plan  plan

@@ -493,7 +493,10 @@ type Stats struct {
 	// are not the target's.
 	PidReused int64
 	Execs     int64
-	Source    perf.Stats // records read, lost and corrupt
+	// UnnamedThreads counts threads left unnamed because maxToName
+	// others waited to be named.
+	UnnamedThreads int64
+	Source         perf.Stats // records read, lost and corrupt
 	SpansHeld int        // spans in the join index now
 	Spans     SpanCounts
 	Joins     JoinCounts
@@ -541,7 +544,7 @@ type EBPFStats struct {
 // Stats returns the counters.
 func (p *Profiler) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all)}
+	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all), UnnamedThreads: p.counts.unnamedThreads}
 	s.OffCPU = OffCPUStats{Kernel: p.plan.schedKernel, Perf: p.sched != nil, Reason: p.plan.schedErr,
 		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
 	s.Unwind = p.counts.unwind

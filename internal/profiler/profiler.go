@@ -497,14 +497,14 @@ type Stats struct {
 	// others waited to be named.
 	UnnamedThreads int64
 	Source         perf.Stats // records read, lost and corrupt
-	SpansHeld int        // spans in the join index now
-	Spans     SpanCounts
-	Joins     JoinCounts
-	Symbols   symbolize.Stats
-	JIT       JITStats
-	EBPF      EBPFStats
-	OffCPU    OffCPUStats
-	Unwind    UnwindStats
+	SpansHeld      int        // spans in the join index now
+	Spans          SpanCounts
+	Joins          JoinCounts
+	Symbols        symbolize.Stats
+	JIT            JITStats
+	EBPF           EBPFStats
+	OffCPU         OffCPUStats
+	Unwind         UnwindStats
 	// Discovery counts the scans for target processes (with
 	// Options.Executables or cgroups): how many read every process, and
 	// the processes read.

@@ -24,7 +24,7 @@ import (
 func benchEngine(b *testing.B, sched bool) (*engine, *procState) {
 	opts := Options{Symbolize: true, RecoverLeafCaller: true, MaxBufferedSamples: 1 << 30, Perf: perf.Options{Sched: sched}}
 	opts.setDefaults()
-	e := newEngine(opts)
+	e := newEngine(opts, newPlan(opts))
 	b.Cleanup(func() { _ = e.syms.close() })
 	p, err := perf.ReadProcess(os.Getpid())
 	if err != nil {

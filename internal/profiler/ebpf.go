@@ -384,19 +384,6 @@ var errNotKept = errors.New("the eBPF programs cannot keep its samples")
 // errEBPFOff says the programs were not asked for.
 var errEBPFOff = errors.New("ebpf: off")
 
-// lastGone returns the process of pid released last whose samples are
-// still to be reported: a group read after its process was released (it
-// exited between two reads of the ring) is its. Called with mu held.
-func (e *engine) lastGone(pid int) *procState {
-	var last *procState
-	for k, st := range e.all {
-		if k.pid == pid && st.gone && !st.removed && (last == nil || k.start > last.key.start || k.start == last.key.start && k.gen > last.key.gen) {
-			last = st
-		}
-	}
-	return last
-}
-
 // addSchedGroup buffers the off-CPU sample of a group the scheduler
 // program wrote. Its stack is the user stack of the switch-out captured
 // last; when that is not the switch-out that began the off period
@@ -413,7 +400,7 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 		e.counts.offCPUUnattached++
 		return
 	}
-	e.nameThread(st, r.Tid)
+	e.seeThread(st, r.Tid)
 	t := offCPUTime(r)
 	stack := int32(-1)
 	if len(r.Stack) > 0 || len(r.KernelStack) > 0 {

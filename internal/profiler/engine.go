@@ -2,12 +2,8 @@ package profiler
 
 import (
 	"encoding/binary"
-	"fmt"
-	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,30 +17,43 @@ import (
 )
 
 // engine is the state behind a Profiler, without its goroutines: records go
-// in through handle, spans through addSpans, reports come out of take. The
+// in through handle, spans through AddSpans, reports come out of take. The
 // read loop calls handle for every record, so handle takes no lock but mu
-// and does nothing slow: no symbolization, no binary reads.
+// and reads nothing: no file, no symbolization.
 type engine struct {
 	opts  Options
+	plan  plan
 	procs Procs
 	log   *zap.Logger
 	clock *clock.Mapper
 	syms  *symbols
 
-	// mu guards the process states and their batches, the sched state
-	// and the counters of the read loop.
-	mu       sync.Mutex
-	live     map[int]*procState     // the process that has each pid now
-	all      map[procKey]*procState // every process with samples to report, live or not
-	buffered int                    // samples in all batches
-	windowA  uint64                 // start of the next report window, CLOCK_MONOTONIC
-	sched    *schedState            // nil without sched capture
-	flush    chan struct{}          // asks for an early report at the buffer bound
-	counts   readCounts             // cumulative
+	// mu guards the registry of process images and their batches, the
+	// sched state and the counters of the read loop.
+	mu sync.Mutex
+	registry
+	buffered int           // samples in all batches
+	windowA  uint64        // start of the next report window, CLOCK_MONOTONIC
+	sched    *schedState   // nil without sched capture
+	flush    chan struct{} // asks for an early report at the buffer bound
+	counts   readCounts    // cumulative
 	// rediscover asks for discovery now: a target's pid was reused.
 	rediscover chan struct{}
-	attached   int      // processes attached now
-	chain      []uint64 // scratch for addSchedGroup
+	// jvmQueue holds the JVMs to ask for their perf maps (requestJVM).
+	jvmQueue chan jvmAsk
+	// toName holds the threads seen whose names the facts worker reads
+	// (seeThread); factsKick wakes it.
+	toName     []threadRef
+	spareNames []threadRef // toName's last backing array, reused
+	// toExe holds the images exec'd whose executable the worker reads.
+	toExe     []*procState
+	factsKick chan struct{}
+	// reportMu makes reports one at a time. It guards what only a report
+	// reads and writes: held, and the thread roles of the processes.
+	reportMu sync.Mutex
+	// held are what a report held back for its JVM's answer (take).
+	held  []taken
+	chain []uint64 // scratch for addSchedGroup
 	// unw finds the user stacks of samples, counting in
 	// counts.unwind.
 	unw *unwind.Walker
@@ -107,101 +116,32 @@ type readCounts struct {
 	// of processes no longer attached (dropped).
 	offCPU, offCPUUncaptured, offCPUUnattached int64
 	unwind                                     UnwindStats
+	// unnamedThreads: threads seen while maxToName waited to be named,
+	// left unnamed.
+	unnamedThreads int64
 }
 
-// procKey names one process image: a pid is reused by later processes
-// (start time tells them apart) and a process that execs becomes another
-// program (gen counts its execs).
-type procKey struct {
-	pid   int
-	start uint64
-	gen   uint32
-}
-
-// procState is one target process image. The fields below sym are the
-// symbol side, guarded by symbols.mu; the rest by engine.mu.
-type procState struct {
-	key     procKey
-	info    perf.Process
-	ident   Identity // where it runs: pid namespace, cgroups
-	threads map[uint32]string
-	// localTids holds, for a process of a nested pid namespace, the
-	// threads whose id in that namespace was looked up (0: not found).
-	localTids map[uint32]uint32
-	batch     *batch
-	gone      bool // exited, detached or exec'ed; dropped once its last batch is taken
-	// attachedAt is when the engine took the process on (CLOCK_MONOTONIC),
-	// after it was found: a process forked later with its pid is another.
-	attachedAt uint64
-	// endedAt is when another process was forked with its pid, 0 until
-	// then: records of the pid from then on are the other's, until
-	// discovery releases this one and attaches that.
-	endedAt uint64
-	removed bool // dropped: late sched events must not add to it
-	// mapsDirty says code was mapped since the memory map was read.
-	mapsDirty bool
-	// resource is the caller's handle of the span resource of the
-	// process, -1 until its spans are seen, so that every snapshot of it
-	// names its service, also when none of its samples fell in a span.
-	// Guarded by spansMu: the join sets it.
-	resource int32
-	// unnamed: the process has exited, and what spans name its pid by
-	// now is another's (guarded by spansMu).
-	unnamed bool
-	// pending holds the samples taken before unwinder was stored, until
-	// it is (see pending.go).
-	pending pendingQueue
-	// movedOut counts the samples of the batch that moveQueued moved to
-	// the image that exec'd after this one; they are dropped when taken.
-	movedOut int
-
-	// jit is the process's perf map, which the JIT poller keeps current.
-	// jitGen is its generation at the last poll, which began at
-	// jitPolled; jitBumps say when it changed, so that a sample is named
-	// by the map as it stood when the sample was taken, not read.
-	jit       *symbolize.PerfMap
-	jitGen    symbolize.Gen
-	jitPolled uint64
-	jitBumps  []jitBump
-	hinted    atomic.Bool // hintPerfMap said its piece
-	jvm       *jvmState
-	// roles name the threads the runtime left unnamed (see threadRole).
-	rolesMu sync.Mutex
-	roles   map[uint32]string
-	// pctx is the process context the process publishes, read at most
-	// every processContextInterval (see processContext).
-	pctxMu   sync.Mutex
-	pctx     map[string]any
-	pctxRead time.Time
-	pctxAt   uint64 // PublishedAt of pctx
-
-	sym *procSymbols
-	// unwinder unwinds the stacks of the process on the read loop; the
-	// symbol worker replaces it when the memory map changes. nil until
-	// its tables are read (the samples taken until then wait in
-	// pending), and without stack copies.
-	unwinder atomic.Pointer[unwind.Unwinder]
-}
-
-func newEngine(opts Options) *engine {
+func newEngine(opts Options, pl plan) *engine {
 	e := &engine{
 		opts:       opts,
-		procs:      opts.Procs,
+		plan:       pl,
+		procs:      pl.procs,
 		log:        opts.Logger,
 		clock:      clock.NewMapper(),
-		live:       map[int]*procState{},
-		all:        map[procKey]*procState{},
+		registry:   registry{live: map[int]*procState{}, all: map[procKey]*procState{}},
 		flush:      make(chan struct{}, 1),
 		rediscover: make(chan struct{}, 1),
+		jvmQueue:   make(chan jvmAsk, 64),
+		factsKick:  make(chan struct{}, 1),
 		spans:      tidmap.New(tidmap.Options{MaxSpans: opts.MaxSpans}),
 	}
-	e.ids = newSpanIDs(opts.Procs, opts.Logger)
-	e.syms = newSymbols(opts)
-	e.unw = unwind.NewWalker(opts.Unwind, opts.RecoverLeafCaller, &e.counts.unwind)
-	if opts.Contexts != nil {
+	e.ids = newSpanIDs(pl.procs, opts.Logger)
+	e.syms = newSymbols(opts, pl.procs)
+	if pl.contexts != nil {
+		e.unw = unwind.NewWalker(opts.Unwind, opts.RecoverLeafCaller, &e.counts.unwind)
 		e.contexts = &contextStore{}
 	}
-	if opts.Perf.Sched {
+	if pl.perf.Sched {
 		e.sched = newSchedState(uint64(opts.OffCPUInterval))
 		e.sched.tracker.SetMinBlock(uint64(opts.SchedMinBlock))
 	}
@@ -209,210 +149,37 @@ func newEngine(opts Options) *engine {
 	return e
 }
 
-// addProcess makes the state of p live, before its first record can
-// arrive. A previous process with the same pid stays until its samples
-// are taken. It reports false when p is live already.
-func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
-	started := bootTicksToMono(p.StartTime)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	old := e.live[p.Pid]
-	if old != nil {
-		if old.info.StartTime == p.StartTime {
-			return old, false
-		}
-		old.gone = true // pid reused: the old process has exited
-		e.attached--
-	}
-	// Spans that named the pid before p started named another process.
-	e.spansMu.Lock() // after mu, as everywhere
-	if h, ok := e.names.forget(p.Pid, started); ok && old != nil && old.resource < 0 {
-		old.resource = h
-	}
-	if old != nil {
-		old.unnamed = true
-	}
-	e.spansMu.Unlock()
-	st := &procState{
-		key:        procKey{pid: p.Pid, start: p.StartTime},
-		info:       p,
-		ident:      ident,
-		attachedAt: clock.Monotonic(),
-		threads:    map[uint32]string{},
-		batch:      newBatch(),
-		resource:   -1,
-		jit:        symbolize.NewPerfMap(p.Pid, e.opts.Limits),
-		jvm:        &jvmState{},
-		sym:        &procSymbols{},
-	}
-	e.live[p.Pid] = st
-	e.all[st.key] = st
-	e.attached++
-	return st, true
-}
-
-// nameThread reads the name of a thread seen for the first time and, in
-// a process of a nested pid namespace, its id there, for the spans that
-// name it by that id. Called with mu held.
-func (e *engine) nameThread(st *procState, tid uint32) {
-	_, named := st.threads[tid]
+// seeThread notes a thread seen for the first time, for the facts worker
+// to read its name and, in a process of a nested pid namespace, its id
+// there, for the spans that name it by that id (readThreadNames). It reads
+// nothing: it runs on the read loop. Called with mu held.
+func (e *engine) seeThread(st *procState, tid uint32) {
+	_, seen := st.threads[tid]
 	if !st.ident.Nested {
-		if !named {
-			st.threads[tid], _ = e.procs.Thread(st.key.pid, int(tid), false)
+		if seen {
+			return
 		}
+	} else if _, asked := st.localTids[tid]; asked {
 		return
 	}
-	if _, asked := st.localTids[tid]; asked {
+	if !seen {
+		st.threads[tid] = ""
+	}
+	if st.ident.Nested {
+		if st.localTids == nil {
+			st.localTids = map[uint32]uint32{}
+		}
+		putBounded(st.localTids, tid, 0)
+	}
+	if len(e.toName) >= maxToName {
+		e.counts.unnamedThreads++
 		return
 	}
-	name, local := e.procs.Thread(st.key.pid, int(tid), true)
-	if !named {
-		st.threads[tid] = name
+	e.toName = append(e.toName, threadRef{st, tid})
+	select {
+	case e.factsKick <- struct{}{}:
+	default:
 	}
-	if st.localTids == nil {
-		st.localTids = map[uint32]uint32{}
-	}
-	putBounded(st.localTids, tid, local)
-	if local != 0 {
-		e.ids.thread(st.key.pid, tid, local)
-	}
-}
-
-// dropProcess undoes addProcess when attaching failed.
-func (e *engine) dropProcess(st *procState) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.live[st.key.pid] == st {
-		delete(e.live, st.key.pid)
-		e.attached--
-		e.ids.remove(st.key.pid)
-	}
-	if len(st.batch.samples) == 0 {
-		delete(e.all, st.key)
-		st.removed = true
-	}
-	st.gone = true
-}
-
-// endProcess undoes addProcess when st had exited before it was attached:
-// the records read since are of the process that took its pid. Its
-// samples are dropped at the next report.
-func (e *engine) endProcess(st *procState) {
-	e.mu.Lock()
-	st.endedAt = st.attachedAt
-	e.mu.Unlock()
-	e.dropProcess(st)
-}
-
-// releaseProcess marks the live process of pid gone; its samples are
-// still reported. It reports whether there was one.
-func (e *engine) releaseProcess(pid int) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st := e.live[pid]
-	if st == nil {
-		return false
-	}
-	delete(e.live, pid)
-	st.gone = true
-	e.attached--
-	e.ids.remove(pid)
-	// The name its spans gave it goes with it; its last samples keep it.
-	e.spansMu.Lock() // after mu, as everywhere
-	if h, ok := e.names.forget(pid, math.MaxUint64); ok && st.resource < 0 {
-		st.resource = h
-	}
-	st.unnamed = true
-	e.spansMu.Unlock()
-	// A process that takes the pid next gets its own bounds logged.
-	e.opts.Limits.Forget(fmt.Sprintf("pid %d", pid))
-	return true
-}
-
-// liveProcesses returns what identifies the live processes.
-func (e *engine) liveProcesses() []perf.Process {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]perf.Process, 0, len(e.live))
-	for _, st := range e.live {
-		out = append(out, st.info)
-	}
-	return out
-}
-
-// owner returns the live process that a record of pid at time t belongs
-// to, nil when none: when the target exited and another process was
-// forked with its pid, the records of that one are not the target's.
-// Called with mu held.
-func (e *engine) owner(pid uint32, t uint64) *procState {
-	st := e.live[int(pid)]
-	if st == nil || (st.endedAt != 0 && t >= st.endedAt) {
-		return nil
-	}
-	return st
-}
-
-// forked notes a process forked with pid at t: every process that had
-// the pid and was attached before t had exited by then, and the records of
-// pid from t on are of the new process, which discovery attaches now if it
-// is a target. That includes the images a process had before an exec, and
-// processes released since: the read loop reads the rings of the CPUs one
-// after the other, so the fork record can come after samples of the new
-// process, and after discovery released the old; the samples are dropped
-// when taken (dropReused). Called with mu held.
-func (e *engine) forked(pid uint32, t uint64) {
-	for key, st := range e.all {
-		if key.pid != int(pid) || st.attachedAt >= t || (st.endedAt != 0 && st.endedAt <= t) {
-			continue
-		}
-		st.endedAt = t
-		if e.live[key.pid] == st {
-			select {
-			case e.rediscover <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-// reusedBy notes that discovery found the pid of a released target held
-// by another process, which started at start (clock ticks since boot): the
-// target had exited by then, and the records of the pid since are the
-// other's. It bounds what a missed fork record would have (forked): the
-// session drops the records of a pid once it is released. Start times
-// are in ticks of 10 ms, floored: a target's samples in its last 10 ms
-// may go too.
-func (e *engine) reusedBy(pid int, start uint64) {
-	t := bootTicksToMono(start)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for key, st := range e.all {
-		// Attached after t: it had started by then, so the start
-		// time's floor is all that puts t first.
-		if key.pid != pid || key.start == start || st.attachedAt >= t {
-			continue
-		}
-		if st.endedAt == 0 || t < st.endedAt {
-			st.endedAt = t
-		}
-	}
-}
-
-// userHZ is the unit of process start times in /proc (USER_HZ, 100 on
-// every architecture Linux runs perf on).
-const userHZ = 100
-
-// bootTicksToMono converts a time in clock ticks since boot to
-// CLOCK_MONOTONIC: the two differ by the time the machine was suspended.
-func bootTicksToMono(ticks uint64) uint64 {
-	var boot, mono unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	// Read one after the other, they differ by a little either way
-	// when the machine never slept.
-	suspended := uint64(max(boot.Nano()-mono.Nano(), 0))
-	ns := ticks * (1e9 / userHZ)
-	return ns - min(ns, suspended)
 }
 
 // handle takes one record of a target. It runs on the read loop.
@@ -451,7 +218,7 @@ func (e *engine) handle(rec *perf.Record) {
 				return
 			}
 		}
-		e.nameThread(st, s.Tid)
+		e.seeThread(st, s.Tid)
 		chain, leaf, wait := e.unw.Sample(st.unwinder.Load(), s)
 		// A sample whose tables are not read yet waits for them, with
 		// the kernel's chain meanwhile, if the pending queue has room.
@@ -498,54 +265,6 @@ func (e *engine) handle(rec *perf.Record) {
 	}
 }
 
-// exec replaces a live process image by a new program at t: the samples
-// taken so far belong to the old image, whose memory map (read before)
-// names their addresses and whose unwinder unwinds those it queued; later
-// ones to the new image, whose map and tables the symbol worker reads, its
-// samples queued until then. Called with mu held.
-func (e *engine) exec(old *procState, comm string, t uint64) {
-	info := old.info
-	info.Comm = comm
-	if p, err := e.procs.Read(info.Pid); err == nil && p.StartTime == info.StartTime {
-		info.Exe = p.Exe
-	}
-	e.spansMu.Lock() // after mu, as everywhere
-	resource := old.resource
-	e.spansMu.Unlock()
-	st := &procState{
-		key:        procKey{pid: info.Pid, start: info.StartTime, gen: old.key.gen + 1},
-		info:       info,
-		ident:      old.ident,
-		attachedAt: old.attachedAt,
-		threads:    old.threads,
-		localTids:  old.localTids,
-		batch:      newBatch(),
-		resource:   resource,
-		mapsDirty:  true,
-		jit:        symbolize.NewPerfMap(info.Pid, e.opts.Limits),
-		jvm:        &jvmState{},
-		sym:        &procSymbols{},
-	}
-	old.gone = true
-	e.moveQueued(old, st, t)
-	e.settleExec(old)
-	e.live[info.Pid] = st
-	e.all[st.key] = st
-	e.counts.execs++
-	e.syms.kick()
-}
-
-// liveStates returns the states of the live processes.
-func (e *engine) liveStates() []*procState {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]*procState, 0, len(e.live))
-	for _, st := range e.live {
-		out = append(out, st)
-	}
-	return out
-}
-
 // pollJIT reads what the live processes added to their perf maps, so that
 // the samples read next are named as the maps stand now, and reports
 // whether any has one. A process without a map costs a failed open a
@@ -558,6 +277,22 @@ func (e *engine) pollJIT() bool {
 		}
 	}
 	return found
+}
+
+// pollFound reads what the perf maps found so far gained, of the processes
+// with samples to report, live or not.
+func (e *engine) pollFound() {
+	e.mu.Lock()
+	var sts []*procState
+	for _, st := range e.all {
+		if st.jit.Found() {
+			sts = append(sts, st)
+		}
+	}
+	e.mu.Unlock()
+	for _, st := range sts {
+		e.pollOne(st)
+	}
 }
 
 // pollOne reads what st added to its perf map and notes when the
@@ -609,7 +344,3 @@ func (e *engine) dirtyProcesses() []*procState {
 
 // ne is the byte order of stack copies, the machine's.
 var ne = binary.NativeEndian
-
-func (st *procState) String() string {
-	return fmt.Sprintf("pid %d (%s)", st.info.Pid, st.info.Comm)
-}

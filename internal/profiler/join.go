@@ -244,15 +244,27 @@ func (e *engine) link(l *Link, sp *tidmap.Span) {
 	l.Root = e.spans.LocalRoot(sp).Name
 }
 
+// joined is what the join found for the samples of one batch.
+type joined struct {
+	links []Link // per sample
+	// cpu is, per on-CPU sample, its thread's CPU time since its previous
+	// sample as its process read it at the sample (0: not read), which
+	// weighs it rather than the time between samples.
+	cpu []uint64
+	// resource is the span resource most of the linked samples share,
+	// else the one the process's spans named it by while it lived; -1
+	// when neither.
+	resource int32
+}
+
 // join looks up, for every sample of b older than the watermark, the span
 // that ran on its thread at its time; where unrelated spans were open on
 // the thread at once, none (a wrong link misleads more than a missing
-// one). It returns the link of each sample and sets the process's
-// resource: the one most of the linked samples share, else the one its
-// spans named it by while it lived, else the last it had. Called with
-// spansMu held, not mu: the samples of b are the caller's now.
-func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) []Link {
+// one). It changes neither b nor st. Called with spansMu held, not mu:
+// the samples of b are the caller's now.
+func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) joined {
 	links := make([]Link, len(b.samples))
+	var cpu []uint64
 	votes := map[int32]int{}
 	if e.contexts != nil {
 		e.contexts.mu.Lock()
@@ -273,7 +285,10 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		if e.contexts != nil {
 			if sc, ok := e.contexts.find(uint32(st.info.Pid), s.tid, s.state != 0, s.time); ok {
 				if sc.CPUDelta > 0 && s.state == 0 {
-					b.samples[i].weight = sc.CPUDelta
+					if cpu == nil {
+						cpu = make([]uint64, len(b.samples))
+					}
+					cpu[i] = sc.CPUDelta
 				}
 				if !sc.CPUOnly {
 					if e.linkContext(l, sc) {
@@ -323,14 +338,12 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 			best, bestN = h, n
 		}
 	}
-	if best >= 0 {
-		st.resource = best
-	} else if !st.unnamed {
+	if best < 0 && !st.unnamed {
 		if h, ok := e.names.get(st.info.Pid); ok {
-			st.resource = h
+			best = h
 		}
 	}
-	return links
+	return joined{links: links, cpu: cpu, resource: best}
 }
 
 // otherProcess reports whether span sp names a process other than st's:

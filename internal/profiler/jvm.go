@@ -20,19 +20,26 @@ const jvmTimeout = 5 * time.Second
 
 // jvmState is what the engine knows of a target as a JVM.
 type jvmState struct {
-	mu      sync.Mutex
+	// checked, isJVM and failed are the JVM worker's, which alone asks.
 	checked bool // IsJVM was asked
 	isJVM   bool
 	failed  bool // attaching failed for good: not asked again
+	// mu guards when the JVM is asked next. An ask is made without it, so
+	// a report can ask for one without waiting for one under way.
+	mu      sync.Mutex
 	lastAsk time.Time
 	// wait is the least time between two requests: JVMRefreshInterval,
 	// doubled (up to 32 times) while requests name no more frames, as for
 	// JIT code the map never names.
 	wait time.Duration
+	// queued: an ask is queued for the JVM worker or under way.
+	queued bool
 	// names are the full names of its threads (comm is cut at 15 bytes),
-	// by tid, as of lastAsk. Not under mu, which an ask holds for as long
-	// as the JVM takes to answer: a report reads them without waiting.
+	// by tid, as of lastAsk. Not under mu: a report reads them without
+	// waiting.
 	names atomic.Pointer[map[uint32]string]
+	// off: not a JVM, or not to be asked again (see askJVM).
+	off atomic.Bool
 }
 
 // jvmNames returns the full thread names of a JVM target, nil for others.
@@ -43,23 +50,49 @@ func (st *procState) jvmNames() map[uint32]string {
 	return nil
 }
 
-// askJVM asks the target, when it is a HotSpot JVM, to write its perf map
-// anew, and reads its thread names; at most every JVMRefreshInterval. It
-// reports whether the map was written, for the caller to read it. Unless
-// wait, it does not wait for an ask already under way (the one made when
-// the process was attached, which can take jvmTimeout): a report must not,
-// or every target's report would wait behind one process's answer.
-func (e *engine) askJVM(st *procState, why string, wait bool) bool {
-	if !e.opts.JVMPerfMap {
-		return false
-	}
+// jvmAsk is an ask queued for the JVM worker, and why it is made.
+type jvmAsk struct {
+	st  *procState
+	why string
+}
+
+// requestJVM asks the JVM worker to ask st for its perf map and thread
+// names, unless it was asked less than its wait ago, an ask is queued or
+// under way, or st is no JVM to ask. It never waits: a report calls it. It
+// reports whether the ask was queued.
+func (e *engine) requestJVM(st *procState, why string) bool {
 	j := st.jvm
-	if wait {
-		j.mu.Lock()
-	} else if !j.mu.TryLock() {
+	if !e.opts.JVMPerfMap || j.off.Load() {
 		return false
 	}
+	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.wait == 0 {
+		j.wait = e.opts.JVMRefreshInterval
+	}
+	if j.queued || time.Since(j.lastAsk) < j.wait {
+		return false
+	}
+	select {
+	case e.jvmQueue <- jvmAsk{st, why}:
+		j.queued = true
+		return true
+	default: // the next report asks again
+		return false
+	}
+}
+
+// askJVM asks the target, when it is a HotSpot JVM, to write its perf map
+// anew, reads its thread names and the map; it runs on the JVM worker, for
+// the processes attached and those requestJVM queued. It reports whether
+// the map was written.
+func (e *engine) askJVM(st *procState, why string) bool {
+	j := st.jvm
+	defer func() {
+		j.mu.Lock()
+		j.queued = false
+		j.mu.Unlock()
+	}()
 	pid := st.info.Pid
 	// A reply too long, too slow, or not a reply, and a memory map too
 	// long to read, are counted (limits.AttachReply, FileTooLarge).
@@ -70,13 +103,13 @@ func (e *engine) askJVM(st *procState, why string, wait bool) bool {
 		e.opts.Limits.Record(subject, err)
 		j.isJVM = ok && err == nil
 	}
-	if j.wait == 0 {
-		j.wait = e.opts.JVMRefreshInterval
-	}
-	if !j.isJVM || j.failed || time.Since(j.lastAsk) < j.wait {
+	if !j.isJVM || j.failed {
+		j.off.Store(true)
 		return false
 	}
+	j.mu.Lock()
 	j.lastAsk = time.Now()
+	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), jvmTimeout)
 	defer cancel()
 	start := time.Now()
@@ -90,6 +123,7 @@ func (e *engine) askJVM(st *procState, why string, wait bool) bool {
 			// JVM answers Compiler.perfmap with a line, and each ask of
 			// one that streams would cost a read up to the bound.
 			j.failed = true
+			j.off.Store(true)
 			e.log.Warn("Cannot ask the JVM for its perf map; its JIT frames stay unnamed", zap.Int("pid", pid), zap.Error(err))
 		} else {
 			e.log.Warn("Asking the JVM for its perf map failed; will ask again", zap.Int("pid", pid), zap.Error(err))
@@ -109,6 +143,7 @@ func (e *engine) askJVM(st *procState, why string, wait bool) bool {
 		e.log.Debug("Cannot read the JVM's thread names", zap.Int("pid", pid), zap.Error(err))
 	}
 	e.log.Debug("Asked the JVM for its perf map", zap.Int("pid", pid), zap.String("why", why), zap.Duration("took", took))
+	e.pollOne(st)
 	return true
 }
 

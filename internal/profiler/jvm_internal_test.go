@@ -5,20 +5,21 @@ import (
 	"time"
 )
 
-// TestReportDoesNotWaitForJVMAsk: while an ask of a JVM is under way (the
-// one made at attach holds the JVM's lock for as long as the process takes
-// to answer, up to jvmTimeout), a report neither asks again nor waits to
-// read the thread names: every target's report would wait behind one
-// process's answer.
+// TestReportDoesNotWaitForJVMAsk: while an ask of a JVM is under way (it
+// holds the JVM's lock for as long as the process takes to answer, up to
+// jvmTimeout), a report neither asks again nor waits to read the thread
+// names: every target's report would wait behind one process's answer.
 func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
 	e, st := selfEngine(t, Options{JVMPerfMap: true})
 	names := map[uint32]string{1: "C2 CompilerThread0"}
 	st.jvm.names.Store(&names)
 
-	st.jvm.mu.Lock() // an ask under way
+	st.jvm.queued = true // an ask under way
 	done := make(chan map[uint32]string)
 	go func() {
-		e.askJVM(st, "report", false)
+		if e.requestJVM(st, "report") {
+			t.Error("a report queued an ask while one was under way")
+		}
 		done <- st.jvmNames()
 	}()
 	select {
@@ -29,5 +30,4 @@ func TestReportDoesNotWaitForJVMAsk(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a report waited for the ask under way")
 	}
-	st.jvm.mu.Unlock()
 }

@@ -2,7 +2,6 @@ package profiler
 
 import (
 	"os"
-	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,8 +30,10 @@ type Options struct {
 	DiscoveryInterval time.Duration
 
 	// Perf is the sampling configuration (scope, frequency, kernel
-	// stacks, ring size, sched capture). Perf.StackUser is set by Open
-	// from Unwind and RecoverLeafCaller.
+	// stacks, ring size, sched capture) as asked for. The session's is
+	// Open's plan of it: the stack copies that Unwind and
+	// RecoverLeafCaller need, per-CPU events for the eBPF programs, sched
+	// capture by the scheduler program (see plan).
 	Perf perf.Options
 	// OffCPUInterval is the off-CPU sampling interval of sched capture:
 	// off-CPU time is accumulated across sleeps and emitted in multiples
@@ -118,11 +119,6 @@ type Options struct {
 	// (bpf.Options.RunStats), for Stats.EBPF.Program.RunCount and RunTime.
 	EBPFRunStats bool
 
-	ebpfErr error // why the eBPF programs are not used, set by Open
-	// schedKernel: the scheduler program captures context switches;
-	// schedErr: why it does not, when sched capture was asked for.
-	schedKernel bool
-	schedErr    error
 	// Procs answers questions about processes; nil reads /proc.
 	Procs Procs
 	// Logger receives what the engine has to say; nil discards it.
@@ -198,8 +194,7 @@ func (o *Options) setDefaults() {
 	if o.Procs == nil {
 		o.Procs = procfs{}
 	}
-	switch {
-	case o.Unwind != UnwindFramePointer:
+	if o.Unwind != UnwindFramePointer {
 		if o.UnwindStackBytes == 0 {
 			o.UnwindStackBytes = DefaultUnwindStackBytes
 		}
@@ -207,25 +202,6 @@ func (o *Options) setDefaults() {
 		if o.MaxPendingUnwindBytes <= 0 {
 			o.MaxPendingUnwindBytes = DefaultMaxPendingUnwindBytes
 		}
-		o.Perf.StackUser = o.UnwindStackBytes
-		if o.Perf.RingPages == 0 {
-			cpus, err := perf.RingCPUs()
-			if err != nil {
-				cpus = runtime.NumCPU() // Open reports the error
-			}
-			o.Perf.RingPages = stackRingPages(int(o.Perf.Frequency), int(o.UnwindStackBytes), cpus)
-			if o.Perf.WakeFraction == 0 {
-				// Wake the reader at half full: below 121 Hz a ring
-				// holds a second, half a second of slack; the
-				// largest hold 256 samples, 128 ms of slack at
-				// 999 Hz.
-				o.Perf.WakeFraction = 2
-			}
-		}
-	case o.RecoverLeafCaller:
-		o.Perf.StackUser = leafStackBytes
-	default:
-		o.Perf.StackUser = 0
 	}
 }
 

@@ -55,7 +55,7 @@ func pendingEngine(t testing.TB, bound int64) (*engine, *procState) {
 // added as its target.
 func selfEngine(t testing.TB, opts Options) (*engine, *procState) {
 	opts.setDefaults()
-	e := newEngine(opts)
+	e := newEngine(opts, newPlan(opts))
 	t.Cleanup(func() { _ = e.syms.close() })
 	p, err := perf.ReadProcess(os.Getpid())
 	if err != nil {

@@ -24,11 +24,12 @@ type Profiler struct {
 	*engine
 	src Source
 
-	stop      chan struct{}
-	jvmQueue  chan *procState // JVMs to ask for their perf maps, as attached
-	labels    *spanReader     // the eBPF reader of the running span, nil without
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	stop chan struct{}
+	// factsNow and jitNow ask the facts worker and the JIT poller for a
+	// pass now, closing the channel sent when it is done (catchUp).
+	factsNow, jitNow chan chan struct{}
+	wg               sync.WaitGroup
+	closeOnce        sync.Once
 }
 
 // Open starts sampling: it opens the source (a perf session unless
@@ -38,42 +39,41 @@ type Profiler struct {
 // or a pid does not exist (perf.ErrNoProcess).
 func Open(opts Options) (_ *Profiler, err error) {
 	opts.setDefaults()
+	pl := newPlan(opts)
 	src := opts.Source
-	var labels *spanReader
 	if src == nil {
 		if err := perf.CheckProc(); err != nil {
 			return nil, err
 		}
 		if opts.Contexts == nil {
-			var err error
-			if labels, err = openEBPF(&opts); err != nil {
+			if err := pl.openEBPF(opts); err != nil {
 				return nil, err
 			}
 		}
-		s, err := perf.Open(opts.Perf)
+		s, err := perf.Open(pl.perf)
 		if err != nil {
-			if labels != nil {
-				labels.release()
+			if pl.labels != nil {
+				pl.labels.release()
 			}
 			return nil, err
 		}
 		src = s
-		if pf, ok := opts.Procs.(procfs); ok && pf.scan == nil && opts.discovers() {
-			opts.Procs = newProcfs(opts.Logger)
+		if pf, ok := pl.procs.(procfs); ok && pf.scan == nil && opts.discovers() {
+			pl.procs = newProcfs(opts.Logger)
 		}
 	}
-	p := &Profiler{engine: newEngine(opts), src: src, stop: make(chan struct{}), jvmQueue: make(chan *procState, 64), labels: labels}
+	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{}), factsNow: make(chan chan struct{}), jitNow: make(chan chan struct{})}
 	defer func() {
 		if err != nil {
 			src.Close()
-			if opts.Contexts != nil {
-				opts.Contexts.Close()
+			if pl.contexts != nil {
+				pl.contexts.Close()
 			}
-			if labels != nil {
-				labels.release()
+			if pl.labels != nil {
+				pl.labels.release()
 			}
 			_ = p.syms.close()
-			if pf, ok := opts.Procs.(procfs); ok {
+			if pf, ok := pl.procs.(procfs); ok {
 				pf.close()
 			}
 		}
@@ -105,20 +105,21 @@ func Open(opts Options) (_ *Profiler, err error) {
 			}
 		}
 	}
-	if labels != nil && labels.sched {
-		labels.mu.Lock()
-		labels.onSched = p.addSchedGroup
-		labels.mu.Unlock()
+	if l := pl.labels; l != nil && l.sched {
+		l.mu.Lock()
+		l.onSched = p.addSchedGroup
+		l.mu.Unlock()
 	}
-	if opts.Contexts != nil {
+	if pl.contexts != nil {
 		p.wg.Add(1)
 		go p.readContexts()
 	}
-	if pf, ok := p.procs.(procfs); ok && pf.watch != nil && opts.discovers() {
+	if pf, ok := p.plan.procs.(procfs); ok && pf.watch != nil && opts.discovers() {
 		p.wg.Add(1)
 		go p.watchStarts(pf)
 	}
-	p.wg.Add(5)
+	p.wg.Add(6)
+	go p.factsWorker()
 	go p.readLoop()
 	go p.discoverLoop()
 	go p.symbolWorker()
@@ -143,7 +144,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 	// The span reader first: with per-CPU events its programs keep only
 	// the samples of the processes it reads.
 	var cerr error
-	if c := p.opts.Contexts; c != nil {
+	if c := p.plan.contexts; c != nil {
 		cerr = c.Attach(proc.Pid)
 		p.opts.Limits.Record(fmt.Sprintf("pid %d", proc.Pid), cerr)
 		if errors.Is(cerr, errNotKept) {
@@ -152,7 +153,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 		}
 	}
 	if err := p.src.Attach(proc.Pid); err != nil {
-		if c := p.opts.Contexts; c != nil {
+		if c := p.plan.contexts; c != nil {
 			c.Detach(proc.Pid)
 		}
 		p.dropProcess(st)
@@ -164,7 +165,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 	// it by its record (engine.forked); one before is seen only here.
 	if now, err := p.procs.Read(proc.Pid); err != nil || now.StartTime != proc.StartTime {
 		p.src.Detach(proc.Pid)
-		if c := p.opts.Contexts; c != nil {
+		if c := p.plan.contexts; c != nil {
 			c.Detach(proc.Pid)
 		}
 		p.endProcess(st)
@@ -195,12 +196,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 		p.log.Info("The span a thread runs cannot be read in this process; its samples are joined by thread and time",
 			zap.Int("pid", proc.Pid), zap.Error(cerr))
 	}
-	if p.opts.JVMPerfMap {
-		select {
-		case p.jvmQueue <- st:
-		default: // the next report asks
-		}
-	}
+	p.requestJVM(st, "attached")
 	fields := []zap.Field{zap.Int("pid", proc.Pid), zap.String("executable", proc.Exe), zap.String("comm", proc.Comm)}
 	if ident.Nested {
 		fields = append(fields, zap.Int("pid_in_its_namespace", ident.LocalPid))
@@ -215,72 +211,11 @@ func (p *Profiler) attach(proc perf.Process) error {
 	return nil
 }
 
-// openEBPF loads the eBPF reader of the running span per opts.EBPF and
-// makes it the Contexts; it fails only with EBPFRequired. It decides how
-// context switches are captured (decideSched).
-func openEBPF(opts *Options) (*spanReader, error) {
-	if opts.EBPF == EBPFOff {
-		opts.ebpfErr = errEBPFOff
-		decideSched(opts, nil, errEBPFOff)
-		return nil, nil
-	}
-	g, err := loadEBPF(*opts)
-	if err != nil {
-		if opts.EBPF == EBPFRequired {
-			return nil, err
-		}
-		opts.ebpfErr = err
-		opts.Logger.Warn("Spans are read at sample time only with eBPF; joining samples to spans by thread and time", zap.Error(err))
-		decideSched(opts, nil, err)
-		return nil, nil
-	}
-	if ns := g.prog.PidNamespace(); ns.Level > 0 {
-		opts.Logger.Info("The collector is in a pid namespace of its own: the eBPF programs name processes by its pids, and sample only the processes it sees",
-			zap.Uint32("pid_namespace_level", ns.Level), zap.Uint64("pid_namespace_inode", ns.Inode))
-	}
-	opts.Perf.BPFProgram = g.prog.FD()
-	opts.Perf.BPFSwitchProgram = g.prog.SwitchFD()
-	opts.Contexts = g
-	// Per-thread events are switched in and out with their thread: at
-	// 50 000 switches a second that alone cost a target 10-18% of its
-	// CPU. Per-CPU events are not, and the programs drop the samples of
-	// other processes before perf walks their stacks.
-	if opts.Perf.Scope == perf.ScopeProcess {
-		opts.Perf.Scope = perf.ScopeSystem
-		opts.Logger.Info("Sampling the targets with per-CPU events; the eBPF programs drop the samples of other processes in the kernel")
-	}
-	decideSched(opts, g, g.schedErr)
-	return g, nil
-}
-
-// decideSched settles how sched capture (Perf.Sched) runs: in the kernel
-// by the scheduler program when g runs it; else with perf's context-switch
-// events when SchedPerfFallback allows (they cost a switch-heavy target
-// ten times as much), or not at all, why being err.
-func decideSched(opts *Options, g *spanReader, err error) {
-	if !opts.Perf.Sched {
-		return
-	}
-	switch {
-	case g != nil && g.sched:
-		opts.Perf.Sched = false
-		opts.schedKernel = true
-		opts.Logger.Info("Capturing context switches in the kernel (eBPF scheduler program) for off-CPU profiles")
-	case opts.SchedPerfFallback:
-		opts.schedErr = err
-		opts.Logger.Warn("Capturing context switches with perf events: the eBPF scheduler program cannot run; switch-heavy targets pay more", zap.Error(err))
-	default:
-		opts.Perf.Sched = false
-		opts.schedErr = err
-		opts.Logger.Warn("Off-CPU profiling is off: it runs by default only with the eBPF scheduler program, which cannot run here; set sched.enabled: true to capture context switches with perf events at a higher cost", zap.Error(err))
-	}
-}
-
 // readContexts stores the span contexts read at sample time until their
 // samples are joined.
 func (p *Profiler) readContexts() {
 	defer p.wg.Done()
-	if err := p.opts.Contexts.Read(p.contexts.add); err != nil {
+	if err := p.plan.contexts.Read(p.contexts.add); err != nil {
 		p.log.Error("Reading span contexts failed; samples are joined by thread and time", zap.Error(err))
 	}
 }
@@ -361,12 +296,12 @@ func (p *Profiler) discover() {
 		if !p.procs.Alive(proc) {
 			// The scheduler program's last groups of the process are
 			// in its ring: take them while the process is live.
-			if p.labels != nil && !flushed {
-				p.labels.flush()
+			if p.plan.labels != nil && !flushed {
+				p.plan.labels.flush()
 				flushed = true
 			}
 			p.src.Detach(proc.Pid)
-			if c := p.opts.Contexts; c != nil {
+			if c := p.plan.contexts; c != nil {
 				c.Detach(proc.Pid)
 			}
 			if p.releaseProcess(proc.Pid) {
@@ -431,6 +366,11 @@ func (p *Profiler) jitPoller() {
 		select {
 		case <-p.stop:
 			return
+		case done := <-p.jitNow:
+			// A report: what the maps gained since the last poll names the
+			// code compiled just before its last samples.
+			p.pollFound()
+			close(done)
 		case <-t.C:
 			found := p.pollJIT()
 			if found {
@@ -450,18 +390,17 @@ func (p *Profiler) jitPoller() {
 	}
 }
 
-// jvmWorker asks JVMs for their perf maps as they are attached, off the
-// paths that attach them.
+// jvmWorker asks JVMs for their perf maps as they are attached and as
+// reports find frames or threads their maps do not name (requestJVM): off
+// the paths that attach and report, which must not wait for a JVM.
 func (p *Profiler) jvmWorker() {
 	defer p.wg.Done()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case st := <-p.jvmQueue:
-			if p.askJVM(st, "attached", true) {
-				p.pollOne(st)
-			}
+		case a := <-p.jvmQueue:
+			p.askJVM(a.st, a.why)
 		}
 	}
 }
@@ -486,10 +425,56 @@ func (p *Profiler) Take(final bool) []Snapshot {
 			watermark = now - w
 		}
 	}
-	if p.labels != nil {
-		p.labels.flush() // the records of the samples about to be joined
+	if p.plan.labels != nil {
+		p.plan.labels.flush() // the records of the samples about to be joined
 	}
+	p.catchUp()
 	return p.take(now, watermark, final)
+}
+
+// stopWorkers stops sampling and every goroutine of the profiler.
+func (p *Profiler) stopWorkers() error {
+	close(p.stop)
+	err := p.src.Close()
+	if c := p.plan.contexts; c != nil {
+		err = errors.Join(err, c.Close())
+	}
+	if pf, ok := p.plan.procs.(procfs); ok {
+		// Closing the watcher ends watchStarts' wait.
+		err = errors.Join(err, pf.close())
+	}
+	p.wg.Wait()
+	if p.plan.labels != nil {
+		err = errors.Join(err, p.plan.labels.release())
+	}
+	return err
+}
+
+// settle brings the facts of the processes up to date for the last
+// report, with the workers that keep them stopped: the perf maps as they
+// stand, the memory maps and unwind tables of the processes that mapped
+// code since they were read, and the process context of those never read.
+func (p *Profiler) settle() {
+	p.mu.Lock()
+	var sts []*procState
+	for _, st := range p.all {
+		sts = append(sts, st)
+	}
+	p.mu.Unlock()
+	p.pollFound()
+	p.readTables(func() []*procState {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var dirty []*procState
+		for _, st := range sts {
+			if st.mapsDirty {
+				st.mapsDirty = false
+				dirty = append(dirty, st)
+			}
+		}
+		return dirty
+	})
+	p.readProcessContexts(true)
 }
 
 // Stats are cumulative counters of a Profiler, for telemetry.
@@ -508,15 +493,18 @@ type Stats struct {
 	// are not the target's.
 	PidReused int64
 	Execs     int64
-	Source    perf.Stats // records read, lost and corrupt
-	SpansHeld int        // spans in the join index now
-	Spans     SpanCounts
-	Joins     JoinCounts
-	Symbols   symbolize.Stats
-	JIT       JITStats
-	EBPF      EBPFStats
-	OffCPU    OffCPUStats
-	Unwind    UnwindStats
+	// UnnamedThreads counts threads left unnamed because maxToName
+	// others waited to be named.
+	UnnamedThreads int64
+	Source         perf.Stats // records read, lost and corrupt
+	SpansHeld      int        // spans in the join index now
+	Spans          SpanCounts
+	Joins          JoinCounts
+	Symbols        symbolize.Stats
+	JIT            JITStats
+	EBPF           EBPFStats
+	OffCPU         OffCPUStats
+	Unwind         UnwindStats
 	// Discovery counts the scans for target processes (with
 	// Options.Executables or cgroups): how many read every process, and
 	// the processes read.
@@ -556,13 +544,13 @@ type EBPFStats struct {
 // Stats returns the counters.
 func (p *Profiler) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all)}
-	s.OffCPU = OffCPUStats{Kernel: p.opts.schedKernel, Perf: p.sched != nil, Reason: p.opts.schedErr,
+	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all), UnnamedThreads: p.counts.unnamedThreads}
+	s.OffCPU = OffCPUStats{Kernel: p.plan.schedKernel, Perf: p.sched != nil, Reason: p.plan.schedErr,
 		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
 	s.Unwind = p.counts.unwind
 	s.Unwind.Mode = p.opts.Unwind
 	if p.opts.Unwind != UnwindFramePointer {
-		s.Unwind.StackBytes = p.opts.Perf.StackUser
+		s.Unwind.StackBytes = p.plan.perf.StackUser
 	}
 	p.mu.Unlock()
 	p.spansMu.Lock()
@@ -570,16 +558,16 @@ func (p *Profiler) Stats() Stats {
 	p.spansMu.Unlock()
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()
-	if pf, ok := p.procs.(procfs); ok {
+	if pf, ok := p.plan.procs.(procfs); ok {
 		s.Discovery = pf.stats()
 	}
 	s.JIT = p.syms.jitStats()
 	s.Limits = p.opts.Limits.Counts()
-	s.EBPF.Reason = p.opts.ebpfErr
-	if p.labels != nil {
+	s.EBPF.Reason = p.plan.ebpfErr
+	if p.plan.labels != nil {
 		s.EBPF.Active = true
-		s.EBPF.PerCPU = p.opts.Perf.Scope == perf.ScopeSystem
-		s.EBPF.Program = p.labels.stats()
+		s.EBPF.PerCPU = p.plan.perf.Scope == perf.ScopeSystem
+		s.EBPF.Program = p.plan.labels.stats()
 	}
 	return s
 }
@@ -591,19 +579,7 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 	var snaps []Snapshot
 	var err error
 	p.closeOnce.Do(func() {
-		close(p.stop)
-		err = p.src.Close()
-		if c := p.opts.Contexts; c != nil {
-			err = errors.Join(err, c.Close())
-		}
-		if pf, ok := p.procs.(procfs); ok {
-			// Closing the watcher ends watchStarts' wait.
-			err = errors.Join(err, pf.close())
-		}
-		p.wg.Wait()
-		if p.labels != nil {
-			err = errors.Join(err, p.labels.release())
-		}
+		err = p.stopWorkers()
 		p.mu.Lock()
 		for pid, st := range p.live {
 			st.gone = true
@@ -611,6 +587,8 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 		}
 		p.attached = 0
 		p.mu.Unlock()
+		p.readThreadNames()
+		p.settle()
 		snaps = p.Take(true)
 		err = errors.Join(err, p.syms.close())
 	})

@@ -68,13 +68,13 @@ type jitKey struct {
 // maxAddrCache bounds a process's address cache; it is cleared when full.
 const maxAddrCache = 1 << 17
 
-func newSymbols(opts Options) *symbols {
+func newSymbols(opts Options, procs Procs) *symbols {
 	return &symbols{
 		log:         opts.Logger,
 		symbolize:   opts.Symbolize,
 		recoverLeaf: opts.RecoverLeafCaller,
 		unwind:      opts.Unwind != UnwindFramePointer,
-		procs:       opts.Procs,
+		procs:       procs,
 		cache: symbolize.NewCache(symbolize.Options{
 			UnwindTables: opts.RecoverLeafCaller || opts.Unwind != UnwindFramePointer,
 			MaxBytes:     opts.MaxSymbolBytes,
@@ -178,18 +178,13 @@ func (s *symbols) same(st *procState) bool {
 // resolve returns the locations of the stacks of b that its samples use
 // (the others stay nil), for the process image st, and counts the JIT
 // frames of its samples; the caller adds the counts of the resolution it
-// keeps with addJIT.
+// keeps with addJIT. It names them with the memory map and perf map as
+// the symbol worker and the JIT poller last read them: a process whose
+// map was never read keeps raw addresses.
 func (s *symbols) resolve(st *procState, b *batch) ([][]*Location, JITStats) {
-	// Lines written since the last poll name code compiled just before
-	// its samples. The map is read before mu is taken, and not waited
-	// for when the poller is reading it: the read of a target's file may
-	// be slow, and the symbolization of every other process needs mu.
-	if st.jit.Found() {
-		st.jit.TryUpdate()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	proc := s.open(st)
+	proc := st.sym.proc
 	ps := st.sym
 	if ps.addrs == nil {
 		ps.addrs = map[uint64]*Location{}

@@ -4,23 +4,25 @@ import (
 	"math"
 	"slices"
 
-	"go.uber.org/zap"
-
 	"github.com/perfprof/perfprof/internal/sched"
 )
 
 // taken is one process's samples split off for a report, not yet
 // symbolized.
 type taken struct {
-	st         *procState
-	b          *batch
-	links      []Link
-	threads    map[uint32]string
-	resource   int32
-	refreshMap bool
+	st       *procState
+	b        *batch
+	joined   joined
+	threads  map[uint32]string
+	resource int32
 	// gone is st.gone when taken: the read loop and discovery set it
 	// under mu, which the symbolization runs without.
 	gone bool
+	// windowA and windowB bound the report window it was taken in.
+	windowA, windowB uint64
+	// unnamed counts the JIT frames that the perf map left unnamed when
+	// the report held it back for its JVM's answer (see take).
+	unnamed int64
 }
 
 // take splits off, joins and symbolizes the samples older than watermark
@@ -29,6 +31,8 @@ type taken struct {
 // take, unless the buffer is over its bound: then the oldest go out early,
 // unjoined.
 func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
+	e.reportMu.Lock()
+	defer e.reportMu.Unlock()
 	// Samples taken before their process's unwind tables were read go
 	// out unwound when the tables can be read (see pending.go).
 	e.unwindQueued()
@@ -69,8 +73,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 			b = dropMoved(st, b)
 		}
 		if b != nil {
-			t := taken{st: st, b: b, threads: map[uint32]string{}, refreshMap: st.mapsDirty, gone: st.gone}
-			st.mapsDirty = false
+			t := taken{st: st, b: b, threads: map[uint32]string{}, gone: st.gone, windowA: windowA, windowB: windowB}
 			for _, s := range b.samples {
 				if _, ok := t.threads[s.tid]; !ok {
 					t.threads[s.tid] = st.threads[s.tid]
@@ -91,7 +94,10 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	e.spansMu.Lock()
 	for i := range out {
 		t := &out[i]
-		t.links = e.join(t.st, t.b, watermark, &jc)
+		t.joined = e.join(t.st, t.b, watermark, &jc)
+		if t.joined.resource >= 0 {
+			t.st.resource = t.joined.resource
+		}
 		t.resource = t.st.resource
 	}
 	if !final {
@@ -115,86 +121,99 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	e.spansMu.Unlock()
 
 	// Symbolize without either lock: the read loop and span ingest go on.
-	var refresh []*procState
-	for _, t := range out {
-		if t.refreshMap {
-			refresh = append(refresh, t.st)
-		}
-	}
-	if len(refresh) > 0 {
-		// As the symbol worker does: a process attached since
-		// unwindQueued gets its unwinder, and what it queued is unwound.
-		e.readTables(func() []*procState { return refresh })
-	}
-	snaps := make([]Snapshot, 0, len(out))
+	// What a report held back for its JVM's answer goes out now, named by
+	// the perf map the JVM wrote since; what this one holds back goes out
+	// with the next.
+	held := e.held
+	e.held = nil
+	snaps := make([]Snapshot, 0, len(held)+len(out))
 	var jit JITStats
-	for _, t := range out {
-		sn, j := e.snapshot(t, windowA, windowB)
+	for _, t := range held {
+		sn, j := e.snapshot(t)
+		t.st.jvmHelped(j.Unnamed < t.unnamed, e.opts.JVMRefreshInterval)
 		snaps = append(snaps, sn)
 		jit.add(j)
+	}
+	var hold []taken
+	for _, t := range out {
+		sn, j := e.snapshot(t)
+		// A JVM whose perf map does not name its JIT frames, or which has
+		// not named its threads, is asked to write it anew by the JVM
+		// worker, and its samples wait for the next report: at most once
+		// per ask, and an ask at most every JVMRefreshInterval (longer
+		// while asks name nothing more). The report asks no JVM itself:
+		// one that takes jvmTimeout to answer would hold every target's
+		// report.
+		if !final && !t.gone && e.opts.JVMPerfMap && needsJVM(t.st, t.threads, j.Unnamed) && e.requestJVM(t.st, "report") {
+			t.unnamed = j.Unnamed
+			hold = append(hold, t)
+			continue
+		}
+		if j.Unnamed > 0 && !t.st.jit.Found() {
+			e.hintPerfMap(t.st, j)
+		}
+		snaps = append(snaps, sn)
+		jit.add(j)
+	}
+	if len(hold) > 0 {
+		e.held = append(e.held, hold...)
 	}
 	e.syms.addJIT(jit)
 	e.syms.trim()
 	return snaps
 }
 
-// snapshot symbolizes what was taken of one process. A JVM whose JIT
-// frames or threads are not all named is asked for its perf map and
-// thread names, and the stacks named again.
-func (e *engine) snapshot(t taken, windowA, windowB uint64) (Snapshot, JITStats) {
+// snapshot symbolizes what was taken of one process, with the facts known
+// of it now: its memory map, perf map and JVM thread names, its threads'
+// roles, the resource it publishes. It reads nothing of the process.
+func (e *engine) snapshot(t taken) (Snapshot, JITStats) {
 	stacks, jit := e.syms.resolve(t.st, t.b)
-	if e.opts.JVMPerfMap && needsJVM(t.st, t.threads, jit.Unnamed) && e.askJVM(t.st, "report", false) {
-		e.pollOne(t.st)
-		before := jit.Unnamed
-		stacks, jit = e.syms.resolve(t.st, t.b)
-		t.st.jvmHelped(jit.Unnamed < before, e.opts.JVMRefreshInterval)
+	threads := make(map[uint32]string, len(t.threads))
+	for tid, name := range t.threads {
+		threads[tid] = name
 	}
 	if names := t.st.jvmNames(); names != nil {
-		for tid := range t.threads {
+		for tid := range threads {
 			if name, ok := names[tid]; ok {
-				t.threads[tid] = name
+				threads[tid] = name
 			}
 		}
 	}
+	t.threads = threads
 	e.nameThreads(t, stacks)
-	pctx, announce := t.st.processContext(t.gone, e.opts.Limits)
-	if announce && e.opts.Contexts != nil {
-		if err := e.opts.Contexts.Attach(t.st.info.Pid); err != nil {
-			e.log.Info("The process announces OpenTelemetry thread contexts, but they cannot be read; its samples are joined by thread and time", zap.Int("pid", t.st.info.Pid), zap.Error(err))
-		}
-	}
-	if jit.Unnamed > 0 && !t.st.jit.Found() {
-		e.hintPerfMap(t.st, jit)
-	}
 	// One offset for the whole snapshot, handed on with it: a refresh of
 	// the clock meanwhile does not split its times between two.
 	clk := e.clock.Fixed()
 	s := Snapshot{
 		Pid:         t.st.info.Pid,
-		Exe:         t.st.info.Exe,
+		Exe:         t.st.exePath(),
 		Comm:        t.st.info.Comm,
 		StartTime:   t.st.info.StartTime,
 		ContainerID: t.st.ident.Cgroup.ContainerID,
 		PodUID:      t.st.ident.Cgroup.PodUID,
 		Resource:    t.resource,
-		Start:       clk.Unix(windowA),
-		End:         clk.Unix(windowB),
+		Start:       clk.Unix(t.windowA),
+		End:         clk.Unix(t.windowB),
 		ClockOffset: clk,
 		Samples:     make([]Sample, len(t.b.samples)),
 		Stacks:      stacks,
-		Threads:     t.threads,
+		Threads:     threads,
 
-		ProcessContext: pctx,
+		ProcessContext: t.st.processContext(),
 	}
 	for i, r := range t.b.samples {
+		weight := r.weight
+		if t.joined.cpu != nil && t.joined.cpu[i] != 0 {
+			weight = t.joined.cpu[i]
+		}
 		s.Samples[i] = Sample{
 			Time:   clk.Unix(r.time),
-			Weight: r.weight,
+			Weight: weight,
 			Tid:    r.tid,
 			CPU:    r.cpu,
 			Stack:  r.stack,
 			State:  sched.State(r.state),
-			Link:   t.links[i],
+			Link:   t.joined.links[i],
 		}
 	}
 	return s, jit
@@ -224,8 +243,6 @@ func (e *engine) earlyCut(watermark uint64, keep int) uint64 {
 // kept for the life of the process.
 func (e *engine) nameThreads(t taken, stacks [][]*Location) {
 	st := t.st
-	st.rolesMu.Lock()
-	defer st.rolesMu.Unlock()
 	for _, s := range t.b.samples {
 		if s.stack < 0 || s.tid == uint32(st.info.Pid) || t.threads[s.tid] != st.info.Comm {
 			continue

@@ -137,8 +137,8 @@ func newEngine(opts Options, pl plan) *engine {
 	}
 	e.ids = newSpanIDs(pl.procs, opts.Logger)
 	e.syms = newSymbols(opts, pl.procs)
+	e.unw = unwind.NewWalker(opts.Unwind, opts.RecoverLeafCaller, &e.counts.unwind)
 	if pl.contexts != nil {
-		e.unw = unwind.NewWalker(opts.Unwind, opts.RecoverLeafCaller, &e.counts.unwind)
 		e.contexts = &contextStore{}
 	}
 	if pl.perf.Sched {

@@ -43,8 +43,7 @@ type engine struct {
 	jvmQueue chan jvmAsk
 	// toName holds the threads seen whose names the facts worker reads
 	// (seeThread); factsKick wakes it.
-	toName     []threadRef
-	spareNames []threadRef // toName's last backing array, reused
+	toName []threadRef
 	// toExe holds the images exec'd whose executable the worker reads.
 	toExe     []*procState
 	factsKick chan struct{}

@@ -39,22 +39,38 @@ const factsInterval = time.Second
 // JIT poller to catch up with the records read before it (catchUp).
 const catchUpWait = 250 * time.Millisecond
 
-// catchUp has the facts worker name the threads seen so far and the JIT
-// poller read what the perf maps gained since its last poll, and waits for
-// both, at most catchUpWait: a report names the threads of its samples,
-// and the JIT code compiled just before them, as they stand when it
-// begins. The reads run on the workers, so a target whose files stall a
-// read delays a report by catchUpWait at most, once.
+// tablesWait bounds how long a report with samples waiting for their
+// unwind tables waits for the symbol worker to read them: a first parse of
+// a large binary and its debug file takes a quarter of a second, seconds
+// on a busy machine, and samples that go out before it keep the kernel's
+// frame-pointer chain.
+const tablesWait = 5 * time.Second
+
+// catchUp has the facts worker name the threads seen so far, the JIT
+// poller read what the perf maps gained since its last poll, and, when
+// samples wait for their unwind tables, the symbol worker read the tables
+// of the processes that mapped code since it last did; it waits for them,
+// at most catchUpWait (tablesWait for the tables): a report names the
+// threads of its samples, and the JIT code compiled just before them, as
+// they stand when it begins. The reads run on the workers, so a target
+// whose files stall a read delays a report by that bound at most.
 func (p *Profiler) catchUp() {
 	select {
 	case <-p.stop:
 		return // Close read them (settle)
 	default:
 	}
-	deadline := time.NewTimer(catchUpWait)
+	workers := []chan chan struct{}{p.factsNow, p.jitNow}
+	wait := catchUpWait
+	p.mu.Lock()
+	if p.pendingBytes > 0 {
+		workers, wait = append(workers, p.symNow), tablesWait
+	}
+	p.mu.Unlock()
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	var waits []chan struct{}
-	for _, worker := range []chan chan struct{}{p.factsNow, p.jitNow} {
+	for _, worker := range workers {
 		done := make(chan struct{})
 		select {
 		case worker <- done:
@@ -104,7 +120,7 @@ func (p *Profiler) factsWorker() {
 func (e *engine) readThreadNames() {
 	e.mu.Lock()
 	queue := e.toName
-	e.toName = e.spareNames[:0]
+	e.toName = nil
 	execs := e.toExe
 	e.toExe = nil
 	e.mu.Unlock()
@@ -135,8 +151,6 @@ func (e *engine) readThreadNames() {
 			e.ids.thread(st.key.pid, r.tid, out[i].local)
 		}
 	}
-	clear(queue)
-	e.spareNames = queue[:0]
 	e.mu.Unlock()
 }
 

@@ -21,11 +21,12 @@ import (
 //
 //   - the symbol worker unwinds a process's queue as soon as it has stored
 //     its unwinder (readTables);
-//   - a report reads the tables of the processes with queued samples that
-//     the worker has not got to, waits for those it is reading, and
-//     unwinds what they queued before it splits the samples off
-//     (unwindQueued), so that no queued sample goes out with the kernel's
-//     chain while its tables can be read;
+//   - before a report, the symbol worker reads the tables of the processes
+//     that mapped code since it last read them, and the report waits for
+//     it (Profiler.catchUp, up to tablesWait), then unwinds what they
+//     queued before it splits the samples off (unwindQueued): no queued
+//     sample goes out with the kernel's chain while its tables are being
+//     read, and the report itself reads none;
 //   - an exec moves the samples the old image queued after it to the new
 //     image (moveQueued), and settles the rest at once: the old image's
 //     tables are no longer readable (/proc/PID/maps is the new image's).
@@ -242,10 +243,8 @@ func (e *engine) readTables(pick func() []*procState) {
 }
 
 // unwindQueued settles the queued samples before a report splits them
-// off: it reads the tables of their processes that the symbol worker has
-// not got to, waits for those it is reading (symbols.mu), and unwinds the
-// samples. Samples queued after it began are settled by the split
-// (settleBefore).
+// off, with the unwinders the symbol worker stored. Samples queued after
+// it began are settled by the split (settleBefore).
 func (e *engine) unwindQueued() {
 	e.mu.Lock()
 	var waiting []*procState
@@ -257,21 +256,6 @@ func (e *engine) unwindQueued() {
 		}
 	}
 	e.mu.Unlock()
-	if len(waiting) == 0 {
-		return
-	}
-	e.readTables(func() []*procState {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		var dirty []*procState
-		for _, st := range waiting {
-			if st.mapsDirty {
-				st.mapsDirty = false
-				dirty = append(dirty, st)
-			}
-		}
-		return dirty
-	})
 	e.drainPending(waiting)
 }
 

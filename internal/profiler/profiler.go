@@ -27,7 +27,8 @@ type Profiler struct {
 	stop chan struct{}
 	// factsNow and jitNow ask the facts worker and the JIT poller for a
 	// pass now, closing the channel sent when it is done (catchUp).
-	factsNow, jitNow chan chan struct{}
+	// symNow does the same for the symbol worker.
+	factsNow, jitNow, symNow chan chan struct{}
 	wg               sync.WaitGroup
 	closeOnce        sync.Once
 }
@@ -62,7 +63,7 @@ func Open(opts Options) (_ *Profiler, err error) {
 			pl.procs = newProcfs(opts.Logger)
 		}
 	}
-	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{}), factsNow: make(chan chan struct{}), jitNow: make(chan chan struct{})}
+	p := &Profiler{engine: newEngine(opts, pl), src: src, stop: make(chan struct{}), factsNow: make(chan chan struct{}), jitNow: make(chan chan struct{}), symNow: make(chan chan struct{})}
 	defer func() {
 		if err != nil {
 			src.Close()
@@ -341,6 +342,9 @@ func (p *Profiler) symbolWorker() {
 			return
 		case <-p.syms.wake:
 			p.readTables(p.dirtyProcesses)
+		case done := <-p.symNow:
+			p.readTables(p.dirtyProcesses)
+			close(done)
 		}
 	}
 }

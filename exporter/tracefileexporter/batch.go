@@ -56,6 +56,10 @@ type sampleGroup struct {
 	root   string
 	link   pprofiledict.Link
 	pid    wire.Opt[uint32]
+	// cpuDelta and linkSource are the sample's thread.cpu.time_delta (0:
+	// none) and span.link.source ("": none).
+	cpuDelta   uint64
+	linkSource string
 }
 
 // spanEv is one span that said where it ran.
@@ -299,7 +303,8 @@ func (b *batch) addProfile(prof pprofile.Profile, res resource, clk clock.Fixed)
 		s := samples.At(i)
 		l := b.dict.Labels(s.AttributeIndices())
 		g := sampleGroup{stack: b.addStack(s.StackIndex()), tid: l.Tid, name: l.ThreadName, root: l.Root,
-			state: convention.ThreadStateCode(l.State), worker: convention.NoWorker, pid: res.pid, link: b.dict.Link(s.LinkIndex())}
+			state: convention.ThreadStateCode(l.State), worker: convention.NoWorker, pid: res.pid, link: b.dict.Link(s.LinkIndex()),
+			cpuDelta: l.CPUDelta, linkSource: l.LinkSource}
 		if off {
 			g.source = convention.SourceOffCPU
 		}

@@ -101,6 +101,12 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 				}
 			}
 			x.Pid = g.pid
+			if g.cpuDelta > 0 {
+				x.CPUTimeDeltaNs = wire.Some(g.cpuDelta)
+			}
+			if g.linkSource != "" {
+				x.LinkSource = wire.Some(g.linkSource)
+			}
 			err = w.WriteCpuSampleExt(s, x)
 			c.samples++
 		case kSpan:

@@ -51,7 +51,8 @@ func buildTestData() (*tracefiletest.ProfBuilder, ptrace.Traces, testData) {
 		td.onTimes = append(td.onTimes, td.base+uint64(i)*1_000_000)
 	}
 	attrs := []int32{b.Attr(convention.ThreadID, 101), b.Attr(convention.ThreadName, "tokio-rt-worker"), b.Attr(convention.WorkerID, 1),
-		b.Attr(convention.CPU, 3), b.Attr(convention.RootName, "GET /cart")}
+		b.Attr(convention.CPU, 3), b.Attr(convention.RootName, "GET /cart"), b.Attr(convention.CPUTimeDelta, 1_010_000),
+		b.Attr(convention.LinkSource, convention.LinkSourceThread)}
 	b.Sample(on, td.hotStack, b.Link(traceA, spanA), attrs, td.onTimes, []int64{1, 1, 1, 1, 1})
 
 	off := b.Profile(4242, "checkout", true)
@@ -140,6 +141,10 @@ func TestExportTRC(t *testing.T) {
 		assert.Equal(t, hex.EncodeToString(traceA[:]), trace)
 		assert.Equal(t, hex.EncodeToString(spanA[:]), span)
 		assert.Equal(t, "GET /cart", root)
+		delta, _ := s.Uint(wire.FieldCPUTimeDeltaNs)
+		source, _ := s.Str(wire.FieldLinkSource)
+		assert.Equal(t, uint64(1_010_000), delta, "thread.cpu.time_delta")
+		assert.Equal(t, convention.LinkSourceThread, source, "span.link.source")
 		assert.Equal(t, []uint64{td.kernelAddr, td.inlineAddr, 0x401000}, s.Field("callchain").Frames)
 		_, hasValue := s.Uint("value_ns")
 		assert.False(t, hasValue, "on-CPU samples carry no value_ns")
@@ -157,6 +162,9 @@ func TestExportTRC(t *testing.T) {
 		assert.Equal(t, uint64(convention.NoWorker), w, "no worker.id")
 		_, linked := s.Str("span_id")
 		assert.False(t, linked)
+		_, hasDelta := s.Uint(wire.FieldCPUTimeDeltaNs)
+		_, hasSource := s.Str(wire.FieldLinkSource)
+		assert.False(t, hasDelta || hasSource, "an unlinked off-CPU sample has no CPU delta or link source")
 	}
 
 	// Spans: three said where they ran; the fourth is skipped.

@@ -19,7 +19,8 @@ var (
 		{FieldCallchain, PooledStackFrames}, {FieldCPU, Optional(Varint)},
 		{FieldTraceID, Optional(PooledString)}, {FieldSpanID, Optional(PooledString)},
 		{FieldSpanRootName, Optional(PooledString)}, {FieldValueNs, Optional(Varint)},
-		{FieldThreadState, Optional(U8)}, {FieldPid, Optional(U32)}}}
+		{FieldThreadState, Optional(U8)}, {FieldPid, Optional(U32)},
+		{FieldCPUTimeDeltaNs, Optional(Varint)}, {FieldLinkSource, Optional(PooledString)}}}
 	// SpanSchema is perfprof's SpanEvent: one span that ran on a thread or
 	// worker, at its start time.
 	SpanSchema = &Schema{Name: NameSpan, HasTimestamp: true, Fields: []Field{
@@ -43,6 +44,12 @@ type CpuSampleExt struct {
 	ValueNs      Opt[uint64] // off-CPU nanoseconds (source 1)
 	ThreadState  Opt[uint8]  // ThreadBlocked or ThreadRunnable (source 1)
 	Pid          Opt[uint32]
+	// CPUTimeDeltaNs is the thread's CPU time since its previous on-CPU
+	// sample, as the process read it at the sample (source 0).
+	CPUTimeDeltaNs Opt[uint64]
+	// LinkSource says how the link was found: a convention.LinkSource*
+	// value.
+	LinkSource Opt[string]
 }
 
 // SpanEvent is a span that ran on a thread or a runtime worker.
@@ -68,6 +75,7 @@ func (w *Writer) WriteCpuSampleExt(e CpuSampleEvent, x CpuSampleExt) error {
 	name := w.internOpt(e.ThreadName)
 	stack := w.internStack(e.Callchain)
 	trace, span, root := w.internOpt(x.TraceID), w.internOpt(x.SpanID), w.internOpt(x.SpanRootName)
+	linkSource := w.internOpt(x.LinkSource)
 	if err := w.begin(CpuSampleExtSchema, e.Timestamp); err != nil {
 		return err
 	}
@@ -87,6 +95,8 @@ func (w *Writer) WriteCpuSampleExt(e CpuSampleEvent, x CpuSampleExt) error {
 		b = append(b, 0)
 	}
 	b = appendOptU32(b, x.Pid.Valid, x.Pid.V)
+	b = appendOptVarint(b, x.CPUTimeDeltaNs)
+	b = appendOptU32(b, x.LinkSource.Valid, linkSource)
 	w.buf = b
 	return w.maybeFlush()
 }

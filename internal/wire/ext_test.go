@@ -15,7 +15,7 @@ func TestExtTypedMatchesGeneric(t *testing.T) {
 		x CpuSampleExt
 	}{
 		{CpuSampleEvent{Timestamp: 1e9, WorkerID: 255, Tid: 7, ThreadName: Some("main"), Callchain: stack, CPU: Some[uint64](3)},
-			CpuSampleExt{Pid: Some[uint32](42)}},
+			CpuSampleExt{Pid: Some[uint32](42), CPUTimeDeltaNs: Some[uint64](1_003_000), LinkSource: Some("goroutine_labels")}},
 		{CpuSampleEvent{Timestamp: 1e9 + 500, WorkerID: 1, Tid: 8, Source: 1, Callchain: stack},
 			CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
 				SpanRootName: Some("GET /"), ValueNs: Some[uint64](123456), ThreadState: Some[uint8](ThreadRunnable)}},
@@ -45,7 +45,7 @@ func TestExtTypedMatchesGeneric(t *testing.T) {
 			opt(s.e.ThreadName, PooledString), PooledStackValue(s.e.Callchain), optU(s.e.CPU, Varint),
 			opt(s.x.TraceID, PooledString), opt(s.x.SpanID, PooledString), opt(s.x.SpanRootName, PooledString),
 			optU(s.x.ValueNs, Varint), optU(Opt[uint64]{uint64(s.x.ThreadState.V), s.x.ThreadState.Valid}, U8),
-			optU(Opt[uint64]{uint64(s.x.Pid.V), s.x.Pid.Valid}, U32))
+			optU(Opt[uint64]{uint64(s.x.Pid.V), s.x.Pid.Valid}, U32), optU(s.x.CPUTimeDeltaNs, Varint), opt(s.x.LinkSource, PooledString))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,6 +54,10 @@ const (
 	FieldSpanID       = "span_id"
 	FieldSpanRootName = "span_root_name"
 	FieldValueNs      = "value_ns"
+	// FieldCPUTimeDeltaNs and FieldLinkSource are perfprof's
+	// thread.cpu.time_delta and span.link.source of a CpuSampleEvent.
+	FieldCPUTimeDeltaNs = "cpu_time_delta_ns"
+	FieldLinkSource     = "link_source"
 	FieldThreadState  = "thread_state"
 	FieldPid          = "pid"
 	FieldParentSpanID = "parent_span_id"

@@ -68,6 +68,8 @@ const (
 	sName
 	sDuration
 	sService
+	sCPUDelta
+	sLinkSource
 	sLocation // legacy CallframeDef: "file:line"
 	nSlots
 )
@@ -80,7 +82,7 @@ var slotFields = [nSlots]string{
 	sSrcLine: FieldSourceLine, sRealtime: FieldRealtimeNs, sEntries: FieldEntries, sTraceID: FieldTraceID,
 	sSpanID: FieldSpanID, sRoot: FieldSpanRootName, sValue: FieldValueNs, sState: FieldThreadState,
 	sPid: FieldPid, sParent: FieldParentSpanID, sName: FieldName, sDuration: FieldDurationNs,
-	sService: FieldService,
+	sService: FieldService, sCPUDelta: FieldCPUTimeDeltaNs, sLinkSource: FieldLinkSource,
 }
 
 var kindsByName = map[string]Kind{
@@ -169,7 +171,7 @@ func LayoutOf(s *Schema) *Layout {
 // strSlots are the slots that read a string; callchain and entries read
 // their own types; the others read an integer.
 var strSlots = [nSlots]bool{sSpawnLoc: true, sThreadName: true, sSymName: true, sSrcFile: true, sTraceID: true,
-	sSpanID: true, sRoot: true, sParent: true, sName: true, sService: true, sLocation: true}
+	sSpanID: true, sRoot: true, sParent: true, sName: true, sService: true, sLocation: true, sLinkSource: true}
 
 // value returns the value of slot i, or nil if the schema has no such
 // field (of a type the slot reads) or the value is absent.
@@ -268,6 +270,8 @@ func (l *Layout) CpuSample(ev *Event, e *CpuSampleEvent, x *CpuSampleExt) {
 	st, ok := l.u(ev, sState)
 	x.ThreadState = Opt[uint8]{uint8(min(st, math.MaxUint8)), ok}
 	x.Pid = l.optU32(ev, sPid)
+	x.CPUTimeDeltaNs = l.optU64(ev, sCPUDelta)
+	x.LinkSource = l.optStr(ev, sLinkSource)
 }
 
 // StackID returns the stack-pool id of ev's callchain, if it is a pooled

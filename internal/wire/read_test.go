@@ -78,7 +78,8 @@ func TestTypedRoundTrip(t *testing.T) {
 	stack := []uint64{0x401000, 0x402000}
 	ext := [2]any{CpuSampleEvent{Timestamp: 1e9 + 3, WorkerID: 255, Tid: 1002, Source: 1, Callchain: stack},
 		CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
-			SpanRootName: Some("GET /"), ValueNs: Some[uint64](5000), ThreadState: Some[uint8](ThreadBlocked), Pid: Some[uint32](9)}}
+			SpanRootName: Some("GET /"), ValueNs: Some[uint64](5000), ThreadState: Some[uint8](ThreadBlocked), Pid: Some[uint32](9),
+			CPUTimeDeltaNs: Some[uint64](7000), LinkSource: Some("thread_context")}}
 	events := []typedEvent{
 		typed((*Writer).WriteClockSync, ClockSyncEvent{Timestamp: 1e9, RealtimeNs: 1_700_000_000_000_000_000}),
 		typed((*Writer).WriteSegmentMetadata, SegmentMetadataEvent{Timestamp: 1e9, Entries: []StringPair{{"service", "svc"}, {"host", "h"}}}),

@@ -47,18 +47,19 @@ type sample struct {
 // profile samples pid at 999 Hz with the program attached until stop
 // returns, pairing records with samples as the engine would: pair, and on
 // a miss drain the ring buffer and pair again.
-func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func()) ([]sample, *bpf.Pairer) {
+func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func()) ([]sample, *pairer) {
 	t.Helper()
 	s, err := perf.Open(perf.Options{Scope: scope, Frequency: 999, BPFProgram: p.FD()})
 	testchild.RequirePerf(t, err)
 	var (
 		mu      sync.Mutex
 		samples []sample
-		pairer  bpf.Pairer
+		skew    uint64 = maxSkew
 	)
 	if v, err := strconv.ParseUint(os.Getenv("SKEW_DEBUG"), 10, 64); err == nil {
-		pairer.MaxSkew = v
+		skew = v
 	}
+	pairer := newPairer(skew)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Read(func(r *perf.Record) {
@@ -68,13 +69,12 @@ func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(
 			mu.Lock()
 			defer mu.Unlock()
 			smp := sample{tid: r.Sample.Tid, time: r.Sample.Time}
-			smp.rec, smp.paired = pairer.Pair(smp.tid, smp.time)
+			smp.rec, smp.paired = pairer.pair(smp.tid, smp.time)
 			if !smp.paired {
-				pairer.Unpaired-- // counted again below
-				if _, err := p.Drain(pairer.Add); err != nil {
+				if _, err := p.Drain(pairer.add); err != nil {
 					t.Errorf("Drain: %v", err)
 				}
-				smp.rec, smp.paired = pairer.Pair(smp.tid, smp.time)
+				smp.rec, smp.paired = pairer.pair(smp.tid, smp.time)
 			}
 			samples = append(samples, smp)
 		})
@@ -91,7 +91,7 @@ func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return samples, &pairer
+	return samples, pairer
 }
 
 type truthSlice struct {
@@ -276,8 +276,8 @@ func TestGoLabels(t *testing.T) {
 			}
 			t.Logf("%d samples of the child: %d in labelled slices (%d right span, %d wrong, %d without; %d right span but wrong trace), %d in unlabelled slices (%d with a span), %d between slices or in their gaps; %d slices left out (moved threads or too many gaps)",
 				len(samples), labelled, right, wrong, missing, traceWrong, unlabelled, spurious, between, left)
-			t.Logf("pairing: %d paired, %d unpaired, %d stale records; sample time - record time: min %d ns, p1 %d, p50 %d, p99 %d, max %d",
-				len(dist), unpaired, pairer.Stale, percentile(dist, 0), percentile(dist, 0.01), percentile(dist, 0.5), percentile(dist, 0.99), percentile(dist, 1))
+			t.Logf("pairing: %d paired, %d unpaired, %d records left without a sample; sample time - record time: min %d ns, p1 %d, p50 %d, p99 %d, max %d",
+				len(dist), unpaired, pairer.pending(), percentile(dist, 0), percentile(dist, 0.01), percentile(dist, 0.5), percentile(dist, 0.99), percentile(dist, 1))
 			t.Logf("program: %+v", st)
 			if st.RunCount > 0 {
 				t.Logf("program run time: %d ns per run over %d runs (all samples on the events, targets or not)", int64(st.RunTime)/int64(st.RunCount), st.RunCount)

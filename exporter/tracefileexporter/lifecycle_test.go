@@ -23,6 +23,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
+	"github.com/perfprof/perfprof/internal/testchild"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -209,9 +210,7 @@ func rawSize(t *testing.T, path string) int64 {
 // reaches the pipeline, sealed segments stay intact, and writing resumes
 // once space is freed, with nothing of the failed batches in any file.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
+	testchild.NeedRoot(t, "mounting a tmpfs")
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)

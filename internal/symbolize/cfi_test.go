@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // readelfRow is one row of `readelf --debug-dump=frames-interp`: from lo
@@ -31,9 +33,9 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 	t.Helper()
 	// readelf exits 1 on warnings about other sections (libc's debug
 	// link); what it printed of .eh_frame stands.
-	out, err := exec.Command("readelf", "--debug-dump=frames-interp", bin).Output()
+	out, err := exec.Command(testchild.LookTool(t, "readelf"), "--debug-dump=frames-interp", bin).Output()
 	if len(out) == 0 {
-		t.Skipf("readelf: %v", err)
+		t.Fatalf("readelf: %v", err)
 	}
 	var rows []readelfRow
 	var cols []string
@@ -310,7 +312,7 @@ func unwindTableOf(tb testing.TB, bin string) (*elf.File, *unwindTable) {
 	tb.Helper()
 	ef, err := elf.Open(bin)
 	if err != nil {
-		tb.Skipf("%v", err)
+		testchild.Unavailable(tb, "%v", err)
 	}
 	tb.Cleanup(func() { ef.Close() })
 	tab, err := newUnwindTable(ef)

@@ -3,8 +3,9 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
-	"os/exec"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 const ehframeC = `volatile unsigned long sink;
@@ -24,9 +25,7 @@ int main(void) { sink = mid(sink); return 0; }
 // without a frame has its return address at [rsp] throughout; a function
 // with a frame only at its first instruction.
 func TestEHFrameCFA(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
+	testchild.LookTool(t, "gcc")
 	bin := compileC(t, t.TempDir(), "x.c", ehframeC, "x", "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer")
 	ef, err := elf.Open(bin)
 	if err != nil {

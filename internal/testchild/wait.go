@@ -1,6 +1,9 @@
 package testchild
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 )
@@ -18,4 +21,20 @@ func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// WaitStopped waits (up to 10 s) until process pid is stopped by a signal
+// (state T in /proc/PID/stat): off its CPU, switched out for good.
+func WaitStopped(tb testing.TB, pid int) {
+	tb.Helper()
+	WaitFor(tb, 10*time.Second, fmt.Sprintf("process %d stopped", pid), func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses
+		// and may hold any byte.
+		i := bytes.LastIndexByte(b, ')')
+		return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
+	})
 }

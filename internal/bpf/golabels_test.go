@@ -84,8 +84,7 @@ func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(
 		t.Fatalf("Attach: %v", err)
 	}
 	stop()
-	time.Sleep(200 * time.Millisecond)
-	s.Close()
+	s.Close() // its Read delivers what the rings hold before it returns
 	if err := <-done; err != nil {
 		t.Errorf("Read: %v", err)
 	}
@@ -313,9 +312,7 @@ func TestGoLabels(t *testing.T) {
 // record is written. Added anyway with a Go layout, its samples are kept
 // and none carries a span.
 func TestNotGo(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
+	testchild.LookTool(t, "gcc")
 	p := load(t, bpf.Options{})
 	dir := t.TempDir()
 	src := filepath.Join(dir, "spin.c")
@@ -338,6 +335,7 @@ int main(void) {
 	}
 	p.Drain(func(*bpf.Record) {}) // what earlier tests left
 	before, _ := p.Stats()
+	// A second of the child's samples: the measurement window.
 	samples, _ := profile(t, p, perf.ScopeProcess, child.Pid, func() { time.Sleep(time.Second) })
 	after, _ := p.Stats()
 	n, _ := p.Drain(func(*bpf.Record) {})

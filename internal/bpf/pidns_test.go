@@ -149,7 +149,7 @@ func checkLayout(t *testing.T, targetNS bool) {
 		t.Fatal(err)
 	}
 	cpu0 := testchild.Sum(testchild.ThreadCPU(t, target))
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // the measurement window: the samples of 1.5 s of the target's CPU
 	cpu := time.Duration(testchild.Sum(testchild.ThreadCPU(t, target)) - cpu0)
 	s.Close()
 	if err := <-done; err != nil {

@@ -387,7 +387,7 @@ func TestThreadContextNotPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(50 * time.Millisecond) // let it exec
+	testchild.WaitExec(t, cmd.Process.Pid, "sleep")
 	if _, err := ThreadContext(cmd.Process.Pid, cmd.Process.Pid); !errors.Is(err, ErrNotPublished) {
 		t.Fatalf("want ErrNotPublished, got %v", err)
 	}

@@ -94,7 +94,7 @@ func TestScannerFollowsExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { sh.Process.Kill(); sh.Wait() }()
-	time.Sleep(100 * time.Millisecond)
+	testchild.WaitExec(t, sh.Process.Pid, "sh")
 
 	// The shell is new: read, and it does not match.
 	before := s.Stats().Reads

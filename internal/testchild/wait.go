@@ -38,3 +38,14 @@ func WaitStopped(tb testing.TB, pid int) {
 		return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 	})
 }
+
+// WaitExec waits (up to 10 s) until process pid runs a program named comm
+// (/proc/PID/comm): a child just started by os/exec runs a copy of its
+// parent until its execve.
+func WaitExec(tb testing.TB, pid int, comm string) {
+	tb.Helper()
+	WaitFor(tb, 10*time.Second, fmt.Sprintf("process %d exec'd %s", pid, comm), func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return err == nil && string(bytes.TrimSpace(b)) == comm
+	})
+}

@@ -312,21 +312,6 @@ func Sum(m map[int]uint64) uint64 {
 	return s
 }
 
-// StartNoReady runs bin without waiting for a ready line.
-func StartNoReady(tb testing.TB, bin string, args ...string) *Child {
-	tb.Helper()
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start %s: %v", bin, err)
-	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	time.Sleep(200 * time.Millisecond)
-	return &Child{Cmd: cmd, Pid: cmd.Process.Pid}
-}
-
 // BuildWithToolchain builds the standard-library-only child name (a
 // directory of this package) with an older Go release, "go1.24.13", from
 // the module cache, fetching it through the Go module proxy when missing

@@ -82,7 +82,7 @@ func TestJoinGroundTruth(t *testing.T) {
 	prof := pr.(signal).Value().prof
 	// A deadline, not the measure: the spanner runs 16 s whenever it is
 	// found.
-	require.Eventually(t, func() bool { return prof.Stats().Processes == 1 }, 10*time.Second, 20*time.Millisecond, "the spanner was not attached")
+	require.Eventually(t, func() bool { return prof.Attached(child.Pid) }, 10*time.Second, 20*time.Millisecond, "the spanner was not attached")
 	require.NoError(t, child.Cmd.Wait(), "spanner failed")
 	childCPU := child.Cmd.ProcessState.UserTime() + child.Cmd.ProcessState.SystemTime()
 	// The spanner sent its last spans before it exited; its samples go

@@ -225,7 +225,7 @@ func TestReceiverFindsExecutablesStartedLater(t *testing.T) {
 	}
 	require.NoError(t, short.Cmd.Wait())
 	prof := r.(signal).Value().prof
-	require.Eventually(t, func() bool { return prof.Stats().Processes == 1 }, 5*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return !prof.Attached(short.Pid) }, 5*time.Second, 20*time.Millisecond,
 		"the exited process was not released")
 	n := count(long.Pid)
 	require.Eventually(t, func() bool { return count(long.Pid) > n+50 }, 5*time.Second, 100*time.Millisecond,

@@ -46,8 +46,9 @@ type sample struct {
 
 // profile samples pid at 999 Hz with the program attached until stop
 // returns, pairing records with samples as the engine would: pair, and on
-// a miss drain the ring buffer and pair again.
-func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func()) ([]sample, *pairer) {
+// a miss drain the ring buffer and pair again. stop may ask how many
+// samples were read so far.
+func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(read func() int)) ([]sample, *pairer) {
 	t.Helper()
 	s, err := perf.Open(perf.Options{Scope: scope, Frequency: 999, BPFProgram: p.FD()})
 	testchild.RequirePerf(t, err)
@@ -83,7 +84,11 @@ func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(
 		s.Close()
 		t.Fatalf("Attach: %v", err)
 	}
-	stop()
+	stop(func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(samples)
+	})
 	s.Close() // its Read delivers what the rings hold before it returns
 	if err := <-done; err != nil {
 		t.Errorf("Read: %v", err)
@@ -220,7 +225,7 @@ func TestGoLabels(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := p.Stats()
-			samples, pairer := profile(t, p, tc.scope, child.Pid, func() {
+			samples, pairer := profile(t, p, tc.scope, child.Pid, func(func() int) {
 				child.Send(t, "go")
 				if l := child.Line(t, 30*time.Second); !strings.HasPrefix(l, "done") {
 					t.Fatalf("child: %q", l)
@@ -335,8 +340,12 @@ int main(void) {
 	}
 	p.Drain(func(*bpf.Record) {}) // what earlier tests left
 	before, _ := p.Stats()
-	// A second of the child's samples: the measurement window.
-	samples, _ := profile(t, p, perf.ScopeProcess, child.Pid, func() { time.Sleep(time.Second) })
+	// About a second of the child's samples, however slowly a busy
+	// machine runs it.
+	enough := func(read func() int) {
+		testchild.WaitFor(t, 30*time.Second, "600 samples", func() bool { return read() >= 600 })
+	}
+	samples, _ := profile(t, p, perf.ScopeProcess, child.Pid, enough)
 	after, _ := p.Stats()
 	n, _ := p.Drain(func(*bpf.Record) {})
 	t.Logf("not a target: %d samples, %d records, faults %d", len(samples), n, after.Faults-before.Faults)
@@ -350,7 +359,7 @@ int main(void) {
 		t.Fatal(err)
 	}
 	before = after
-	samples, _ = profile(t, p, perf.ScopeProcess, child.Pid, func() { time.Sleep(time.Second) })
+	samples, _ = profile(t, p, perf.ScopeProcess, child.Pid, enough)
 	after, _ = p.Stats()
 	withSpan := 0
 	for _, s := range samples {

@@ -44,6 +44,9 @@ type traceFile struct {
 	logger *zap.Logger
 	tb     *metadata.TelemetryBuilder
 	host   string // collector host name, when the data names none
+	// now is the segments' wall clock, which seals them by time; nil is
+	// time.Now. A test hook: time-based rotation without waiting.
+	now func() time.Time
 
 	// mu serializes batches: the address table and metadata are shared
 	// state of the segments being written.
@@ -95,6 +98,7 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 		Compress:     e.cfg.Compress,
 		FileMode:     os.FileMode(e.cfg.FileMode),
 		Metadata:     e.meta.entries(e.host),
+		Now:          e.now,
 	}
 	if e.cfg.Format == FormatTokioTRC {
 		opts.LegacyVersion = legacyVersion

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter"
@@ -44,6 +45,13 @@ func newMeasuredFile(t *testing.T, dir string) (*traceFile, *componenttest.Telem
 
 func startTestFile(t testing.TB, dir string, f func(*Config), set exporter.Settings) *traceFile {
 	t.Helper()
+	return startTestFileClock(t, dir, f, set, nil)
+}
+
+// startTestFileClock is startTestFile with now as the segments' wall
+// clock (nil: time.Now).
+func startTestFileClock(t testing.TB, dir string, f func(*Config), set exporter.Settings, now func() time.Time) *traceFile {
+	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Directory = dir
 	if f != nil {
@@ -56,6 +64,7 @@ func startTestFile(t testing.TB, dir string, f func(*Config), set exporter.Setti
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.now = now
 	if err := e.start(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
+	"github.com/perfprof/perfprof/internal/testchild"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -80,12 +82,17 @@ func TestRotation(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			const maxTotal = 96 << 10
-			e := newTestFile(t, dir, func(c *Config) {
+			// The segments' wall clock, moved by the test: the time
+			// phase below spans seconds of it in no time.
+			var wall atomic.Int64
+			wall.Store(time.Now().UnixNano())
+			now := func() time.Time { return time.Unix(0, wall.Load()) }
+			e := startTestFileClock(t, dir, func(c *Config) {
 				c.Format = format
 				c.MaxFileSize = 8 << 10
 				c.MaxTotalSize = maxTotal
 				c.RotationInterval = time.Second
-			})
+			}, exportertest.NewNopSettings(metadata.Type), now)
 			b := tracefiletest.NewProfBuilder()
 			var stacks []int32
 			for i := range 20 {
@@ -101,7 +108,7 @@ func TestRotation(t *testing.T) {
 				b.Profiles.CopyTo(pd)
 				p := pd.ResourceProfiles().AppendEmpty().ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()
 				p.SampleType().SetTypeStrindex(b.Str("samples"))
-				now := uint64(time.Now().UnixNano())
+				now := uint64(wall.Load())
 				for i := range n {
 					s := p.Samples().AppendEmpty()
 					s.SetStackIndex(stacks[i%len(stacks)])
@@ -116,10 +123,9 @@ func TestRotation(t *testing.T) {
 				push(40)
 			}
 			// By time: small batches across three wall-clock seconds.
-			deadline := time.Now().Add(3100 * time.Millisecond)
-			for time.Now().Before(deadline) {
+			for range 31 {
 				push(1)
-				time.Sleep(100 * time.Millisecond)
+				wall.Add(int64(100 * time.Millisecond))
 			}
 			require.NoError(t, e.shutdown(t.Context()))
 
@@ -204,9 +210,7 @@ func rawSize(t *testing.T, path string) int64 {
 // reaches the pipeline, sealed segments stay intact, and writing resumes
 // once space is freed, with nothing of the failed batches in any file.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
+	testchild.NeedRoot(t, "mounting a tmpfs")
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)

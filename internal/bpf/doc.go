@@ -39,27 +39,32 @@
 // whose span is not read), so that per-CPU events cost what sampling the
 // targets costs.
 //
-// The scheduler side: schedacct.h is
-// internal/sched's Tracker written for BPF (off-CPU time accumulated per
-// thread and state, a group only at a crossing of the interval, the CPU
-// delta of each sample), checked against the Tracker record for record by
-// TestSchedAcctMatchesTracker through a syscall test driver; and
-// spanctx_sched_switch (tp_btf/sched_switch) keeps it for target threads,
-// with the user stack and the span of the switch-out that began each off
-// period, writing a group to its own ring at the switch-in that crossed.
-// Options.SchedInterval loads it (its maps hold ~5 MiB, so they are not
-// made otherwise), [Program.AttachSched] attaches it and
-// [Program.DrainSched] reads the groups ([SchedRecord]).
+// The scheduler program, spanctx_sched_switch (tp_btf/sched_switch),
+// loaded with Options.SchedInterval and attached by [Program.AttachSched]:
+// the off-CPU capture (sched.enabled) the profiler uses by default where
+// eBPF runs, in place of perf's context-switch events. schedacct.h is internal/sched's
+// Tracker written for BPF (off-CPU time accumulated per thread and state,
+// a group only at a crossing of the interval, the CPU delta of each
+// sample), checked against the Tracker record for record by
+// TestSchedAcctMatchesTracker through a syscall test driver. The program
+// keeps it for target threads, with the user stack and the span of the
+// switch-out that began each off period, and writes a group to its own
+// ring at the switch-in that crossed; [Program.DrainSched] reads the
+// groups ([SchedRecord]). Its maps hold ~5 MiB, so they are not made
+// without SchedInterval. When it cannot be loaded or attached the
+// profiler loads the other programs alone, and perf's switch events run
+// spanctx_switch.
 //
-// Pairing a record with its perf sample is left to user space: same tid,
-// nearest time ([Pairer]). The record is in the ring buffer before perf
-// writes the sample, so a reader that drains the ring buffer ([Program.Drain])
-// after reading a sample has its record; the record's time is 1–3 µs
-// after the sample's (perf reads the clock and walks the callchain first).
+// This package does not pair a record with its perf sample: the profiler
+// does, in its context store (internal/profiler), by process, thread and
+// nearest time. The record is in the ring buffer before perf writes the
+// sample, so a reader that drains the ring buffer ([Program.Drain]) after
+// reading a sample has its record; the record's time is 1–3 µs after the
+// sample's (perf reads the clock and walks the callchain first).
 //
 // Cost, measured with the kernel's BPF run-time statistics on a 2-CPU
-// virtual machine: 1.1–1.7 µs a run for Go labels, 1.4–2.3 µs for thread
-// contexts (0.1–0.2% of a CPU at 999 Hz), most of it dependent reads of
+// virtual machine (README, Cost): at 999 Hz 1.7–2.6 µs a run for Go
+// labels, 1.4–2.3 µs for thread contexts, most of it dependent reads of
 // the target's memory (g, its labels, their values; the DTV, the record).
 //
 // Needs: CAP_BPF and CAP_PERFMON (or root), kernel BTF

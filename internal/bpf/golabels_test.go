@@ -46,19 +46,21 @@ type sample struct {
 
 // profile samples pid at 999 Hz with the program attached until stop
 // returns, pairing records with samples as the engine would: pair, and on
-// a miss drain the ring buffer and pair again.
-func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func()) ([]sample, *bpf.Pairer) {
+// a miss drain the ring buffer and pair again. stop may ask how many
+// samples were read so far.
+func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(read func() int)) ([]sample, *pairer) {
 	t.Helper()
 	s, err := perf.Open(perf.Options{Scope: scope, Frequency: 999, BPFProgram: p.FD()})
 	testchild.RequirePerf(t, err)
 	var (
 		mu      sync.Mutex
 		samples []sample
-		pairer  bpf.Pairer
+		skew    uint64 = maxSkew
 	)
 	if v, err := strconv.ParseUint(os.Getenv("SKEW_DEBUG"), 10, 64); err == nil {
-		pairer.MaxSkew = v
+		skew = v
 	}
+	pairer := newPairer(skew)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Read(func(r *perf.Record) {
@@ -68,13 +70,12 @@ func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(
 			mu.Lock()
 			defer mu.Unlock()
 			smp := sample{tid: r.Sample.Tid, time: r.Sample.Time}
-			smp.rec, smp.paired = pairer.Pair(smp.tid, smp.time)
+			smp.rec, smp.paired = pairer.pair(smp.tid, smp.time)
 			if !smp.paired {
-				pairer.Unpaired-- // counted again below
-				if _, err := p.Drain(pairer.Add); err != nil {
+				if _, err := p.Drain(pairer.add); err != nil {
 					t.Errorf("Drain: %v", err)
 				}
-				smp.rec, smp.paired = pairer.Pair(smp.tid, smp.time)
+				smp.rec, smp.paired = pairer.pair(smp.tid, smp.time)
 			}
 			samples = append(samples, smp)
 		})
@@ -83,15 +84,18 @@ func profile(t *testing.T, p *bpf.Program, scope perf.Scope, pid int, stop func(
 		s.Close()
 		t.Fatalf("Attach: %v", err)
 	}
-	stop()
-	time.Sleep(200 * time.Millisecond)
-	s.Close()
+	stop(func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(samples)
+	})
+	s.Close() // its Read delivers what the rings hold before it returns
 	if err := <-done; err != nil {
 		t.Errorf("Read: %v", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return samples, &pairer
+	return samples, pairer
 }
 
 type truthSlice struct {
@@ -221,7 +225,7 @@ func TestGoLabels(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := p.Stats()
-			samples, pairer := profile(t, p, tc.scope, child.Pid, func() {
+			samples, pairer := profile(t, p, tc.scope, child.Pid, func(func() int) {
 				child.Send(t, "go")
 				if l := child.Line(t, 30*time.Second); !strings.HasPrefix(l, "done") {
 					t.Fatalf("child: %q", l)
@@ -276,8 +280,8 @@ func TestGoLabels(t *testing.T) {
 			}
 			t.Logf("%d samples of the child: %d in labelled slices (%d right span, %d wrong, %d without; %d right span but wrong trace), %d in unlabelled slices (%d with a span), %d between slices or in their gaps; %d slices left out (moved threads or too many gaps)",
 				len(samples), labelled, right, wrong, missing, traceWrong, unlabelled, spurious, between, left)
-			t.Logf("pairing: %d paired, %d unpaired, %d stale records; sample time - record time: min %d ns, p1 %d, p50 %d, p99 %d, max %d",
-				len(dist), unpaired, pairer.Stale, percentile(dist, 0), percentile(dist, 0.01), percentile(dist, 0.5), percentile(dist, 0.99), percentile(dist, 1))
+			t.Logf("pairing: %d paired, %d unpaired, %d records left without a sample; sample time - record time: min %d ns, p1 %d, p50 %d, p99 %d, max %d",
+				len(dist), unpaired, pairer.pending(), percentile(dist, 0), percentile(dist, 0.01), percentile(dist, 0.5), percentile(dist, 0.99), percentile(dist, 1))
 			t.Logf("program: %+v", st)
 			if st.RunCount > 0 {
 				t.Logf("program run time: %d ns per run over %d runs (all samples on the events, targets or not)", int64(st.RunTime)/int64(st.RunCount), st.RunCount)
@@ -313,9 +317,7 @@ func TestGoLabels(t *testing.T) {
 // record is written. Added anyway with a Go layout, its samples are kept
 // and none carries a span.
 func TestNotGo(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
+	testchild.LookTool(t, "gcc")
 	p := load(t, bpf.Options{})
 	dir := t.TempDir()
 	src := filepath.Join(dir, "spin.c")
@@ -338,7 +340,12 @@ int main(void) {
 	}
 	p.Drain(func(*bpf.Record) {}) // what earlier tests left
 	before, _ := p.Stats()
-	samples, _ := profile(t, p, perf.ScopeProcess, child.Pid, func() { time.Sleep(time.Second) })
+	// About a second of the child's samples, however slowly a busy
+	// machine runs it.
+	enough := func(read func() int) {
+		testchild.WaitFor(t, 30*time.Second, "600 samples", func() bool { return read() >= 600 })
+	}
+	samples, _ := profile(t, p, perf.ScopeProcess, child.Pid, enough)
 	after, _ := p.Stats()
 	n, _ := p.Drain(func(*bpf.Record) {})
 	t.Logf("not a target: %d samples, %d records, faults %d", len(samples), n, after.Faults-before.Faults)
@@ -352,7 +359,7 @@ int main(void) {
 		t.Fatal(err)
 	}
 	before = after
-	samples, _ = profile(t, p, perf.ScopeProcess, child.Pid, func() { time.Sleep(time.Second) })
+	samples, _ = profile(t, p, perf.ScopeProcess, child.Pid, enough)
 	after, _ = p.Stats()
 	withSpan := 0
 	for _, s := range samples {

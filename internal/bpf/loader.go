@@ -142,21 +142,9 @@ type Program struct {
 // privilege (CAP_BPF and CAP_PERFMON, or root) the error wraps
 // ErrPermission; without kernel BTF or BPF support, ErrNotSupported; a
 // verifier rejection wraps *ebpf.VerifierError with the log.
-func Load(opts Options) (_ *Program, err error) {
-	if opts.SpanKey == "" {
-		opts.SpanKey = "span_id"
-	}
-	if opts.TraceKey == "" {
-		opts.TraceKey = "trace_id"
-	}
-	if opts.MaxTargets == 0 {
-		opts.MaxTargets = 4096
-	}
-	if opts.RingBytes == 0 {
-		opts.RingBytes = 256 << 10
-	}
-	if opts.RingBytes&(opts.RingBytes-1) != 0 || opts.RingBytes%os.Getpagesize() != 0 {
-		return nil, fmt.Errorf("bpf: ring size %d is not a power of two multiple of the page size", opts.RingBytes)
+func Load(opts Options) (*Program, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
 	}
 	// Before 5.11 BPF memory counts against RLIMIT_MEMLOCK; since then
 	// against the cgroup, and raising the limit may be refused (EPERM in
@@ -165,99 +153,17 @@ func Load(opts Options) (_ *Program, err error) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, fmt.Errorf("load BPF program spanctx: %w: no kernel BTF (%v); the kernel needs CONFIG_DEBUG_INFO_BTF", ErrNotSupported, err)
 	}
-
-	spec, err := loadSpanctx()
+	spec, ns, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
-	ns, err := checkPidNamespace(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := setPidNamespace(spec, ns); err != nil {
-		return nil, err
-	}
-	for _, kv := range []struct {
-		key, lenVar, name string
-	}{{opts.SpanKey, spanctxVarSpanKeyLen, spanctxVarSpanKey}, {opts.TraceKey, spanctxVarTraceKeyLen, spanctxVarTraceKey}} {
-		if len(kv.key) > 32 {
-			return nil, fmt.Errorf("bpf: label key %q is longer than 32 bytes", kv.key)
-		}
-		var b [32]byte
-		copy(b[:], kv.key)
-		if err := spec.Variables[kv.name].Set(b); err != nil {
-			return nil, fmt.Errorf("set %s: %w", kv.name, err)
-		}
-		if err := spec.Variables[kv.lenVar].Set(uint32(len(kv.key))); err != nil {
-			return nil, fmt.Errorf("set %s: %w", kv.lenVar, err)
-		}
-	}
-	if opts.DropOthers {
-		if err := spec.Variables[spanctxVarDropOthers].Set(uint32(1)); err != nil {
-			return nil, fmt.Errorf("set drop_others: %w", err)
-		}
-	}
-	spec.Maps[spanctxMapTargets].MaxEntries = uint32(opts.MaxTargets)
-	spec.Maps[spanctxMapRecords].MaxEntries = uint32(opts.RingBytes)
-
 	p := &Program{ns: ns}
-	if opts.SchedInterval > 0 {
-		if opts.SchedRingBytes == 0 {
-			opts.SchedRingBytes = 1 << 20
-		}
-		if opts.SchedRingBytes&(opts.SchedRingBytes-1) != 0 || opts.SchedRingBytes%os.Getpagesize() != 0 {
-			return nil, fmt.Errorf("bpf: sched ring size %d is not a power of two multiple of the page size", opts.SchedRingBytes)
-		}
-		if opts.MinBlock < 0 || opts.CaptureGap < 0 || opts.CaptureEvery < 0 || opts.MaxRate < 0 {
-			return nil, fmt.Errorf("bpf: negative scheduler option in %+v", opts)
-		}
-		for _, v := range []struct {
-			name string
-			val  any
-		}{
-			{spanctxVarAcctInterval, uint64(opts.SchedInterval)},
-			{spanctxVarMinBlock, uint64(opts.MinBlock)},
-			{spanctxVarCaptureGap, uint64(opts.CaptureGap)},
-			{spanctxVarCaptureEvery, uint32(max(opts.CaptureEvery, 1))},
-			{spanctxVarMaxRate, uint32(opts.MaxRate)},
-			{spanctxVarSchedOn, uint32(1)},
-			{spanctxVarKernelStacks, map[bool]uint32{false: 0, true: 1}[opts.KernelStacks]},
-		} {
-			if err := spec.Variables[v.name].Set(v.val); err != nil {
-				return nil, fmt.Errorf("set %s: %w", v.name, err)
-			}
-		}
-		spec.Maps[spanctxMapSchedRecords].MaxEntries = uint32(opts.SchedRingBytes)
-		var both struct {
-			objects
-			schedObjects
-		}
-		if err := spec.LoadAndAssign(&both, nil); err != nil {
-			return nil, explainLoadError(err)
-		}
-		p.objs, p.sched = both.objects, &both.schedObjects
-	} else if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
-		return nil, explainLoadError(err)
+	if err := p.load(spec, opts.SchedInterval > 0); err != nil {
+		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			p.objs.Close()
-			if p.sched != nil {
-				p.sched.Close()
-			}
-			if p.sreader != nil {
-				p.sreader.Close()
-			}
-		}
-	}()
-	if p.sched != nil {
-		if p.sreader, err = ringbuf.NewReader(p.sched.SchedRecords); err != nil {
-			return nil, fmt.Errorf("open sched_records ring buffer: %w", err)
-		}
-		p.sreader.SetDeadline(time.Unix(1, 0))
-	}
-	if p.reader, err = ringbuf.NewReader(p.objs.Records); err != nil {
-		return nil, fmt.Errorf("open records ring buffer: %w", err)
+	if err := p.openRings(); err != nil {
+		p.Close()
+		return nil, err
 	}
 	// Refused without CAP_SYS_ADMIN: then Stats has none.
 	if opts.RunStats {
@@ -265,9 +171,138 @@ func Load(opts Options) (_ *Program, err error) {
 			p.stats = c
 		}
 	}
-	// Reads never wait: Drain takes what is there.
-	p.reader.SetDeadline(time.Unix(1, 0))
 	return p, nil
+}
+
+// fill sets the defaults of o and checks what the kernel would refuse
+// less clearly.
+func (o *Options) fill() error {
+	if o.SpanKey == "" {
+		o.SpanKey = "span_id"
+	}
+	if o.TraceKey == "" {
+		o.TraceKey = "trace_id"
+	}
+	for _, k := range []string{o.SpanKey, o.TraceKey} {
+		if len(k) > 32 {
+			return fmt.Errorf("bpf: label key %q is longer than 32 bytes", k)
+		}
+	}
+	if o.MaxTargets == 0 {
+		o.MaxTargets = 4096
+	}
+	if o.RingBytes == 0 {
+		o.RingBytes = 256 << 10
+	}
+	if !ringSize(o.RingBytes) {
+		return fmt.Errorf("bpf: ring size %d is not a power of two multiple of the page size", o.RingBytes)
+	}
+	if o.SchedInterval <= 0 {
+		return nil
+	}
+	if o.SchedRingBytes == 0 {
+		o.SchedRingBytes = 1 << 20
+	}
+	if !ringSize(o.SchedRingBytes) {
+		return fmt.Errorf("bpf: sched ring size %d is not a power of two multiple of the page size", o.SchedRingBytes)
+	}
+	if o.MinBlock < 0 || o.CaptureGap < 0 || o.CaptureEvery < 0 || o.MaxRate < 0 {
+		return fmt.Errorf("bpf: negative scheduler option in %+v", *o)
+	}
+	return nil
+}
+
+// ringSize says whether n bytes can be a BPF ring buffer.
+func ringSize(n int) bool { return n&(n-1) == 0 && n%os.Getpagesize() == 0 }
+
+// configure reads the spanctx collection and sets, for opts, its
+// constants (the pid namespace, the label keys, the scheduler's
+// parameters) and the sizes of its maps.
+func configure(opts Options) (*ebpf.CollectionSpec, PidNamespace, error) {
+	spec, err := loadSpanctx()
+	if err != nil {
+		return nil, PidNamespace{}, err
+	}
+	ns, err := checkPidNamespace(spec)
+	if err != nil {
+		return nil, PidNamespace{}, err
+	}
+	if err := setPidNamespace(spec, ns); err != nil {
+		return nil, PidNamespace{}, err
+	}
+	var span, trace [32]byte
+	copy(span[:], opts.SpanKey)
+	copy(trace[:], opts.TraceKey)
+	vars := []specVar{
+		{spanctxVarSpanKey, span}, {spanctxVarSpanKeyLen, uint32(len(opts.SpanKey))},
+		{spanctxVarTraceKey, trace}, {spanctxVarTraceKeyLen, uint32(len(opts.TraceKey))},
+	}
+	if opts.DropOthers {
+		vars = append(vars, specVar{spanctxVarDropOthers, uint32(1)})
+	}
+	if opts.SchedInterval > 0 {
+		vars = append(vars,
+			specVar{spanctxVarAcctInterval, uint64(opts.SchedInterval)},
+			specVar{spanctxVarMinBlock, uint64(opts.MinBlock)},
+			specVar{spanctxVarCaptureGap, uint64(opts.CaptureGap)},
+			specVar{spanctxVarCaptureEvery, uint32(max(opts.CaptureEvery, 1))},
+			specVar{spanctxVarMaxRate, uint32(opts.MaxRate)},
+			specVar{spanctxVarSchedOn, uint32(1)},
+			specVar{spanctxVarKernelStacks, map[bool]uint32{false: 0, true: 1}[opts.KernelStacks]},
+		)
+		spec.Maps[spanctxMapSchedRecords].MaxEntries = uint32(opts.SchedRingBytes)
+	}
+	for _, v := range vars {
+		if err := spec.Variables[v.name].Set(v.val); err != nil {
+			return nil, PidNamespace{}, fmt.Errorf("set %s: %w", v.name, err)
+		}
+	}
+	spec.Maps[spanctxMapTargets].MaxEntries = uint32(opts.MaxTargets)
+	spec.Maps[spanctxMapRecords].MaxEntries = uint32(opts.RingBytes)
+	return spec, ns, nil
+}
+
+// specVar is a constant of the collection and its value.
+type specVar struct {
+	name string
+	val  any
+}
+
+// load loads the programs and maps of spec into the kernel: the
+// scheduler program's too when sched.
+func (p *Program) load(spec *ebpf.CollectionSpec, sched bool) error {
+	if !sched {
+		if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+			return explainLoadError(err)
+		}
+		return nil
+	}
+	var both struct {
+		objects
+		schedObjects
+	}
+	if err := spec.LoadAndAssign(&both, nil); err != nil {
+		return explainLoadError(err)
+	}
+	p.objs, p.sched = both.objects, &both.schedObjects
+	return nil
+}
+
+// openRings opens the readers of the loaded programs' ring buffers.
+// Reads never wait (their deadline is past): Drain and DrainSched take
+// what is there.
+func (p *Program) openRings() (err error) {
+	if p.sched != nil {
+		if p.sreader, err = ringbuf.NewReader(p.sched.SchedRecords); err != nil {
+			return fmt.Errorf("open sched_records ring buffer: %w", err)
+		}
+		p.sreader.SetDeadline(time.Unix(1, 0))
+	}
+	if p.reader, err = ringbuf.NewReader(p.objs.Records); err != nil {
+		return fmt.Errorf("open records ring buffer: %w", err)
+	}
+	p.reader.SetDeadline(time.Unix(1, 0))
+	return nil
 }
 
 func explainLoadError(err error) error {

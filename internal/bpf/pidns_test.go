@@ -111,7 +111,7 @@ func checkLayout(t *testing.T, targetNS bool) {
 		mu              sync.Mutex
 		mine, others    int
 		unpaired, tids  = 0, map[uint32]bool{}
-		pairer          bpf.Pairer
+		pairer          = newPairer(maxSkew)
 		recPids, recBad = map[uint32]int{}, 0
 	)
 	addRecord := func(r *bpf.Record) {
@@ -119,7 +119,7 @@ func checkLayout(t *testing.T, targetNS bool) {
 			recBad++
 		}
 		recPids[r.Pid]++
-		pairer.Add(r)
+		pairer.add(r)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -135,12 +135,11 @@ func checkLayout(t *testing.T, targetNS bool) {
 			}
 			mine++
 			tids[r.Sample.Tid] = true
-			if _, ok := pairer.Pair(r.Sample.Tid, r.Sample.Time); !ok {
-				pairer.Unpaired--
+			if _, ok := pairer.pair(r.Sample.Tid, r.Sample.Time); !ok {
 				if _, err := p.Drain(addRecord); err != nil {
 					t.Errorf("Drain: %v", err)
 				}
-				if _, ok := pairer.Pair(r.Sample.Tid, r.Sample.Time); !ok {
+				if _, ok := pairer.pair(r.Sample.Tid, r.Sample.Time); !ok {
 					unpaired++
 				}
 			}
@@ -150,7 +149,7 @@ func checkLayout(t *testing.T, targetNS bool) {
 		t.Fatal(err)
 	}
 	cpu0 := testchild.Sum(testchild.ThreadCPU(t, target))
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // the measurement window: the samples of 1.5 s of the target's CPU
 	cpu := time.Duration(testchild.Sum(testchild.ThreadCPU(t, target)) - cpu0)
 	s.Close()
 	if err := <-done; err != nil {

@@ -264,7 +264,7 @@ func TestSchedSwitchGroups(t *testing.T) {
 	// The publisher has one thread: its CPU time is the process's.
 	before := testchild.ThreadCPU(t, child.Pid)[child.Pid]
 	start := time.Now()
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the measurement window: 2 s of the child's CPU and switches
 	if err := p.RemoveTarget(child.Pid); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestSchedLossCounted(t *testing.T) {
 	if err := syscall.Kill(child.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	testchild.WaitStopped(t, child.Pid)
 	for _, p := range []*Program{ref, small, capped} {
 		if err := p.AddPlainTarget(child.Pid); err != nil {
 			t.Fatal(err)
@@ -387,6 +387,8 @@ func TestSchedLossCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The measurement window, 3 s of the child's switches, drained as
+	// the engine drains them.
 	for time.Since(start) < 3*time.Second {
 		time.Sleep(100 * time.Millisecond)
 		drain(ref, &refN, &refTime)
@@ -397,7 +399,7 @@ func TestSchedLossCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Kill(child.Pid, syscall.SIGCONT)
-	time.Sleep(50 * time.Millisecond)
+	testchild.WaitStopped(t, child.Pid)
 	for _, p := range []*Program{ref, small, capped} {
 		if err := p.RemoveTarget(child.Pid); err != nil {
 			t.Fatal(err)

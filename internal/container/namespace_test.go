@@ -23,9 +23,8 @@ import (
 // TestReadNSpidNewNamespace reads the ids of sleep run as pid 1 of a new
 // pid namespace: its pid here, then 1.
 func TestReadNSpidNewNamespace(t *testing.T) {
-	if _, err := exec.LookPath("unshare"); err != nil || os.Geteuid() != 0 {
-		testchild.RequireKernel(t, "pid namespaces", fmt.Errorf("%w: not root, or no unshare: %v", errors.ErrUnsupported, err), errors.ErrUnsupported)
-	}
+	testchild.NeedRoot(t, "a new pid namespace")
+	testchild.LookTool(t, "unshare")
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "sleep", "60")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -63,10 +63,7 @@ func TestReadWithoutDWARF(t *testing.T) {
 }
 
 func TestReadNotGo(t *testing.T) {
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc")
-	}
+	cc := testchild.LookTool(t, "gcc")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "p.c")
 	os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644)
@@ -85,9 +82,7 @@ func TestReadNotGo(t *testing.T) {
 // A cgo binary whose C code has thread-locals keeps runtime.tlsg below
 // them: the g pointer is no longer at -8 from the thread pointer.
 func TestReadCgoTLS(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
+	testchild.LookTool(t, "gcc")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module cgotls\n\ngo 1.24\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte(`package main
@@ -112,9 +107,9 @@ func main() { println(C.get()) }
 		t.Fatal(err)
 	}
 	// The instruction the compiler emits to load g names the offset.
-	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", bin).Output()
+	out, err := exec.Command(testchild.LookTool(t, "objdump"), "-d", "--no-show-raw-insn", bin).Output()
 	if err != nil {
-		t.Skipf("objdump: %v", err)
+		t.Fatalf("objdump: %v", err)
 	}
 	want := ""
 	for _, line := range strings.Split(string(out), "\n") {

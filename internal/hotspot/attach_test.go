@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 const (
@@ -266,9 +268,7 @@ func TestRefuseNonJVM(t *testing.T) {
 		noTriggers(t, pid, pid)
 	})
 	t.Run("shell-catching-SIGQUIT", func(t *testing.T) {
-		if _, err := exec.LookPath("bash"); err != nil {
-			t.Skip("needs bash")
-		}
+		testchild.LookTool(t, "bash")
 		pid := startProcess(t, "bash", "-c", `trap "echo quit" QUIT; while :; do sleep 0.1; done`)
 		deadline := time.Now().Add(10 * time.Second)
 		for {

@@ -46,9 +46,7 @@ func forEachJDK(t *testing.T, f func(t *testing.T, j jdk)) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testchild.NeedRoot(t, "this test")
 }
 
 // Burn.class is compiled once per JDK, in a directory every user can read.
@@ -130,9 +128,7 @@ func startJVM(t *testing.T, j jdk, o jvmOpts) *jvm {
 	java := filepath.Join(j.home, "bin", "java")
 	var cmd *exec.Cmd
 	if o.container {
-		if _, err := exec.LookPath("unshare"); err != nil {
-			t.Skip("needs unshare(1)")
-		}
+		testchild.LookTool(t, "unshare")
 		// The class is copied from the working directory, which the new
 		// /tmp hides, to the new /tmp.
 		script := `mount -t tmpfs -o mode=1777 tmpfs /tmp && mkdir /tmp/app && cp ./*.class /tmp/app && cd /tmp/app && exec "$@"`

@@ -29,7 +29,7 @@ func fakeJVM(t *testing.T, reply func(c net.Conn)) int {
 		t.Fatal(err)
 	}
 	if st.nested {
-		t.Skip("the test process is in a pid namespace of its own")
+		testchild.Unavailable(t, "the test process is in a pid namespace of its own")
 	}
 	path := fmt.Sprintf("/tmp/.java_pid%d", pid)
 	os.Remove(path)

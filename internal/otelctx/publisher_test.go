@@ -382,12 +382,12 @@ func TestThreadContextDetached(t *testing.T) {
 }
 
 func TestThreadContextNotPublished(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
+	cmd := exec.Command(testchild.LookTool(t, "sleep"), "30")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep: %v", err)
+		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(50 * time.Millisecond) // let it exec
+	testchild.WaitExec(t, cmd.Process.Pid, "sleep")
 	if _, err := ThreadContext(cmd.Process.Pid, cmd.Process.Pid); !errors.Is(err, ErrNotPublished) {
 		t.Fatalf("want ErrNotPublished, got %v", err)
 	}

@@ -33,6 +33,16 @@ func readAll(t *testing.T, s *perf.Session, fn func(*perf.Record)) (locked func(
 	}
 }
 
+// await waits (up to 30 s) until cond holds, checked with the reader's
+// lock held.
+func await(t *testing.T, locked func(func()), what string, cond func() bool) {
+	t.Helper()
+	testchild.WaitFor(t, 30*time.Second, what, func() (ok bool) {
+		locked(func() { ok = cond() })
+		return ok
+	})
+}
+
 // Threads created after Attach inherit the events: their samples arrive.
 func TestThreadsCreatedAfterAttachAreSampled(t *testing.T) {
 	bin := testchild.Build(t, "burner")
@@ -63,7 +73,14 @@ func TestThreadsCreatedAfterAttachAreSampled(t *testing.T) {
 	if len(f) != 7 || f[0] != "spawned" {
 		t.Fatalf("unexpected line %q", line)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	await(t, locked, "10 samples of each burning thread", func() bool {
+		for _, ts := range f[1:] {
+			if tid, _ := strconv.Atoi(ts); byTid[uint32(tid)] < 10 {
+				return false
+			}
+		}
+		return true
+	})
 	s.Refresh()
 	// The Go runtime may run a new goroutine on an idle thread that
 	// existed at Attach; the threads that did not are the ones inherited.
@@ -124,7 +141,7 @@ func TestKernelStacks(t *testing.T) {
 	if err := s.Attach(child.Pid); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	await(t, locked, "200 samples of the /dev/zero reader", func() bool { return samples >= 200 })
 	locked(func() {
 		t.Logf("%d samples of the /dev/zero reader, %d with kernel frames, %d with kernel and user frames", samples, kernel, both)
 		if samples < 100 || kernel < samples/2 || both < kernel*9/10 {
@@ -156,7 +173,7 @@ func TestMmap2CarriesBuildID(t *testing.T) {
 	if l := child.Line(t, 5*time.Second); l != "mapped" {
 		t.Fatalf("child said %q", l)
 	}
-	time.Sleep(300 * time.Millisecond)
+	await(t, locked, "the MMAP2 record of "+lib, func() bool { return len(got) > 0 })
 	locked(func() {
 		if len(got) != 1 || got[0] != want {
 			t.Errorf("MMAP2 build ids for %s: %v, want [%s]", lib, got, want)
@@ -167,12 +184,12 @@ func TestMmap2CarriesBuildID(t *testing.T) {
 func gnuBuildID(t *testing.T, path string) string {
 	f, err := elf.Open(path)
 	if err != nil {
-		t.Skipf("no ELF at %s: %v", path, err)
+		testchild.Unavailable(t, "no ELF at %s: %v", path, err)
 	}
 	defer f.Close()
 	sec := f.Section(".note.gnu.build-id")
 	if sec == nil {
-		t.Skipf("%s has no build id", path)
+		testchild.Unavailable(t, "%s has no build id", path)
 	}
 	d, err := sec.Data()
 	if err != nil || len(d) < 16 {
@@ -194,14 +211,16 @@ func TestLostRecordsAreCounted(t *testing.T) {
 	if err := s.Attach(child.Pid); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // a 4 KiB ring fills in milliseconds
+	// Nobody reads for a while: the point. A 4 KiB ring fills in
+	// milliseconds.
+	time.Sleep(500 * time.Millisecond)
 	var lostRecords uint64
 	locked, stop := readAll(t, s, func(r *perf.Record) {
 		if r.Type == perf.RecordLost {
 			lostRecords += r.Lost
 		}
 	})
-	time.Sleep(200 * time.Millisecond)
+	await(t, locked, "a LOST record", func() bool { return lostRecords > 0 })
 	stop()
 	locked(func() {
 		st := s.Stats()

@@ -72,10 +72,7 @@ func TestScannerFollowsExec(t *testing.T) {
 	s := perf.NewScanner(w)
 	defer s.Close()
 
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep in PATH")
-	}
+	sleep := testchild.LookTool(t, "sleep")
 	name := fmt.Sprintf("scanexec%d", os.Getpid()%100000)
 	bin := filepath.Join(t.TempDir(), name)
 	if b, err := os.ReadFile(sleep); err != nil || os.WriteFile(bin, b, 0o755) != nil {
@@ -97,7 +94,7 @@ func TestScannerFollowsExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { sh.Process.Kill(); sh.Wait() }()
-	time.Sleep(100 * time.Millisecond)
+	testchild.WaitExec(t, sh.Process.Pid, "sh")
 
 	// The shell is new: read, and it does not match.
 	before := s.Stats().Reads
@@ -166,10 +163,7 @@ func TestRingCPUs(t *testing.T) {
 // (prctl(PR_SET_NAME), a write to /proc/self/comm). A bare name selects
 // it then; an executable path does not, however the comm reads.
 func TestMatchesForgedComm(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep in PATH")
-	}
+	sleep := testchild.LookTool(t, "sleep")
 	bin := filepath.Join(t.TempDir(), fmt.Sprintf("svc%d", os.Getpid()%100000))
 	if b, err := os.ReadFile(sleep); err != nil || os.WriteFile(bin, b, 0o755) != nil {
 		t.Fatalf("copy sleep: %v", err)

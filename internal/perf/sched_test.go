@@ -2,7 +2,6 @@ package perf_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
@@ -56,12 +55,14 @@ func TestSchedCapture(t *testing.T) {
 			if err := s.Attach(child.Pid); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * time.Second)
+			// About 2 s of 50 ms cycles: 40 sleeps, plus preemptions.
+			await(t, locked, "40 blocking switch-outs and switch-ins, 40 cpu samples", func() bool {
+				return outs-preempted >= 40 && ins >= 40 && cpuSamples >= 40
+			})
 			stop()
 			locked(func() {
 				t.Logf("%s: thread %d: %d switch-outs (%d preempted), %d switch-ins, %d switch samples (%d with a stack), %d cpu samples",
 					scope, tid, outs, preempted, ins, swSamples, swWithStack, cpuSamples)
-				// 2 s of 50 ms cycles: 40 sleeps, plus preemptions.
 				if outs-preempted < 30 || ins < 30 {
 					t.Errorf("want about 40 blocking switch-outs and switch-ins")
 				}

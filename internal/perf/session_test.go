@@ -73,11 +73,11 @@ func TestProcessScopeSamplesChildThreads(t *testing.T) {
 			if err := s.Attach(child.Pid); err != nil {
 				t.Fatalf("Attach: %v", err)
 			}
+			// The measurement window: the sum of the periods is judged
+			// against 2 s of the child's CPU.
 			time.Sleep(2 * time.Second)
-			s.Detach(child.Pid)
 			after := testchild.ThreadCPU(t, child.Pid)
-			time.Sleep(200 * time.Millisecond) // let Read drain what was written before Detach
-			stop()
+			stop() // Read delivers what the rings hold before it returns
 
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -141,23 +141,20 @@ func TestTargetExitIsReleased(t *testing.T) {
 	if err := short.Cmd.Wait(); err != nil {
 		t.Fatalf("short child: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	locked := func(f func() bool) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return f()
+		}
+	}
+	testchild.WaitFor(t, 10*time.Second, "an EXIT record after a target exited", locked(func() bool { return c.exits > 0 }))
 	c.mu.Lock()
 	before := c.pids[uint32(long.Pid)]
-	exits := c.exits
 	c.mu.Unlock()
-	if exits == 0 {
-		t.Errorf("no EXIT records after a target exited")
-	}
 	s.Detach(short.Pid)
 	s.Refresh() // must not trip over the dead process
-	time.Sleep(500 * time.Millisecond)
-	c.mu.Lock()
-	after := c.pids[uint32(long.Pid)]
-	c.mu.Unlock()
-	if after <= before {
-		t.Errorf("sampling of the surviving target stopped: %d then %d samples", before, after)
-	}
+	testchild.WaitFor(t, 10*time.Second, "samples of the surviving target", locked(func() bool { return c.pids[uint32(long.Pid)] > before }))
 }
 
 func TestScanFindsByExecutableName(t *testing.T) {

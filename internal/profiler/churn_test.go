@@ -236,9 +236,7 @@ func heapInUse() uint64 {
 // a span of another process, or counted to a process after it ended, and
 // exited processes must be released without fd or memory growth.
 func TestChurn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("forcing pid reuse writes /proc/sys/kernel/ns_last_pid, which needs root")
-	}
+	testchild.NeedRoot(t, "forcing pid reuse (writing /proc/sys/kernel/ns_last_pid)")
 	bin := testchild.Churn(t)
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -25,7 +25,7 @@ func TestEBPFFallback(t *testing.T) {
 	}
 	p, err := profiler.Open(opts(profiler.EBPFAuto))
 	testchild.RequirePerf(t, err)
-	time.Sleep(500 * time.Millisecond)
+	testchild.WaitFor(t, 10*time.Second, "100 samples", func() bool { return p.Stats().Samples >= 100 })
 	st := p.Stats()
 	snaps, err := p.Close()
 	if err != nil {
@@ -39,7 +39,7 @@ func TestEBPFFallback(t *testing.T) {
 		n += len(sn.Samples)
 	}
 	if n < 100 {
-		t.Errorf("ebpf auto without its program: %d samples in 0.5 s at 499 Hz", n)
+		t.Errorf("ebpf auto without its program: %d samples, the engine read %d", n, st.Samples)
 	}
 	if _, err := profiler.Open(opts(profiler.EBPFRequired)); err == nil || !strings.Contains(err.Error(), "eBPF") {
 		t.Errorf("ebpf required without its program: Open returned %v", err)
@@ -71,6 +71,8 @@ func TestSchedFallback(t *testing.T) {
 				SpanLabelKey: c.key, SchedPerfFallback: c.fallback,
 			})
 			testchild.RequirePerf(t, err)
+			// The measurement window: the off-CPU time of a second of
+			// the worker's sleeps, or none.
 			time.Sleep(time.Second)
 			st := p.Stats()
 			snaps, err := p.Close()
@@ -122,7 +124,7 @@ func TestSchedGroupsOfExitedProcess(t *testing.T) {
 	if err := child.Cmd.Wait(); err != nil {
 		t.Fatalf("child: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond) // a discovery pass sees it exited
+	testchild.WaitFor(t, 10*time.Second, "a discovery pass sees the child exited", func() bool { return p.Stats().Processes == 0 })
 	snaps, err := p.Close()
 	if err != nil {
 		t.Fatal(err)

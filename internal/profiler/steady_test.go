@@ -141,9 +141,7 @@ func TestShortLivedSampledFromStart(t *testing.T) {
 	})
 	testchild.RequirePerf(t, err)
 	defer p.Close()
-	if p.Stats().Discovery.Scans == 0 {
-		time.Sleep(1500 * time.Millisecond) // the first scan, of every process
-	}
+	testchild.WaitFor(t, 10*time.Second, "the first scan, of every process", func() bool { return p.Stats().Discovery.Scans > 0 })
 	pids := map[int]bool{}
 	samples := 0
 	take := func(snaps []profiler.Snapshot) {
@@ -157,7 +155,7 @@ func TestShortLivedSampledFromStart(t *testing.T) {
 	for range 3 {
 		child := testchild.Start(t, bin)
 		pids[child.Pid] = true
-		for range 4 {
+		for range 4 { // a second of the process's life, taken as a receiver takes it
 			time.Sleep(250 * time.Millisecond)
 			take(p.Take(false))
 		}
@@ -172,9 +170,8 @@ func TestShortLivedSampledFromStart(t *testing.T) {
 		_ = child.Cmd.Process.Kill()
 		_ = child.Cmd.Wait()
 	}
-	time.Sleep(500 * time.Millisecond)
 	take(p.Take(false))
-	snaps, _ := p.Close()
+	snaps, _ := p.Close() // with what the rings still hold
 	take(snaps)
 	want := cpu * hz
 	t.Logf("3 processes of 1 s: %.2f s of CPU, %d samples of the %.0f it stands for (%.0f%%); discovery %+v",

@@ -61,7 +61,12 @@ func TestThreadContextAttribution(t *testing.T) {
 				EBPFRunStats:   true,
 			})
 			requireEBPF(t, err)
-			time.Sleep(3 * time.Second)
+			// Samples enough to judge, however slowly a busy machine
+			// runs the publisher (3 s when it is free).
+			testchild.WaitFor(t, 30*time.Second, "1100 on-CPU and 100 off-CPU samples", func() bool {
+				st := p.Stats()
+				return st.Samples >= 1100 && st.OffCPU.Samples >= 100
+			})
 			prog := p.Stats().EBPF // the programs' counters end with Close
 			snaps, err := p.Close()
 			if err != nil {
@@ -110,7 +115,7 @@ func TestThreadContextAttribution(t *testing.T) {
 				t.Logf("programs: %d ns a run over %d runs (cpu-clock and switch-out samples)", int64(prog.Program.RunTime)/int64(n), n)
 			}
 			if on.n < 1000 {
-				t.Fatalf("%d on-CPU samples in the span functions over 3 s at 999 Hz, want ≥ 1000", on.n)
+				t.Fatalf("%d on-CPU samples in the span functions, want ≥ 1000", on.n)
 			}
 			if float64(on.right) < 0.99*float64(on.n) {
 				t.Errorf("on-CPU: %.2f%% linked to the active span, want ≥ 99%%", pct(on.right, on.n))

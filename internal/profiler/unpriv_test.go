@@ -64,13 +64,7 @@ func TestEBPFWithoutPrivilege(t *testing.T) {
 		unprivChild(t, mode)
 		return
 	}
-	if os.Geteuid() != 0 {
-		msg := "running the profiler as another user needs root"
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			t.Fatalf("%s (PERFPROF_REQUIRE_PERF=1)", msg)
-		}
-		t.Skip(msg)
-	}
+	testchild.NeedRoot(t, "running the profiler as another user")
 	// Perf events at all: a machine (or container) without them skips,
 	// as every test that samples does.
 	s, err := perf.Open(perf.Options{Frequency: 99})

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/perfprof/perfprof/internal/testchild"
 	"github.com/perfprof/perfprof/internal/wire"
 )
 
@@ -43,7 +44,7 @@ func TestRotatorEmpty(t *testing.T) {
 func TestRotatorDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v: %s", err, out)
+		testchild.Unavailable(t, "cannot mount a tmpfs (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {

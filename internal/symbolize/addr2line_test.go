@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // Native programs for the addr2line agreement tests. Each prints the
@@ -234,9 +236,9 @@ func sampleAddrs(tb testing.TB, symFile string, max int) []uint64 {
 // returns the frames of each, innermost first.
 func addr2lineInlined(tb testing.TB, bin string, addrs []uint64) [][]Frame {
 	tb.Helper()
-	out, err := exec.Command("addr2line", inlinedArgs(bin, addrs)...).Output()
+	out, err := exec.Command(testchild.LookTool(tb, "addr2line"), inlinedArgs(bin, addrs)...).Output()
 	if err != nil {
-		tb.Skipf("addr2line: %v", err)
+		tb.Fatalf("addr2line: %v", err)
 	}
 	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -403,7 +405,7 @@ func TestAddr2lineAgreement(t *testing.T) {
 		t.Run(nb.name, func(t *testing.T) {
 			bin, ok := bins[nb.name]
 			if !ok {
-				t.Skip(rustSkip)
+				testchild.NeedRuntime(t, "%s", rustSkip)
 			}
 			ch := start(t, bin)
 			p, _ := openProcess(t, ch.pid, Options{})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/testchild"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,9 +22,7 @@ import (
 // is not used.
 func TestSeparateDebugFile(t *testing.T) {
 	for _, tool := range []string{"gcc", "objcopy"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
+		testchild.LookTool(t, tool)
 	}
 	dir := t.TempDir()
 	run := func(name string, args ...string) {
@@ -131,9 +130,7 @@ func TestSeparateDebugFile(t *testing.T) {
 // once, and so is a FIFO at the build-id path.
 func TestDebugLinkHostileFiles(t *testing.T) {
 	for _, tool := range []string{"gcc", "objcopy"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
+		testchild.LookTool(t, tool)
 	}
 	dir := t.TempDir()
 	full := compileC(t, dir, "inl.c", inlineCSource, "full", "-O2", "-g", "-Wl,--build-id")

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // eagerResolver names the addresses of a binary as objfile.resolve does,
@@ -95,7 +97,7 @@ func libcDebugFile(t *testing.T, p *Process) (*Mapping, string) {
 				return m, dbg
 			}
 		}
-		t.Skipf("no debug file for libc %s %s (apt-get install libc6-dbg)", m.Path, m.BuildID)
+		testchild.Unavailable(t, "no debug file for libc %s %s (apt-get install libc6-dbg)", m.Path, m.BuildID)
 	}
 	t.Fatal("no libc mapping")
 	return nil, ""

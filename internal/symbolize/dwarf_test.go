@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // TestLazyDWARFMatchesEager resolves many addresses of binaries with DWARF
@@ -65,7 +67,7 @@ func compareDWARF(t *testing.T, path string, minInlined int) {
 	if !hasDWARF(ef) {
 		dbg, f := openDebugFile(ef, buildID(ef), 0, path, nil)
 		if dbg == nil {
-			t.Skipf("%s has no DWARF and no debug file (apt-get install libc6-dbg)", path)
+			testchild.Unavailable(t, "%s has no DWARF and no debug file (apt-get install libc6-dbg)", path)
 		}
 		defer f.Close()
 		dwarfFile = dbg

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // Helpers shared by the tests of this package: building the test programs,
@@ -275,9 +277,9 @@ func binutilsPos(l string) string {
 // addr2line returns what binutils says about a file address in bin.
 func addr2line(tb testing.TB, bin string, addr uint64) Frame {
 	tb.Helper()
-	out, err := exec.Command("addr2line", "-f", "-e", bin, fmt.Sprintf("%#x", addr)).Output()
+	out, err := exec.Command(testchild.LookTool(tb, "addr2line"), "-f", "-e", bin, fmt.Sprintf("%#x", addr)).Output()
 	if err != nil {
-		tb.Skipf("addr2line: %v", err)
+		tb.Fatalf("addr2line: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 2 {
@@ -364,9 +366,9 @@ var buildIDRE = regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
 
 func readelfBuildID(tb testing.TB, bin string) string {
 	tb.Helper()
-	out, err := exec.Command("readelf", "-n", bin).Output()
+	out, err := exec.Command(testchild.LookTool(tb, "readelf"), "-n", bin).Output()
 	if err != nil {
-		tb.Skipf("readelf: %v", err)
+		tb.Fatalf("readelf: %v", err)
 	}
 	m := buildIDRE.FindSubmatch(out)
 	if m == nil {

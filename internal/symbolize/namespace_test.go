@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // The sidecar case: the profiled program's binary exists only in its own
@@ -59,10 +61,7 @@ func buildNS(t *testing.T) string {
 // mount is not permitted.
 func startInMountNS(t *testing.T, bin string) (ch *child, appPath string) {
 	t.Helper()
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("no unshare(1):", err)
-	}
+	unshare := testchild.LookTool(t, "unshare")
 	// Probe first, so that a refusal skips and any later failure fails.
 	probe := filepath.Join(t.TempDir(), "probe")
 	if err := os.Mkdir(probe, 0o755); err != nil {
@@ -70,7 +69,7 @@ func startInMountNS(t *testing.T, bin string) (ch *child, appPath string) {
 	}
 	if out, err := exec.Command(unshare, "--mount", "--propagation", "private",
 		"sh", "-c", `mount -t tmpfs tmpfs "$1"`, "sh", probe).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount in a new mount namespace: %v: %s", err, bytes.TrimSpace(out))
+		testchild.Unavailable(t, "cannot mount in a new mount namespace: %v: %s", err, bytes.TrimSpace(out))
 	}
 
 	mnt := filepath.Join(t.TempDir(), "X")
@@ -224,7 +223,7 @@ func TestNamespaceBinary(t *testing.T) {
 				r = symbolizeNS(pid, mapFiles, pcs)
 			} else {
 				if !hasCap(unix.CAP_SYS_PTRACE) {
-					t.Skip("no CAP_SYS_PTRACE: /proc/PID/root of a root process would be refused")
+					testchild.Unavailable(t, "no CAP_SYS_PTRACE: /proc/PID/root of a root process would be refused")
 				}
 				done := make(chan nsResult)
 				go func() {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // jitSource maps anonymous executable memory, copies a tiny function into
@@ -498,7 +499,7 @@ func TestPerfMapBytesBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(path, 1<<40); err != nil {
-		t.Skipf("no sparse file: %v", err)
+		testchild.Unavailable(t, "no sparse file: %v", err)
 	}
 	rec := limits.NewRecorder(nil)
 	m := newPerfMapAt(path)

@@ -15,12 +15,11 @@ import (
 // Forge returns a copy of the binary bin with sections changed by objcopy,
 // as a hostile target could ship it: secs maps a section's name to its new
 // bytes (an existing section is replaced, another added), and the sections
-// named in remove are left out. It skips the test without objcopy.
+// named in remove are left out. Without objcopy the test ends through
+// Unavailable.
 func Forge(tb testing.TB, bin string, secs map[string][]byte, remove ...string) string {
 	tb.Helper()
-	if _, err := exec.LookPath("objcopy"); err != nil {
-		tb.Skip("no objcopy")
-	}
+	LookTool(tb, "objcopy")
 	ef, err := elf.Open(bin)
 	if err != nil {
 		tb.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // and polls do not return until the test ends: a target's file on a file system
 // that stops answering, as a FUSE or network one can. It returns the
 // file's path and a channel that receives once each read arrives. It
-// skips the test where FUSE cannot be mounted.
+// ends the test through Unavailable where FUSE cannot be mounted.
 func StalledFile(tb testing.TB, size int64) (path string, reads <-chan struct{}) {
 	tb.Helper()
 	// Blocking, and read by a goroutine of its own: a server in the Go
@@ -24,13 +24,13 @@ func StalledFile(tb testing.TB, size int64) (path string, reads <-chan struct{})
 	// file of this file system.
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		tb.Skip("no FUSE:", err)
+		Unavailable(tb, "no FUSE: %v", err)
 	}
 	dir := tb.TempDir()
 	opts := "fd=" + strconv.Itoa(fd) + ",rootmode=40000,user_id=" + strconv.Itoa(unix.Getuid()) + ",group_id=" + strconv.Itoa(unix.Getgid())
 	if err := unix.Mount("perfprof-stalled", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		unix.Close(fd)
-		tb.Skip("cannot mount FUSE:", err)
+		Unavailable(tb, "cannot mount FUSE: %v", err)
 	}
 	ch := make(chan struct{}, 16)
 	done := make(chan struct{})

@@ -12,10 +12,7 @@ import (
 // in which case it fails.
 func NeedRuntime(tb testing.TB, format string, args ...any) {
 	tb.Helper()
-	if os.Getenv(RequireRuntimesEnv) == "1" {
-		tb.Fatalf(format+" ("+RequireRuntimesEnv+"=1)", args...)
-	}
-	tb.Skipf(format, args...)
+	gate(tb, RequireRuntimesEnv, format, args...)
 }
 
 // JDKGlobs are where JDK homes of a major version are looked for: Debian's

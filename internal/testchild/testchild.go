@@ -21,6 +21,31 @@ import (
 	"github.com/perfprof/perfprof/internal/perf"
 )
 
+// RequirePerfEnv makes a test fail, instead of skip, when this machine
+// lacks what it needs to run: perf events, eBPF, root, a namespace, a tool
+// that `make test` expects. CI sets it, so that no such test stops running
+// unnoticed.
+const RequirePerfEnv = "PERFPROF_REQUIRE_PERF"
+
+// Unavailable ends a test that this machine cannot run, with the reason
+// (format and args): it skips, or fails with PERFPROF_REQUIRE_PERF=1. It
+// is the one gate of the tests' skips about the machine; a language
+// runtime has its own (NeedRuntime), as have the browser and the design
+// repository's files.
+func Unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	gate(tb, RequirePerfEnv, format, args...)
+}
+
+// gate skips the test with the reason, or fails it when env is 1.
+func gate(tb testing.TB, env, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv(env) == "1" {
+		tb.Fatalf(format+" (required: "+env+"=1)", args...)
+	}
+	tb.Skipf(format, args...)
+}
+
 // RequirePerf handles an error from opening perf events: a test that needs
 // them skips, with the reason, when they are denied, unless
 // PERFPROF_REQUIRE_PERF=1 (set by CI), in which case it fails. Any other
@@ -40,15 +65,32 @@ func RequireKernel(tb testing.TB, what string, err error, unavailable ...error) 
 		return
 	}
 	for _, u := range unavailable {
-		if !errors.Is(err, u) {
-			continue
+		if errors.Is(err, u) {
+			Unavailable(tb, "%s unavailable: %v", what, err)
 		}
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			tb.Fatalf("%s required (PERFPROF_REQUIRE_PERF=1) but unavailable: %v", what, err)
-		}
-		tb.Skipf("%s unavailable, skipping: %v", what, err)
 	}
 	tb.Fatalf("%s: %v", what, err)
+}
+
+// LookTool returns the path of the executable name (a tool such as gcc,
+// objcopy, unshare), or ends the test through Unavailable when it is not
+// installed.
+func LookTool(tb testing.TB, name string) string {
+	tb.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		Unavailable(tb, "%s not installed: %v", name, err)
+	}
+	return path
+}
+
+// NeedRoot ends the test through Unavailable unless it runs as root; why
+// says what needs it.
+func NeedRoot(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(tb, "%s needs root", why)
+	}
 }
 
 // RequireRuntimesEnv makes a test that needs a language runtime (node,
@@ -268,21 +310,6 @@ func Sum(m map[int]uint64) uint64 {
 		s += v
 	}
 	return s
-}
-
-// StartNoReady runs bin without waiting for a ready line.
-func StartNoReady(tb testing.TB, bin string, args ...string) *Child {
-	tb.Helper()
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start %s: %v", bin, err)
-	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	time.Sleep(200 * time.Millisecond)
-	return &Child{Cmd: cmd, Pid: cmd.Process.Pid}
 }
 
 // BuildWithToolchain builds the standard-library-only child name (a

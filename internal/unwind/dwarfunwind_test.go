@@ -3,6 +3,7 @@ package unwind_test
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,7 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 		fp    []uint64 // the kernel's frame-pointer chain, user frames
 	}
 	var samples []sample
+	var read atomic.Int64
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Read(func(r *perf.Record) {
@@ -99,9 +101,12 @@ func testDWARFUnwind(t *testing.T, bin string, path []string) {
 				}
 			})
 			samples = append(samples, k)
+			read.Add(1)
 		})
 	}()
-	time.Sleep(2 * time.Second)
+	// Samples enough to judge, however slowly a busy machine runs the
+	// child.
+	testchild.WaitFor(t, 60*time.Second, "1200 samples", func() bool { return read.Load() >= 1200 })
 	s.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 const ehframeC = `volatile unsigned long sink;
@@ -36,9 +38,7 @@ func buildC(t *testing.T, bin string, flags ...string) string {
 // without a frame has its return address at [rsp] throughout; a function
 // with a frame only at its first instruction.
 func TestEHFrameCFA(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
+	testchild.LookTool(t, "gcc")
 	bin := buildC(t, filepath.Join(t.TempDir(), "x"), "-O2", "-fno-omit-frame-pointer", "-momit-leaf-frame-pointer")
 	ef, tab := tableOf(t, bin)
 	syms, _ := ef.Symbols()

@@ -1,10 +1,12 @@
 package unwind_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,9 +40,7 @@ int main(void) {
 `
 
 func buildLeafC(t *testing.T) string {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("no gcc")
-	}
+	testchild.LookTool(t, "gcc")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "leaf.c")
 	bin := filepath.Join(dir, "leafc")
@@ -51,19 +51,19 @@ func buildLeafC(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	if _, err := exec.LookPath("objdump"); err == nil {
-		dis, err := exec.Command("objdump", "-d", "--no-show-raw-insn", bin).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := disasmOf(string(dis), "leaf")
-		if body == "" || strings.Contains(body, "push") || strings.Contains(body, "call") {
-			t.Fatalf("leaf is not a frameless leaf:\n%s", body)
-		}
-		if mid := disasmOf(string(dis), "mid"); !strings.Contains(mid, "push   %rbp") {
-			t.Fatalf("mid has no frame:\n%s", mid)
-		}
+	testchild.LookTool(t, "objdump")
+	dis, err := exec.Command("objdump", "-d", "--no-show-raw-insn", bin).Output()
+	if err != nil {
+		t.Fatal(err)
 	}
+	body := disasmOf(string(dis), "leaf")
+	if body == "" || strings.Contains(body, "push") || strings.Contains(body, "call") {
+		t.Fatalf("leaf is not a frameless leaf:\n%s", body)
+	}
+	if mid := disasmOf(string(dis), "mid"); !strings.Contains(mid, "push   %rbp") {
+		t.Fatalf("mid has no frame:\n%s", mid)
+	}
+
 	return bin
 }
 
@@ -102,7 +102,9 @@ func symbolizer(t *testing.T, pid int) (*symbolize.Process, func(pc uint64) stri
 	}
 }
 
-func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn string, d time.Duration) (inLeaf, withCaller int) {
+// callerShare samples pid until want samples are in leafFn, and returns
+// how many there are and how many of them name callerFn as the caller.
+func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn string, want int) (inLeaf, withCaller int) {
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: stackUser})
 	testchild.RequirePerf(t, err)
 	defer s.Close()
@@ -111,6 +113,7 @@ func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn strin
 		testchild.RequirePerf(t, err)
 	}
 	var buf []uint64
+	var leafN atomic.Int64
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Read(func(r *perf.Record) {
@@ -140,12 +143,13 @@ func callerShare(t *testing.T, pid int, stackUser uint32, leafFn, callerFn strin
 				return
 			}
 			inLeaf++
+			leafN.Add(1)
 			if fn(addrs[1]-1) == callerFn {
 				withCaller++
 			}
 		})
 	}()
-	time.Sleep(d)
+	testchild.WaitFor(t, 60*time.Second, fmt.Sprintf("%d samples in %s", want, leafFn), func() bool { return leafN.Load() >= int64(want) })
 	s.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -157,7 +161,7 @@ func TestLeafCallerRecoveredC(t *testing.T) {
 	bin := buildLeafC(t)
 	child := testchild.Start(t, bin)
 	for _, stack := range []uint32{512, 0} {
-		in, with := callerShare(t, child.Pid, stack, "leaf", "mid", 2*time.Second)
+		in, with := callerShare(t, child.Pid, stack, "leaf", "mid", 600)
 		share := float64(with) / float64(max(in, 1))
 		t.Logf("stack_user %d: %d samples in leaf, %d (%.1f%%) with mid as caller", stack, in, with, 100*share)
 		if in < 500 {
@@ -175,7 +179,7 @@ func TestLeafCallerRecoveredC(t *testing.T) {
 func TestLeafCallerRecoveredGo(t *testing.T) {
 	child := testchild.Start(t, testchild.Build(t, "leafgo"))
 	for _, stack := range []uint32{512, 0} {
-		in, with := callerShare(t, child.Pid, stack, "main.leaf", "main.mid", 2*time.Second)
+		in, with := callerShare(t, child.Pid, stack, "main.leaf", "main.mid", 600)
 		share := float64(with) / float64(max(in, 1))
 		t.Logf("stack_user %d: %d samples in main.leaf, %d (%.1f%%) with main.mid as caller", stack, in, with, 100*share)
 		if in < 500 {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // readelfRow is one row of `readelf --debug-dump=frames-interp`: from lo
@@ -32,9 +34,9 @@ func readelfFrames(t *testing.T, bin string) []readelfRow {
 	t.Helper()
 	// readelf exits 1 on warnings about other sections (libc's debug
 	// link); what it printed of .eh_frame stands.
-	out, err := exec.Command("readelf", "--debug-dump=frames-interp", bin).Output()
+	out, err := exec.Command(testchild.LookTool(t, "readelf"), "--debug-dump=frames-interp", bin).Output()
 	if len(out) == 0 {
-		t.Skipf("readelf: %v", err)
+		t.Fatalf("readelf: %v", err)
 	}
 	var rows []readelfRow
 	var cols []string
@@ -185,14 +187,13 @@ func wantRow(r readelfRow) (tableRow, bool) {
 // outermost frames.
 func TestUnwindTableMatchesReadelf(t *testing.T) {
 	bins := []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1"}
-	if _, err := exec.LookPath("gcc"); err == nil {
-		dir := t.TempDir()
-		bins = append(bins, buildC(t, filepath.Join(dir, "x"), "-O2", "-fomit-frame-pointer"),
-			// Its own code in .debug_frame only (the C runtime's
-			// objects keep their .eh_frame).
-			buildC(t, filepath.Join(dir, "x-debug-frame"), "-O2", "-fomit-frame-pointer", "-g",
-				"-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))
-	}
+	testchild.LookTool(t, "gcc")
+	dir := t.TempDir()
+	bins = append(bins, buildC(t, filepath.Join(dir, "x"), "-O2", "-fomit-frame-pointer"),
+		// Its own code in .debug_frame only (the C runtime's objects keep
+		// their .eh_frame).
+		buildC(t, filepath.Join(dir, "x-debug-frame"), "-O2", "-fomit-frame-pointer", "-g",
+			"-fno-asynchronous-unwind-tables", "-fno-unwind-tables"))
 	for _, bin := range bins {
 		t.Run(bin[strings.LastIndexByte(bin, '/')+1:], func(t *testing.T) {
 			ef, tab := tableOf(t, bin)
@@ -311,7 +312,7 @@ func tableOf(tb testing.TB, bin string) (*elf.File, *Table) {
 	tb.Helper()
 	ef, err := elf.Open(bin)
 	if err != nil {
-		tb.Skipf("%v", err)
+		testchild.Unavailable(tb, "%v", err)
 	}
 	tb.Cleanup(func() { ef.Close() })
 	var secs []Section

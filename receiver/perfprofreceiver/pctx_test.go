@@ -33,7 +33,7 @@ func TestResourceFromProcessContext(t *testing.T) {
 	cfg.Correlation.Window = 0
 	sink := new(consumertest.ProfilesSink)
 	r := startReceiver(t, cfg, sink)
-	time.Sleep(time.Second)
+	require.Eventually(t, func() bool { return sink.SampleCount() > 0 }, 20*time.Second, 50*time.Millisecond, "no profile")
 	require.NoError(t, r.Shutdown(context.Background()))
 
 	n := 0
@@ -85,36 +85,48 @@ func TestThreadContextLinks(t *testing.T) {
 	cfg.EBPF = "required"
 	sink := new(consumertest.ProfilesSink)
 	r := startReceiver(t, cfg, sink)
-	time.Sleep(2 * time.Second)
-	require.NoError(t, r.Shutdown(context.Background()))
-
-	var on, onRight, off, offRight int
-	for _, s := range joinedSamples(t, sink, child.Pid) {
-		which := ""
-		for _, fn := range s.functions {
-			if strings.HasPrefix(fn, "work_in_span") || strings.HasPrefix(fn, "block_in_span") {
-				which = fn[len(fn)-1:]
-				break
+	// Off-CPU samples count apart by state: blocked in a span's function
+	// (the thread's own sleep), and runnable (preempted). On a busy
+	// machine preemptions come often enough that the scheduler program
+	// reads the stack and span of only some of them (sched.stack_min_gap);
+	// the others carry the latest read, of the other span when the thread
+	// switched spans since (measured 91-95% right at a load of 12).
+	var on, onRight, blocked, blockedRight, runnable, runnableRight int
+	count := func() {
+		on, onRight, blocked, blockedRight, runnable, runnableRight = 0, 0, 0, 0, 0, 0
+		for _, s := range joinedSamples(t, sink, child.Pid) {
+			which := ""
+			for _, fn := range s.functions {
+				if strings.HasPrefix(fn, "work_in_span") || strings.HasPrefix(fn, "block_in_span") {
+					which = fn[len(fn)-1:]
+					break
+				}
 			}
-		}
-		if which == "" {
-			continue
-		}
-		if s.offCPU {
-			off++
-			if s.link == want[which] {
-				offRight++
+			if which == "" {
+				continue
 			}
-		} else {
-			on++
+			n, right := &on, &onRight
+			switch {
+			case s.offCPU && s.state == "blocked":
+				n, right = &blocked, &blockedRight
+			case s.offCPU:
+				n, right = &runnable, &runnableRight
+			}
+			*n++
 			if s.link == want[which] {
-				onRight++
+				*right++
 			}
 		}
 	}
-	t.Logf("on-CPU: %d of %d samples linked to the active span; off-CPU: %d of %d", onRight, on, offRight, off)
-	require.Greater(t, on, 1000)
-	require.Greater(t, off, 200)
+	// Samples enough to judge: the bars are 99% of them.
+	require.Eventually(t, func() bool { count(); return on > 1000 && blocked > 200 }, 30*time.Second, 200*time.Millisecond, "too few samples in the spans' functions")
+	require.NoError(t, r.Shutdown(context.Background()))
+	count()
+	t.Logf("on-CPU: %d of %d samples linked to the active span; off-CPU blocked: %d of %d; runnable: %d of %d",
+		onRight, on, blockedRight, blocked, runnableRight, runnable)
 	require.GreaterOrEqual(t, float64(onRight)/float64(on), 0.99)
-	require.GreaterOrEqual(t, float64(offRight)/float64(off), 0.99)
+	require.GreaterOrEqual(t, float64(blockedRight)/float64(blocked), 0.99)
+	if runnable > 0 {
+		require.GreaterOrEqual(t, float64(runnableRight)/float64(runnable), 0.8)
+	}
 }

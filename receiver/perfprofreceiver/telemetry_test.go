@@ -36,7 +36,18 @@ func TestReceiverKernelStacksAndTelemetry(t *testing.T) {
 	r, err := f.CreateProfiles(context.Background(), metadatatest.NewSettings(tt), cfg, sink)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background(), nil))
-	time.Sleep(1500 * time.Millisecond)
+	// The samples of the reader thread to judge; a report that emitted
+	// them has moved the engine's counters into telemetry first.
+	readerSamples := func() int {
+		n := 0
+		for _, s := range flatten(t, sink.AllProfiles()) {
+			if s.tid == int64(child.Ready[1]) {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return readerSamples() > 150 }, 20*time.Second, 100*time.Millisecond, "samples of the reader thread")
 	metadatatest.AssertEqualReceiverPerfprofProcesses(t, tt, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	require.NoError(t, r.Shutdown(context.Background()))
 

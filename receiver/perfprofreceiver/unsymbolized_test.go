@@ -29,7 +29,7 @@ func TestReceiverUnsymbolized(t *testing.T) {
 	cfg.Symbolize = false
 	sink := new(consumertest.ProfilesSink)
 	r := startReceiver(t, cfg, sink)
-	time.Sleep(1500 * time.Millisecond)
+	require.Eventually(t, func() bool { return len(flatten(t, sink.AllProfiles())) >= 300 }, 20*time.Second, 100*time.Millisecond, "300 samples")
 	require.NoError(t, r.Shutdown(context.Background()))
 
 	cache := symbolize.NewCache(symbolize.Options{})

@@ -607,11 +607,9 @@ service:
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.cred != nil {
-				if os.Getuid() != 0 {
-					t.Skip("needs root to run the collector as another user")
-				}
+				testchild.NeedRoot(t, "running the collector as another user")
 				if p, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); strings.TrimSpace(string(p)) < "1" {
-					t.Skipf("kernel.perf_event_paranoid is %s: unprivileged system-wide sampling is allowed here", p)
+					testchild.Unavailable(t, "kernel.perf_event_paranoid is %s: unprivileged system-wide sampling is allowed here", p)
 				}
 			}
 			config := tc.receiver + pipeline

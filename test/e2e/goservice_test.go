@@ -19,14 +19,37 @@ import (
 
 // The bar of TestGoServiceSpanAttribution: with pkg/spanlabels on the
 // service, perfprof reads each sample's span from the goroutine's labels
-// (eBPF) and must meet these bounds. Without it, the same service is
-// joined by thread and time, measured in the same run for comparison and
-// only logged: that join cannot follow goroutines.
+// (eBPF) and must meet these bounds.
 var goBounds = []goBound{
 	{figure: figOwnRequest, min: 0.99, max: 1},
 	{figure: figOwnRoute, min: 0.99, max: 1},
 	{figure: figRecall, min: 0.95, max: 1},
 	{figure: figBackground, min: 0, max: 0.01},
+}
+
+// Without labels the same service is joined by thread and time, measured
+// in the same run: the README quotes the figures of that join (99.4–99.8%
+// of linked samples in their own request, 37–42% linked, 36.5–42% of the
+// unspanned goroutine's linked; its goroutines ran on their span's
+// thread 99.4–99.8% of the time), which cannot follow goroutines. The
+// bounds leave the margin a busy 2-CPU machine needs around them, and
+// still tell the join apart from the labels' (recall) and from the join
+// before the ambiguity rule (own request, background).
+var threadJoinBounds = []goBound{
+	{figure: figOwnRequest, min: 0.95, max: 1},
+	{figure: figRecall, min: 0.2, max: 0.7},
+	{figure: figBackground, min: 0.15, max: 0.65},
+	{figure: figOnSpanThread, min: 0.9, max: 1},
+}
+
+// The thread join with correlation.ambiguous: latest, the join before
+// ambiguous samples were left unlinked; the README quotes 89.1–89.8% in
+// their own request, 99.9% linked, 75.6–76.1% of the unspanned
+// goroutine's linked.
+var latestBounds = []goBound{
+	{figure: figOwnRequest, min: 0.75, max: 0.95},
+	{figure: figRecall, min: 0.95, max: 1},
+	{figure: figBackground, min: 0.5, max: 0.9},
 }
 
 type goBound struct {
@@ -47,6 +70,9 @@ const (
 	figRecall = "route samples linked (recall)"
 	// Of the samples of the unspanned background goroutine, those linked.
 	figBackground = "background samples linked"
+	// Of the route-function samples the ground truth places, those that
+	// ran on the thread their span started on (thread.id).
+	figOnSpanThread = "placed route samples on their span's thread"
 )
 
 // goTruth is the ground truth otelhttpsvc writes (see its documentation).
@@ -194,11 +220,7 @@ service:
 	cmd, out := runCollector(t, config, nil)
 	waitFor(t, out, "Everything is ready", 20*time.Second)
 	if labels && strings.Contains(out.String(), "Spans are read at sample time only with eBPF") {
-		msg := "the collector could not load its eBPF program, which reads goroutine labels"
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			t.Fatalf("%s (PERFPROF_REQUIRE_PERF=1):\n%s", msg, out.String())
-		}
-		t.Skip(msg)
+		testchild.Unavailable(t, "the collector could not load its eBPF program, which reads goroutine labels:\n%s", out.String())
 	}
 
 	drive := exec.Command(bin, "drive", "-url", fmt.Sprintf("http://127.0.0.1:%d", svc.Ready[1]), "-clients", "8", "-duration", "10s")
@@ -250,8 +272,7 @@ service:
 	t.Logf("labels %v: %d samples; %d in route functions, %d of them placed by the truth (%d in another route's burn, the rest at burn edges or on long gaps), %d linked; %d in backgroundWork",
 		labels, total, all.samples, all.placed, disagree, all.linked, bgSamples)
 	t.Logf("wrong links by span name: of route samples %v; of background samples %v", wrongRoute, wrongBG)
-	t.Logf("threads: %.1f%% of placed route samples ran on the thread their span names (thread.id at start); %d of %d requests burnt on more than one thread",
-		100*share(all.onSpanThread, all.placed), multi, len(gt.tids))
+	t.Logf("threads: %d of %d requests burnt on more than one thread", multi, len(gt.tids))
 	for _, r := range []string{"alpha", "beta", "gamma"} {
 		if x := byRoute[r]; x != nil {
 			t.Logf("  %-5s %5d placed, recall %5.1f%%, own request %5.1f%%, own route %5.1f%%, exact span %5.1f%%, on span's thread %5.1f%%",
@@ -259,7 +280,7 @@ service:
 				100*share(x.exact, x.linked), 100*share(x.onSpanThread, x.placed))
 		}
 	}
-	for _, f := range []string{figOwnRequest, figOwnRoute, figExactSpan, figRecall, figBackground} {
+	for _, f := range []string{figOwnRequest, figOwnRoute, figExactSpan, figRecall, figBackground, figOnSpanThread} {
 		t.Logf("%-50s %5.1f%%", f, 100*figures[f])
 	}
 
@@ -275,15 +296,16 @@ service:
 	if disagree > all.placed/50 {
 		t.Fatalf("the truth places %d route samples in another route's burn (%d agree): clocks or records are off", disagree, all.placed)
 	}
-	for _, b := range goBounds {
-		v := figures[b.figure]
-		if v >= b.min && v <= b.max {
-			continue
-		}
-		if labels {
-			t.Errorf("%s: %.1f%%, want within [%.0f%%, %.0f%%]", b.figure, 100*v, 100*b.min, 100*b.max)
-		} else {
-			t.Logf("by thread and time: %s %.1f%% is outside [%.0f%%, %.0f%%]", b.figure, 100*v, 100*b.min, 100*b.max)
+	join, bounds := "labels", goBounds
+	switch {
+	case !labels && ambiguous == "":
+		join, bounds = "thread join", threadJoinBounds
+	case !labels:
+		join, bounds = "thread join, ambiguous "+ambiguous, latestBounds
+	}
+	for _, b := range bounds {
+		if v := figures[b.figure]; v < b.min || v > b.max {
+			t.Errorf("%s: %s %.1f%%, want within [%.0f%%, %.0f%%]", join, b.figure, 100*v, 100*b.min, 100*b.max)
 		}
 	}
 }
@@ -390,11 +412,12 @@ func judgeGoService(stacks []stackCount, gt *goTruth, localTid func(int64) int64
 		}
 	}
 	j.figures = map[string]float64{
-		figOwnRequest: j.share(j.all.ownRequest, j.all.linked),
-		figOwnRoute:   j.share(j.all.ownRoute, j.all.linked),
-		figExactSpan:  j.share(j.all.exact, j.all.linked),
-		figRecall:     j.share(j.all.linked, j.all.placed),
-		figBackground: j.share(j.bgLinked, j.bgSamples),
+		figOwnRequest:   j.share(j.all.ownRequest, j.all.linked),
+		figOwnRoute:     j.share(j.all.ownRoute, j.all.linked),
+		figExactSpan:    j.share(j.all.exact, j.all.linked),
+		figRecall:       j.share(j.all.linked, j.all.placed),
+		figBackground:   j.share(j.bgLinked, j.bgSamples),
+		figOnSpanThread: j.share(j.all.onSpanThread, j.all.placed),
 	}
 	return j
 }

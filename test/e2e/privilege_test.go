@@ -181,13 +181,7 @@ var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's privil
 func TestLeastPrivilege(t *testing.T) {
 	t.Run("readme", testPrivilegeTable)
 
-	if os.Geteuid() != 0 {
-		msg := "running the collector as another user needs root"
-		if os.Getenv("PERFPROF_REQUIRE_PERF") == "1" {
-			t.Fatalf("%s (PERFPROF_REQUIRE_PERF=1)", msg)
-		}
-		t.Skip(msg)
-	}
+	testchild.NeedRoot(t, "running the collector as another user")
 	requirePerf(t)
 	for _, tool := range []string{"setpriv", "unshare"} {
 		if _, err := exec.LookPath(tool); err != nil {

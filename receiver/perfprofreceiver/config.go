@@ -235,8 +235,8 @@ type JVMConfig struct {
 	// `jcmd PID Compiler.perfmap` over the JVM's attach mechanism (the
 	// receiver speaks it; no JDK needed on its side): when the JVM is
 	// attached, and when a report finds JIT frames the map does not name
-	// (code compiled since). The full names of the JVM's threads are read
-	// then too. Off by default: attaching starts the JVM's attach
+	// (code compiled since), whose samples then wait one report for the
+	// answer. The full names of the JVM's threads are read then too. Off by default: attaching starts the JVM's attach
 	// listener thread and writes files in its /tmp.
 	PerfMap bool `mapstructure:"perf_map"`
 	// RefreshInterval is the least time between two requests to a JVM;

@@ -39,8 +39,8 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := clock.Monotonic()
-	// The threads 7 ran before their spans came: the read loop learnt
-	// their ids.
+	// The threads 7 ran before their spans came: the facts worker learns
+	// their ids, within milliseconds of the read loop seeing them.
 	src.Push(profilertest.Sample(5001, 5002, now-25*s, 0x401000), profilertest.Sample(6001, 6002, now-25*s, 0x401000),
 		profilertest.Sample(100, 101, now-25*s, 0x401000))
 	src.Sync()
@@ -97,8 +97,11 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 			t.Errorf("pid %d tid %d: samples linked to spans %v, want %v (all: %v)", k[0], k[1], got, w, links)
 		}
 	}
-	if pr.ThreadScans != 1 {
-		t.Errorf("%d scans of threads, want 1 (two spans named unknown threads of A in one request)", pr.ThreadScans)
+	// One scan of A for the two spans naming its unknown threads in one
+	// request, and one of B if its thread 7 was not named yet when the
+	// spans came: never one per span.
+	if pr.ThreadScans < 1 || pr.ThreadScans > 2 {
+		t.Errorf("%d scans of threads, want 1 or 2 (two spans named unknown threads of A in one request)", pr.ThreadScans)
 	}
 	// Spans naming unknown threads again within a second list no threads.
 	for i := range 100 {
@@ -106,8 +109,8 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 			t.Errorf("span of unknown thread %d: %+v", 200+i, c)
 		}
 	}
-	if pr.ThreadScans > 2 {
-		t.Errorf("%d scans of threads after 100 more unknown threads, want ≤ 2", pr.ThreadScans)
+	if pr.ThreadScans > 3 {
+		t.Errorf("%d scans of threads after 100 more unknown threads, want ≤ 3", pr.ThreadScans)
 	}
 	if st := p.Stats(); st.Spans.Unmapped != 103 {
 		t.Errorf("cumulative unmapped %d, want 103", st.Spans.Unmapped)

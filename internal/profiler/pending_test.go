@@ -107,8 +107,8 @@ func checkStacks(t *testing.T, e *engine, got map[uint64][]uint64, from int, tim
 
 // A process's queue holds at most its share of the bound: the samples
 // beyond keep the kernel's chain, counted as overflow, and the others are
-// unwound once the tables are read (here by the report, which reads the
-// tables the symbol worker has not got to).
+// unwound once the tables are read (here by the symbol worker's pass that
+// a report waits for).
 func TestPendingQueueBound(t *testing.T) {
 	const n = 1024
 	cost := n + pendingEntryBytes
@@ -123,6 +123,7 @@ func TestPendingQueueBound(t *testing.T) {
 		t.Fatalf("queued %d samples (%d bytes); counted %+v", len(st.pending.samples), e.pendingBytes, c)
 	}
 	st.mapsDirty = true // as attach leaves it for the symbol worker
+	e.readTables(e.dirtyProcesses) // the symbol worker's pass a report waits for (catchUp)
 	snaps := e.take(math.MaxUint64, math.MaxUint64, true)
 	checkStacks(t, e, userStacks(snaps), 0, times, func(i int) bool { return i < 3 })
 	c = e.counts.unwind
@@ -237,6 +238,7 @@ func TestPendingQueueExec(t *testing.T) {
 		if len(cur.pending.samples) != 4 {
 			t.Fatalf("stored %v: the new image queued %d samples", stored, len(cur.pending.samples))
 		}
+		e.readTables(e.dirtyProcesses) // the symbol worker's pass a report waits for (catchUp)
 		snaps := e.take(math.MaxUint64, math.MaxUint64, true)
 		perImage := map[string]int{}
 		for _, sn := range snaps {

@@ -20,7 +20,7 @@ import (
 	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
-	"github.com/perfprof/perfprof/internal/symbolize"
+	"github.com/perfprof/perfprof/internal/unwind"
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
@@ -243,8 +243,8 @@ func (r *perfprofReceiver) recordStats() {
 	add(tb.ReceiverPerfprofUnwoundSamples, unw.PendingOverflow-lastUnw.PendingOverflow, "result", "pending_overflow")
 	add(tb.ReceiverPerfprofUnwoundSamples, unw.NoUserStack-lastUnw.NoUserStack, "result", "no_user_stack")
 	for stop := range unw.Stopped {
-		if stop != int(symbolize.UnwindEnd) {
-			add(tb.ReceiverPerfprofUnwoundSamples, unw.Stopped[stop]-lastUnw.Stopped[stop], "result", symbolize.UnwindStop(stop).String())
+		if stop != int(unwind.StopEnd) {
+			add(tb.ReceiverPerfprofUnwoundSamples, unw.Stopped[stop]-lastUnw.Stopped[stop], "result", unwind.Stop(stop).String())
 		}
 	}
 	jit, lastJIT := st.JIT, last.JIT

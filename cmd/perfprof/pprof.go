@@ -185,7 +185,7 @@ func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile,
 					ps.Label["root_span"] = []string{l.RootName}
 				}
 				if l.TraceID != "" {
-					ps.Label["trace_id"] = []string{l.TraceID}
+					ps.Label[convention.GoLabelTraceID] = []string{l.TraceID}
 				}
 			}
 			samples[k] = ps

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/goruntime"
 	"github.com/perfprof/perfprof/internal/otelctx"
 )
@@ -178,10 +179,10 @@ func Load(opts Options) (*Program, error) {
 // less clearly.
 func (o *Options) fill() error {
 	if o.SpanKey == "" {
-		o.SpanKey = "span_id"
+		o.SpanKey = convention.GoLabelSpanID
 	}
 	if o.TraceKey == "" {
-		o.TraceKey = "trace_id"
+		o.TraceKey = convention.GoLabelTraceID
 	}
 	for _, k := range []string{o.SpanKey, o.TraceKey} {
 		if len(k) > 32 {

@@ -133,6 +133,14 @@ const (
 	CodeColumnNumber = "code.column.number"
 )
 
+// The pprof labels that hold a goroutine's running span in a Go program
+// (pkg/spanlabels writes them, the eBPF programs read them by default),
+// and the labels of the same names perfprof's pprof output gives samples.
+const (
+	GoLabelSpanID  = "span_id"
+	GoLabelTraceID = "trace_id"
+)
+
 // Profile types: each profile has one sample type and one period type.
 const (
 	// On-CPU: a sample counts one period of CPU time.

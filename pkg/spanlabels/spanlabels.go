@@ -8,12 +8,14 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
+
+	"github.com/perfprof/perfprof/internal/convention"
 )
 
 // The default label keys, those perfprof reads.
 const (
-	DefaultSpanIDKey  = "span_id"
-	DefaultTraceIDKey = "trace_id"
+	DefaultSpanIDKey  = convention.GoLabelSpanID
+	DefaultTraceIDKey = convention.GoLabelTraceID
 )
 
 type config struct {

@@ -291,9 +291,9 @@ func createDefaultConfig() *Config {
 			WorkerIDAttribute:  convention.WorkerID,
 			MaxBufferedSamples: 1_000_000,
 			MaxSpans:           100_000,
-			SpanIDLabel:        "span_id",
+			SpanIDLabel:        convention.GoLabelSpanID,
 			Ambiguous:          ambiguousUnlinked,
-			TraceIDLabel:       "trace_id",
+			TraceIDLabel:       convention.GoLabelTraceID,
 		},
 	}
 }

@@ -73,7 +73,7 @@ type foldedLine struct {
 }
 
 // sourceFilter returns the samples and weight of a --source value.
-func sourceFilter(source string) (func(*analysis.Sample) bool, analysis.WeightFunc, error) {
+func sourceFilter(source string) (func(*analysis.TraceSample) bool, analysis.WeightFunc, error) {
 	switch source {
 	case "cpu", "oncpu":
 		return analysis.OnCPU, analysis.Count, nil

@@ -309,7 +309,7 @@ func pctOf(n, d uint64) float64 {
 	return 100 * float64(n) / float64(d)
 }
 
-func groups(w io.Writer, t *analysis.Trace, title string, filter func(*analysis.Sample) bool, weight analysis.WeightFunc,
+func groups(w io.Writer, t *analysis.Trace, title string, filter func(*analysis.TraceSample) bool, weight analysis.WeightFunc,
 	g analysis.Grouping, o *reportOpts, unit, empty string) {
 	gs, none := t.AggregateBy(filter, weight, g)
 	section(w, fmt.Sprintf("%s: %d groups", title, len(gs)))

@@ -159,7 +159,7 @@ func (b *builder) cpuSample(l *wire.Layout, ev *wire.Event) {
 	var e wire.CpuSampleEvent
 	var x wire.CpuSampleExt
 	l.CpuSample(ev, &e, &x)
-	s := Sample{Time: e.Timestamp, Worker: uint32(min(e.WorkerID, NoWorker)), CPU: -1, Link: -1}
+	s := TraceSample{Time: e.Timestamp, Worker: uint32(min(e.WorkerID, NoWorker)), CPU: -1, Link: -1}
 	if e.Source == SourceOffCPU {
 		s.Source = SourceOffCPU // other values are read as 0, as upstream does
 	}

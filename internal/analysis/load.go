@@ -300,12 +300,12 @@ func (m *merger) add(p *Trace) {
 	t.Parks = append(t.Parks, p.Parks...)
 }
 
-func growSamples(s []Sample, n int) []Sample {
+func growSamples(s []TraceSample, n int) []TraceSample {
 	if cap(s)-len(s) >= n {
 		return s
 	}
 	c := max(2*cap(s), len(s)+n)
-	ns := make([]Sample, len(s), c)
+	ns := make([]TraceSample, len(s), c)
 	copy(ns, s)
 	return ns
 }

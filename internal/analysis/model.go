@@ -27,9 +27,9 @@ const (
 	StateRunnable = convention.ThreadStateCodeRunnable
 )
 
-// Sample is one CPU sample. It holds no pointers: tables of the Trace
-// resolve its indices.
-type Sample struct {
+// TraceSample is one CPU sample of a trace file, as read back. It holds no
+// pointers: tables of the Trace resolve its indices.
+type TraceSample struct {
 	Time   uint64 // ns, CLOCK_MONOTONIC of the writer
 	Value  uint64 // value_ns: off-CPU ns this sample stands for; 0 if unknown
 	Stack  int32  // index into Trace.Stacks
@@ -42,7 +42,7 @@ type Sample struct {
 }
 
 // Weight is the sample's weight in off-CPU nanoseconds when known, else 1.
-func (s *Sample) Weight() uint64 {
+func (s *TraceSample) Weight() uint64 {
 	if s.Value > 0 {
 		return s.Value
 	}
@@ -151,7 +151,7 @@ type Trace struct {
 	Counts  map[string]int64  // events by schema name (legacy records by their TRC name)
 	Dropped map[string]uint64 // "Event.field" sums of fields named dropped*/lost*
 
-	Samples   []Sample
+	Samples   []TraceSample
 	Stacks    []Stack
 	Locations []Location
 	Frames    []Frame

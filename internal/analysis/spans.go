@@ -48,7 +48,7 @@ type Breakdown struct {
 }
 
 // add counts one sample.
-func (b *Breakdown) add(s *Sample) {
+func (b *Breakdown) add(s *TraceSample) {
 	if s.Source != SourceOffCPU {
 		b.OnSamples++
 		return
@@ -151,7 +151,7 @@ func (t *Trace) SpanParent(i int32) int32 { return t.spanTree().parent[i] }
 
 // SpanOf returns the index in t.Spans of the span a sample is linked to,
 // or -1 when it is not linked or its span has no SpanEvent.
-func (t *Trace) SpanOf(s *Sample) int32 {
+func (t *Trace) SpanOf(s *TraceSample) int32 {
 	if s.Link < 0 {
 		return -1
 	}
@@ -246,7 +246,7 @@ type Selection struct {
 
 // Has reports whether sample s belongs to the selection. A nil selection
 // has every sample.
-func (sel *Selection) Has(s *Sample) bool {
+func (sel *Selection) Has(s *TraceSample) bool {
 	if sel == nil {
 		return true
 	}
@@ -255,11 +255,11 @@ func (sel *Selection) Has(s *Sample) bool {
 
 // Filter returns a sample filter for Aggregate: the samples of the
 // selection that also pass f (nil passes all).
-func (sel *Selection) Filter(f func(*Sample) bool) func(*Sample) bool {
+func (sel *Selection) Filter(f func(*TraceSample) bool) func(*TraceSample) bool {
 	if sel == nil {
 		return f
 	}
-	return func(s *Sample) bool { return sel.Has(s) && (f == nil || f(s)) }
+	return func(s *TraceSample) bool { return sel.Has(s) && (f == nil || f(s)) }
 }
 
 // Select chooses spans and the samples they cover: the samples linked to a

@@ -16,7 +16,7 @@ func TestSpanParentCycle(t *testing.T) {
 		},
 		spanByID: map[string]int32{"c": 0, "a": 1, "b": 2},
 		Links:    []Link{{TraceID: "t", SpanID: "c"}},
-		Samples:  []Sample{{Link: 0, Source: SourceCPU}},
+		Samples:  []TraceSample{{Link: 0, Source: SourceCPU}},
 		Metadata: map[string]string{},
 	}
 	if p := tr.SpanParent(0); p != 1 {

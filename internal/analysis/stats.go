@@ -92,7 +92,7 @@ func (t *Trace) derive() *derived {
 
 // SpanName returns the name of the span a sample is linked to: the name of
 // the SpanEvent with its span_id.
-func (t *Trace) SpanName(s *Sample) (string, bool) {
+func (t *Trace) SpanName(s *TraceSample) (string, bool) {
 	if s.Link < 0 {
 		return "", false
 	}
@@ -117,21 +117,21 @@ func (a *Agg) add(stack int32, w uint64) {
 }
 
 // Weighting of samples.
-type WeightFunc func(*Sample) uint64
+type WeightFunc func(*TraceSample) uint64
 
 // Count weighs every sample 1.
-func Count(*Sample) uint64 { return 1 }
+func Count(*TraceSample) uint64 { return 1 }
 
 // OffCPUWeight weighs a sample by value_ns when present, else 1.
-func OffCPUWeight(s *Sample) uint64 { return s.Weight() }
+func OffCPUWeight(s *TraceSample) uint64 { return s.Weight() }
 
 // Filters of samples.
-func OnCPU(s *Sample) bool  { return s.Source == SourceCPU }
-func OffCPU(s *Sample) bool { return s.Source == SourceOffCPU }
+func OnCPU(s *TraceSample) bool  { return s.Source == SourceCPU }
+func OffCPU(s *TraceSample) bool { return s.Source == SourceOffCPU }
 
 // Aggregate sums the weights of the samples that pass filter (nil = all)
 // per stack.
-func (t *Trace) Aggregate(filter func(*Sample) bool, weight WeightFunc) *Agg {
+func (t *Trace) Aggregate(filter func(*TraceSample) bool, weight WeightFunc) *Agg {
 	a := &Agg{Stacks: map[int32]uint64{}}
 	for i := range t.Samples {
 		s := &t.Samples[i]
@@ -144,14 +144,14 @@ func (t *Trace) Aggregate(filter func(*Sample) bool, weight WeightFunc) *Agg {
 
 // Grouping assigns samples to named groups.
 type Grouping struct {
-	Key  func(*Sample) int32 // group id; -1 = in no group
+	Key  func(*TraceSample) int32 // group id; -1 = in no group
 	Name func(int32) string
 }
 
 // ByWorker groups samples by worker id.
 func (t *Trace) ByWorker() Grouping {
 	return Grouping{
-		Key: func(s *Sample) int32 { return int32(s.Worker) },
+		Key: func(s *TraceSample) int32 { return int32(s.Worker) },
 		Name: func(k int32) string {
 			switch k {
 			case NoWorker:
@@ -167,7 +167,7 @@ func (t *Trace) ByWorker() Grouping {
 // ByThread groups samples by thread.
 func (t *Trace) ByThread() Grouping {
 	return Grouping{
-		Key:  func(s *Sample) int32 { return s.Thread },
+		Key:  func(s *TraceSample) int32 { return s.Thread },
 		Name: func(k int32) string { return t.Threads[k].Label() },
 	}
 }
@@ -177,7 +177,7 @@ func (t *Trace) ByThread() Grouping {
 func (t *Trace) BySpan() Grouping {
 	d := t.derive()
 	return Grouping{
-		Key: func(s *Sample) int32 {
+		Key: func(s *TraceSample) int32 {
 			if s.Link < 0 {
 				return -1
 			}
@@ -192,7 +192,7 @@ func (t *Trace) BySpan() Grouping {
 func (t *Trace) ByRoot() Grouping {
 	d := t.derive()
 	return Grouping{
-		Key: func(s *Sample) int32 {
+		Key: func(s *TraceSample) int32 {
 			if s.Link < 0 {
 				return -1
 			}
@@ -210,7 +210,7 @@ type Group struct {
 
 // AggregateBy aggregates the samples that pass filter per group, largest
 // group first. Samples in no group are counted in the returned Agg.
-func (t *Trace) AggregateBy(filter func(*Sample) bool, weight WeightFunc, g Grouping) ([]Group, *Agg) {
+func (t *Trace) AggregateBy(filter func(*TraceSample) bool, weight WeightFunc, g Grouping) ([]Group, *Agg) {
 	groups := map[int32]*Agg{}
 	none := &Agg{Stacks: map[int32]uint64{}}
 	for i := range t.Samples {

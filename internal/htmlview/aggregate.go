@@ -183,7 +183,7 @@ func build(d *Data) (*page, error) {
 }
 
 // offWeight is what an off-CPU sample stands for, in ns.
-func offWeight(s Sample) int64 {
+func offWeight(s PageSample) int64 {
 	if s.Weight == 0 {
 		return 1
 	}

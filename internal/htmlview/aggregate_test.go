@@ -32,10 +32,10 @@ func TestTreeSmall(t *testing.T) {
 	}
 	for s, n := range []int{3, 2, 1, 1, 1, 0} {
 		for range n {
-			d.Samples = append(d.Samples, Sample{Stack: int32(s)})
+			d.Samples = append(d.Samples, PageSample{Stack: int32(s)})
 		}
 	}
-	d.Samples = append(d.Samples, Sample{Stack: 5, OffCPU: true, Weight: 700}, Sample{Stack: 5, OffCPU: true}) // 0 counts as 1
+	d.Samples = append(d.Samples, PageSample{Stack: 5, OffCPU: true, Weight: 700}, PageSample{Stack: 5, OffCPU: true}) // 0 counts as 1
 	p := mustBuild(t, d)
 
 	name := func(f *flame, i int) string {
@@ -78,7 +78,7 @@ func TestTreeSmall(t *testing.T) {
 }
 
 func TestNoOffCPUTree(t *testing.T) {
-	d := &Data{Frames: []Frame{{"f", "", 0}}, Stacks: [][]int32{{0}}, Rows: []Row{{"r"}}, Samples: []Sample{{Stack: 0}}}
+	d := &Data{Frames: []Frame{{"f", "", 0}}, Stacks: [][]int32{{0}}, Rows: []Row{{"r"}}, Samples: []PageSample{{Stack: 0}}}
 	if p := mustBuild(t, d); p.Off != nil {
 		t.Errorf("off-CPU tree without off-CPU samples: %+v", p.Off)
 	}
@@ -184,7 +184,7 @@ func TestMarksKeepTotals(t *testing.T) {
 				off    bool
 			}
 			// Brute force: the samples of each bucket.
-			in := map[key][]Sample{}
+			in := map[key][]PageSample{}
 			for _, s := range d.Samples {
 				k := key{int(s.Row), (s.Time - d.Start - p.T0) / p.BucketNs, s.OffCPU}
 				in[k] = append(in[k], s)
@@ -264,7 +264,7 @@ func TestBucketsPerRow(t *testing.T) {
 		d := &Data{Frames: []Frame{{"f", "", 0}}, Stacks: [][]int32{{0}}}
 		for r := range tc.rows {
 			d.Rows = append(d.Rows, Row{fmt.Sprint(r)})
-			d.Samples = append(d.Samples, Sample{Row: int32(r), Time: int64(r) * 1e9 / int64(tc.rows)}, Sample{Row: int32(r), Time: 1e9})
+			d.Samples = append(d.Samples, PageSample{Row: int32(r), Time: int64(r) * 1e9 / int64(tc.rows)}, PageSample{Row: int32(r), Time: 1e9})
 		}
 		p := mustBuild(t, d)
 		if got := (p.T1-p.T0)/p.BucketNs + 1; got != int64(tc.want) {

@@ -9,7 +9,7 @@
 //
 //   - The flamegraph is a pre-merged call tree, one for on-CPU samples (by
 //     count) and, when there are off-CPU samples, one for off-CPU time (by
-//     [Sample.Weight] nanoseconds). Frames merge by function (name and file);
+//     [PageSample.Weight] nanoseconds). Frames merge by function (name and file);
 //     a node keeps the line that has most of its samples and says how many
 //     other lines were merged into it.
 //   - The timeline's sample marks are bucketed: per row, per on/off-CPU and

@@ -195,16 +195,16 @@ func genDataStacks(nSamples int, seed uint64, nStacks int) *Data {
 		}
 		switch {
 		case rb[i-1].Kind == "park" && rng.IntN(2) == 0:
-			d.Samples = append(d.Samples, Sample{Time: t, Row: row, Stack: pick(offStacks), OffCPU: true, Weight: 10_000 + rng.Int64N(rb[i-1].End-rb[i-1].Start)})
+			d.Samples = append(d.Samples, PageSample{Time: t, Row: row, Stack: pick(offStacks), OffCPU: true, Weight: 10_000 + rng.Int64N(rb[i-1].End-rb[i-1].Start)})
 		case rb[i-1].Kind == "park":
 			continue
 		case rng.IntN(20) == 0:
-			d.Samples = append(d.Samples, Sample{Time: t, Row: row, Stack: pick(offStacks), OffCPU: true, Weight: 10_000 + rng.Int64N(200_000)})
+			d.Samples = append(d.Samples, PageSample{Time: t, Row: row, Stack: pick(offStacks), OffCPU: true, Weight: 10_000 + rng.Int64N(200_000)})
 		default:
-			d.Samples = append(d.Samples, Sample{Time: t, Row: row, Stack: pick(onStacks), Weight: 1})
+			d.Samples = append(d.Samples, PageSample{Time: t, Row: row, Stack: pick(onStacks), Weight: 1})
 		}
 	}
-	slices.SortFunc(d.Samples, func(a, b Sample) int { return cmp.Compare(a.Time, b.Time) })
+	slices.SortFunc(d.Samples, func(a, b PageSample) int { return cmp.Compare(a.Time, b.Time) })
 	return d
 }
 

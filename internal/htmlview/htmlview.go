@@ -17,8 +17,8 @@ type Frame struct {
 	Line int    // source line, 0 when unknown
 }
 
-// Sample is one CPU sample.
-type Sample struct {
+// PageSample is one CPU sample as the page draws it.
+type PageSample struct {
 	Time   int64   // ns, any epoch (monotonic); the view shows times relative to Data.Start
 	Row    int32   // index into Data.Rows (a worker or a thread)
 	Stack  int32   // index into Data.Stacks
@@ -105,7 +105,7 @@ type Data struct {
 	Frames  []Frame
 	Stacks  [][]int32 // each stack root-first, indices into Frames
 	Rows    []Row
-	Samples []Sample
+	Samples []PageSample
 	Bars    []Bar
 
 	// Spans and their statistics, for the span-scoped views. The page

@@ -80,7 +80,7 @@ func TestWriteEscapes(t *testing.T) {
 		Frames:  []Frame{{evil, evil, 1}},
 		Stacks:  [][]int32{{0}},
 		Rows:    []Row{{evil}},
-		Samples: []Sample{{Stack: 0}},
+		Samples: []PageSample{{Stack: 0}},
 		Bars:    []Bar{{Name: evil, Kind: evil, End: 1}},
 	}
 	html := write(t, d)
@@ -111,7 +111,7 @@ func TestWriteEmpty(t *testing.T) {
 func TestWriteTimesRelative(t *testing.T) {
 	d := &Data{
 		Start: 1_000_000, Frames: []Frame{{"f", "", 0}}, Stacks: [][]int32{{0}}, Rows: []Row{{"w"}},
-		Samples: []Sample{{Time: 1_000_500, Stack: 0}, {Time: 1_002_000, Stack: 0}},
+		Samples: []PageSample{{Time: 1_000_500, Stack: 0}, {Time: 1_002_000, Stack: 0}},
 		Bars:    []Bar{{Start: 999_000, End: 1_003_000, Kind: "span", Name: "s"}},
 	}
 	p := pageData(t, write(t, d))
@@ -132,7 +132,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errDisk }
 func TestWriteErrors(t *testing.T) {
 	ok := func() *Data {
 		return &Data{Frames: []Frame{{"f", "", 0}}, Stacks: [][]int32{{0}}, Rows: []Row{{"w"}},
-			Samples: []Sample{{Stack: 0}}, Bars: []Bar{{Start: 1, End: 2}}}
+			Samples: []PageSample{{Stack: 0}}, Bars: []Bar{{Start: 1, End: 2}}}
 	}
 	for _, tc := range []struct {
 		name   string

@@ -138,7 +138,7 @@ func spanData() *Data {
 			{Name: "db", TraceID: "t1", Parent: SpanAt(3), Start: 3100, End: 3400},
 		},
 	}
-	d.Samples = []Sample{
+	d.Samples = []PageSample{
 		{Time: 1500, Row: 1, Stack: 0, Weight: 1, Span: SpanAt(0)},
 		{Time: 1120, Row: 0, Stack: 1, Weight: 1, Span: SpanAt(2)},
 		{Time: 1150, Row: 0, Stack: 1, OffCPU: true, State: StateBlocked, Weight: 500, Span: SpanAt(1)},

@@ -112,7 +112,7 @@ func (rs *rows) addWorkers(t *analysis.Trace) {
 }
 
 // thread returns the row of a sample's thread, making it if needed.
-func (rs *rows) thread(t *analysis.Trace, s *analysis.Sample) int32 {
+func (rs *rows) thread(t *analysis.Trace, s *analysis.TraceSample) int32 {
 	if s.Worker < analysis.BlockingWorker {
 		r := rs.worker(uint64(s.Worker))
 		if _, ok := rs.tidRow[t.Threads[s.Thread].Tid]; !ok {
@@ -136,10 +136,10 @@ func (rs *rows) thread(t *analysis.Trace, s *analysis.Sample) int32 {
 
 func (rs *rows) addSamples(t *analysis.Trace) {
 	d := rs.d
-	d.Samples = make([]Sample, 0, len(t.Samples))
+	d.Samples = make([]PageSample, 0, len(t.Samples))
 	for i := range t.Samples {
 		s := &t.Samples[i]
-		hs := Sample{Time: int64(s.Time), Row: rs.thread(t, s), Stack: s.Stack, Weight: 1}
+		hs := PageSample{Time: int64(s.Time), Row: rs.thread(t, s), Stack: s.Stack, Weight: 1}
 		if s.Source == analysis.SourceOffCPU {
 			hs.OffCPU = true
 			hs.Weight = int64(s.Value)

@@ -14,7 +14,7 @@
 //
 // The package decodes records: it turns kernel records into Go values
 // (a sample's callchain raw, with its context markers; its user registers
-// and stack copy as the kernel wrote them, see [Sample.UserSP]) and keeps
+// and stack copy as the kernel wrote them, see [SampleRecord.UserSP]) and keeps
 // the set of sampled processes current. Target discovery by executable
 // name lives here too ([Scan]). It knows nothing of symbols, spans or the
 // collector, and does not unwind: package unwind makes whole user stacks

@@ -49,8 +49,8 @@ const (
 	ContextMax    = ^uint64(4095 - 1) // -4095
 )
 
-// Sample is a decoded PERF_RECORD_SAMPLE.
-type Sample struct {
+// SampleRecord is a decoded PERF_RECORD_SAMPLE.
+type SampleRecord struct {
 	ID     uint64    // PERF_SAMPLE_IDENTIFIER: id of the event (of its parent when inherited)
 	Kind   EventKind // which event of the session took it, from ID
 	IP     uint64
@@ -110,7 +110,7 @@ type Record struct {
 	// ID is the trailer of non-sample records (zero for samples; use Sample).
 	ID SampleID
 
-	Sample Sample
+	Sample SampleRecord
 	Comm   Comm
 	Task   Task
 	Mmap2  Mmap2
@@ -292,7 +292,7 @@ func (f *format) decodeTrailer(b []byte, id *SampleID) {
 
 // decodeSample follows the field order of PERF_RECORD_SAMPLE in
 // <linux/perf_event.h>. Every read is bounds-checked against the record.
-func (f *format) decodeSample(b []byte, s *Sample) error {
+func (f *format) decodeSample(b []byte, s *SampleRecord) error {
 	st := f.sampleType
 	off := 0
 	need := func(n int) bool { return off+n <= len(b) }

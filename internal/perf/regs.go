@@ -19,7 +19,7 @@ const (
 	nRegsUser
 )
 
-func (s *Sample) reg(i int) (uint64, bool) {
+func (s *SampleRecord) reg(i int) (uint64, bool) {
 	if s.RegsABI == 0 || len(s.RegsUser) != nRegsUser {
 		return 0, false
 	}
@@ -29,11 +29,11 @@ func (s *Sample) reg(i int) (uint64, bool) {
 // UserSP returns the user stack pointer at the sample, when the session
 // samples user registers (Options.StackUser) and the thread had a user
 // context. The copied stack, Sample.StackUser, starts at it.
-func (s *Sample) UserSP() (uint64, bool) { return s.reg(regsIdxSP) }
+func (s *SampleRecord) UserSP() (uint64, bool) { return s.reg(regsIdxSP) }
 
 // UserIP returns the user instruction pointer at the sample (see UserSP).
 // For a sample taken in the kernel it is where the thread entered it.
-func (s *Sample) UserIP() (uint64, bool) { return s.reg(regsIdxIP) }
+func (s *SampleRecord) UserIP() (uint64, bool) { return s.reg(regsIdxIP) }
 
 // UserBP returns the user frame pointer at the sample (see UserSP).
-func (s *Sample) UserBP() (uint64, bool) { return s.reg(regsIdxBP) }
+func (s *SampleRecord) UserBP() (uint64, bool) { return s.reg(regsIdxBP) }

@@ -176,7 +176,7 @@ func BenchmarkHandleSwitch(b *testing.B) {
 		tid := uint32(1 + i%64)
 		t += 7_000 // 3 records every 7 µs: about 430 k records/s of input
 		rec = perf.Record{Type: perf.RecordSample}
-		rec.Sample = perf.Sample{Pid: pid, Tid: tid, Time: t, Kind: perf.EventSwitch, Callchain: chains[i%len(chains)]}
+		rec.Sample = perf.SampleRecord{Pid: pid, Tid: tid, Time: t, Kind: perf.EventSwitch, Callchain: chains[i%len(chains)]}
 		e.handle(&rec)
 		rec = perf.Record{Type: perf.RecordSwitch, Misc: perf.MiscSwitchOut}
 		rec.ID = perf.SampleID{Pid: pid, Tid: tid, Time: t + 100}
@@ -198,14 +198,14 @@ func BenchmarkHandleSwitch(b *testing.B) {
 // frame pointers (testchild nofp: ~10 frames through libz and libc), each
 // with its 16 KiB stack copy, made samples of this process, and an
 // Unwinder of the program's tables.
-func nofpSamples(b *testing.B, e *engine) ([]perf.Sample, *unwind.Unwinder) {
+func nofpSamples(b *testing.B, e *engine) ([]perf.SampleRecord, *unwind.Unwinder) {
 	child := testchild.Start(b, testchild.NoFP(b, "c"))
 	s, err := perf.Open(perf.Options{Frequency: 999, StackUser: DefaultUnwindStackBytes})
 	testchild.RequirePerf(b, err)
 	if err := s.Attach(child.Pid); err != nil {
 		testchild.RequirePerf(b, err)
 	}
-	var samples []perf.Sample
+	var samples []perf.SampleRecord
 	done := make(chan error, 1)
 	full := make(chan struct{})
 	go func() {

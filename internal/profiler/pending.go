@@ -108,7 +108,7 @@ func (e *engine) pendingRoom(st *procState, n int) bool {
 
 // queuePending queues the sample s, which handle has just buffered in
 // st.batch, after pendingRoom agreed. Called with mu held.
-func (e *engine) queuePending(st *procState, s *perf.Sample) {
+func (e *engine) queuePending(st *procState, s *perf.SampleRecord) {
 	ip, _ := s.UserIP()
 	sp, _ := s.UserSP()
 	bp, _ := s.UserBP()

@@ -122,7 +122,7 @@ func TestPendingQueueBound(t *testing.T) {
 	if c.Pending != 5 || c.PendingOverflow != 2 || len(st.pending.samples) != 3 || e.pendingBytes != 3*cost || c.PendingPeakBytes != 3*cost {
 		t.Fatalf("queued %d samples (%d bytes); counted %+v", len(st.pending.samples), e.pendingBytes, c)
 	}
-	st.mapsDirty = true // as attach leaves it for the symbol worker
+	st.mapsDirty = true            // as attach leaves it for the symbol worker
 	e.readTables(e.dirtyProcesses) // the symbol worker's pass a report waits for (catchUp)
 	snaps := e.take(math.MaxUint64, math.MaxUint64, true)
 	checkStacks(t, e, userStacks(snaps), 0, times, func(i int) bool { return i < 3 })

@@ -29,8 +29,8 @@ type Profiler struct {
 	// pass now, closing the channel sent when it is done (catchUp).
 	// symNow does the same for the symbol worker.
 	factsNow, jitNow, symNow chan chan struct{}
-	wg               sync.WaitGroup
-	closeOnce        sync.Once
+	wg                       sync.WaitGroup
+	closeOnce                sync.Once
 }
 
 // Open starts sampling: it opens the source (a perf session unless

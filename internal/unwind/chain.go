@@ -67,7 +67,7 @@ func InsertLeafCaller(dst, chain []uint64, stack []byte, atSP func(pc uint64) bo
 // not have pushed its frame yet, 0 when there is none. Whether it is the
 // leaf's caller is for the binary's unwind tables to say, at symbolization
 // (InsertLeafCaller, with symbolize.Process.LeafCallerAtSP).
-func leafCandidate(s *perf.Sample) uint64 {
+func leafCandidate(s *perf.SampleRecord) uint64 {
 	if len(s.StackUser) < 8 {
 		return 0
 	}

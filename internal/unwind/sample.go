@@ -133,7 +133,7 @@ func NewWalker(mode Mode, recoverLeaf bool, stats *Stats) *Walker {
 //
 // (Three results, not a struct: a struct returned by this function went
 // through the stack and cost the read loop a third more per sample.)
-func (w *Walker) Sample(u *Unwinder, s *perf.Sample) (chain []uint64, leaf uint64, wait bool) {
+func (w *Walker) Sample(u *Unwinder, s *perf.SampleRecord) (chain []uint64, leaf uint64, wait bool) {
 	if w.mode == FramePointer {
 		if w.recoverLeaf {
 			leaf = leafCandidate(s)

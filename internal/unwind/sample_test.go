@@ -19,8 +19,8 @@ func TestWalkerSample(t *testing.T) {
 	kernel := []uint64{perf.ContextKernel, 0xffffffff81000010}
 	// The frame pointers lost the first three callers.
 	fpChain := append(append(slices.Clone(kernel), perf.ContextUser, regs.IP), want[3:]...)
-	sample := func(data []byte) *perf.Sample {
-		return &perf.Sample{
+	sample := func(data []byte) *perf.SampleRecord {
+		return &perf.SampleRecord{
 			Callchain: fpChain,
 			RegsABI:   2, // PERF_SAMPLE_REGS_ABI_64
 			RegsUser:  []uint64{regs.BP, regs.SP, regs.IP},

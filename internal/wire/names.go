@@ -58,12 +58,12 @@ const (
 	// thread.cpu.time_delta and span.link.source of a CpuSampleEvent.
 	FieldCPUTimeDeltaNs = "cpu_time_delta_ns"
 	FieldLinkSource     = "link_source"
-	FieldThreadState  = "thread_state"
-	FieldPid          = "pid"
-	FieldParentSpanID = "parent_span_id"
-	FieldName         = "name"
-	FieldDurationNs   = "duration_ns"
-	FieldService      = "service"
+	FieldThreadState    = "thread_state"
+	FieldPid            = "pid"
+	FieldParentSpanID   = "parent_span_id"
+	FieldName           = "name"
+	FieldDurationNs     = "duration_ns"
+	FieldService        = "service"
 )
 
 // Field names of the legacy records' own events (legacy_events.go).

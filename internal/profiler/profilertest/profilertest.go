@@ -302,7 +302,7 @@ func (p *Procs) Thread(pid, tid int, nested bool) (string, uint32) {
 // time t with a user callchain of addrs (leaf first).
 func Sample(pid, tid int, t uint64, addrs ...uint64) perf.Record {
 	rec := perf.Record{Type: perf.RecordSample}
-	rec.Sample = perf.Sample{Pid: uint32(pid), Tid: uint32(tid), Time: t, Kind: perf.EventCPUClock,
+	rec.Sample = perf.SampleRecord{Pid: uint32(pid), Tid: uint32(tid), Time: t, Kind: perf.EventCPUClock,
 		Callchain: append([]uint64{perf.ContextUser}, addrs...)}
 	return rec
 }

@@ -41,7 +41,7 @@
 // under a lock of their own. The span contexts read at sample time (eBPF,
 // or Options.Contexts) come in on a goroutine of their own.
 //
-// Records come through the [Source] interface and process facts through
+// Records come through the [Records] interface and process facts through
 // [Procs], so the join, the context-switch pairing and the batch splitting
 // are tested with synthetic records (see package profilertest); the perf
 // session behind them is tested against the kernel in package perf.

@@ -22,16 +22,16 @@ const (
 var app = perf.Process{Pid: 100, StartTime: 1, Exe: "/usr/bin/app", Comm: "app"}
 
 // open returns a profiler over a scripted source, sampling app.
-func open(t *testing.T, mod func(*profiler.Options), procs ...perf.Process) (*profiler.Profiler, *profilertest.Source, *profilertest.Procs) {
+func open(t *testing.T, mod func(*profiler.Options), procs ...perf.Process) (*profiler.Profiler, *profilertest.Records, *profilertest.Procs) {
 	t.Helper()
-	src := profilertest.NewSource()
+	src := profilertest.NewRecords()
 	if len(procs) == 0 {
 		procs = []perf.Process{app}
 	}
 	pr := profilertest.NewProcs(procs...)
 	opts := profiler.Options{
 		Pids:   []int{procs[0].Pid},
-		Source: src, Procs: pr,
+		Records: src, Procs: pr,
 		Window: 5 * time.Second,
 		Perf:   perf.Options{Frequency: 99},
 	}
@@ -418,17 +418,17 @@ func TestExecStartsANewImage(t *testing.T) {
 }
 
 func TestOpenFailsWhole(t *testing.T) {
-	src := profilertest.NewSource()
-	_, err := profiler.Open(profiler.Options{Pids: []int{100, 200}, Source: src, Procs: profilertest.NewProcs(app)})
+	src := profilertest.NewRecords()
+	_, err := profiler.Open(profiler.Options{Pids: []int{100, 200}, Records: src, Procs: profilertest.NewProcs(app)})
 	if !errors.Is(err, perf.ErrNoProcess) {
 		t.Fatalf("missing pid: %v", err)
 	}
 	if src.Attached(100) {
 		t.Error("a failed Open left a process attached")
 	}
-	src = profilertest.NewSource()
+	src = profilertest.NewRecords()
 	src.FailAttach(100, perf.ErrPermission)
-	_, err = profiler.Open(profiler.Options{Pids: []int{100}, Source: src, Procs: profilertest.NewProcs(app)})
+	_, err = profiler.Open(profiler.Options{Pids: []int{100}, Records: src, Procs: profilertest.NewProcs(app)})
 	if !errors.Is(err, perf.ErrPermission) {
 		t.Fatalf("denied attach: %v", err)
 	}

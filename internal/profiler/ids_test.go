@@ -24,7 +24,7 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 	host := perf.Process{Pid: 100, StartTime: 1, Comm: "app"}
 	a := perf.Process{Pid: 5001, StartTime: 2, Comm: "svc"}
 	b := perf.Process{Pid: 6001, StartTime: 3, Comm: "svc"}
-	src := profilertest.NewSource()
+	src := profilertest.NewRecords()
 	pr := profilertest.NewProcs(host, a, b)
 	pr.SetIdentity(5001, container.Identity{LocalPid: 1, Nested: true, Cgroup: container.Cgroup{ContainerID: idA, PodUID: "pod-a", IDs: []string{idA}}})
 	pr.SetIdentity(6001, container.Identity{LocalPid: 1, Nested: true, Cgroup: container.Cgroup{ContainerID: idB, PodUID: "pod-b", IDs: []string{idB}}})
@@ -34,7 +34,7 @@ func TestSpansOfOtherPidNamespaces(t *testing.T) {
 	}{{5001, 5001, 1}, {5001, 5002, 7}, {5001, 5003, 9}, {6001, 6001, 1}, {6001, 6002, 7}} {
 		pr.SetLocalTid(th.pid, th.tid, th.local)
 	}
-	p, err := profiler.Open(profiler.Options{Pids: []int{100, 5001, 6001}, Source: src, Procs: pr, Window: 5e9, Perf: perf.Options{Frequency: 99}})
+	p, err := profiler.Open(profiler.Options{Pids: []int{100, 5001, 6001}, Records: src, Procs: pr, Window: 5e9, Perf: perf.Options{Frequency: 99}})
 	if err != nil {
 		t.Fatal(err)
 	}

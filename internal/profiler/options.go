@@ -103,8 +103,8 @@ type Options struct {
 	// MaxSpans bounds the spans held for the join. Default 100 000.
 	MaxSpans int
 
-	// Source delivers perf records; nil opens a perf session with Perf.
-	Source Source
+	// Records delivers perf records; nil opens a perf session with Perf.
+	Records Records
 	// Contexts, when set, delivers the span each thread ran at each
 	// sample, read inside the process; the samples it covers are linked
 	// by it rather than by the (thread, time) join. When nil and the

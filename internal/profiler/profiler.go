@@ -22,7 +22,7 @@ import (
 // is taken. Its methods may be called from any goroutine.
 type Profiler struct {
 	*engine
-	src Source
+	src Records
 
 	stop chan struct{}
 	// factsNow and jitNow ask the facts worker and the JIT poller for a
@@ -41,7 +41,7 @@ type Profiler struct {
 func Open(opts Options) (_ *Profiler, err error) {
 	opts.setDefaults()
 	pl := newPlan(opts)
-	src := opts.Source
+	src := opts.Records
 	if src == nil {
 		if err := perf.CheckProc(); err != nil {
 			return nil, err

@@ -26,8 +26,8 @@ func BenchmarkBuildProfiles(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := profilertest.NewSource()
-	p := openScripted(b, profiler.Options{Pids: []int{self.Pid}, Source: src, Procs: profilertest.NewProcs(self), Symbolize: true})
+	src := profilertest.NewRecords()
+	p := openScripted(b, profiler.Options{Pids: []int{self.Pid}, Records: src, Procs: profilertest.NewProcs(self), Symbolize: true})
 	chains := profilertest.Callchains(b, 64)
 	for i := 0; i < 10000; i++ {
 		src.Push(profilertest.Sample(self.Pid, 1+i%8, uint64(i)*1000, chains[i%len(chains)][1:]...))

@@ -43,7 +43,7 @@ type perfprofReceiver struct {
 
 	prof *profiler.Profiler
 	// source and procs replace the perf session and /proc in tests.
-	source profiler.Source
+	source profiler.Records
 	procs  profiler.Procs
 
 	// resources are the span resources, which profiles name by handle.
@@ -77,7 +77,7 @@ func newReceiver(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) 
 // are denied or a configured pid does not exist.
 func (r *perfprofReceiver) start(ctx context.Context, host component.Host) error {
 	opts := r.cfg.options(r.log)
-	opts.Source, opts.Procs = r.source, r.procs
+	opts.Records, opts.Procs = r.source, r.procs
 	prof, err := profiler.Open(opts)
 	if err != nil {
 		return fmt.Errorf("perfprof: %w%s", err, r.schedHint(err))

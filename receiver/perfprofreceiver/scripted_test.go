@@ -22,8 +22,8 @@ import (
 // openScripted opens an engine over a scripted source, with no process.
 func openScripted(tb testing.TB, opts profiler.Options) *profiler.Profiler {
 	tb.Helper()
-	if opts.Source == nil {
-		opts.Source = profilertest.NewSource()
+	if opts.Records == nil {
+		opts.Records = profilertest.NewRecords()
 	}
 	if opts.Procs == nil {
 		opts.Procs = profilertest.NewProcs()
@@ -39,7 +39,7 @@ func openScripted(tb testing.TB, opts profiler.Options) *profiler.Profiler {
 // emission and telemetry of the receiver, fed by hand, with real clocks.
 type scripted struct {
 	r    *perfprofReceiver
-	src  *profilertest.Source
+	src  *profilertest.Records
 	sink *consumertest.ProfilesSink
 }
 
@@ -53,7 +53,7 @@ func startScripted(t *testing.T, tt *componenttest.Telemetry, window time.Durati
 	cfg.Correlation.MaxBufferedSamples = maxBuffered
 	r, err := newReceiver(cfg, metadatatest.NewSettings(tt))
 	require.NoError(t, err)
-	s := &scripted{r: r, src: profilertest.NewSource(), sink: new(consumertest.ProfilesSink)}
+	s := &scripted{r: r, src: profilertest.NewRecords(), sink: new(consumertest.ProfilesSink)}
 	r.profiles = s.sink
 	r.source = s.src
 	r.procs = profilertest.NewProcs(perf.Process{Pid: 100, StartTime: 1, Comm: "app"})

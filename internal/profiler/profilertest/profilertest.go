@@ -13,8 +13,8 @@ import (
 	"github.com/perfprof/perfprof/internal/perf"
 )
 
-// Source is a profiler.Source whose records the test pushes.
-type Source struct {
+// Records is a profiler.Records whose records the test pushes.
+type Records struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	queue    []perf.Record
@@ -25,16 +25,16 @@ type Source struct {
 	closed   bool
 }
 
-// NewSource returns an empty source.
-func NewSource() *Source {
-	s := &Source{attached: map[int]bool{}, failPids: map[int]error{}}
+// NewRecords returns an empty Records.
+func NewRecords() *Records {
+	s := &Records{attached: map[int]bool{}, failPids: map[int]error{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
 // Push queues records for delivery, in order. Records of processes that
 // are not attached are dropped on delivery, as the perf session does.
-func (s *Source) Push(recs ...perf.Record) {
+func (s *Records) Push(recs ...perf.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs {
@@ -48,7 +48,7 @@ func (s *Source) Push(recs ...perf.Record) {
 }
 
 // Sync waits until every pushed record has been handled.
-func (s *Source) Sync() {
+func (s *Records) Sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.pending > 0 && !s.closed {
@@ -57,21 +57,21 @@ func (s *Source) Sync() {
 }
 
 // AddLost counts records lost, as a full ring would.
-func (s *Source) AddLost(n uint64) {
+func (s *Records) AddLost(n uint64) {
 	s.mu.Lock()
 	s.stats.Lost += n
 	s.mu.Unlock()
 }
 
 // FailAttach makes Attach of pid fail with err.
-func (s *Source) FailAttach(pid int, err error) {
+func (s *Records) FailAttach(pid int, err error) {
 	s.mu.Lock()
 	s.failPids[pid] = err
 	s.mu.Unlock()
 }
 
 // Read implements profiler.Source.
-func (s *Source) Read(fn func(*perf.Record)) error {
+func (s *Records) Read(fn func(*perf.Record)) error {
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 && !s.closed {
@@ -116,7 +116,7 @@ func pidOf(r *perf.Record) int {
 }
 
 // Attach implements profiler.Source.
-func (s *Source) Attach(pid int) error {
+func (s *Records) Attach(pid int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.failPids[pid]; err != nil {
@@ -127,24 +127,24 @@ func (s *Source) Attach(pid int) error {
 }
 
 // Detach implements profiler.Source.
-func (s *Source) Detach(pid int) {
+func (s *Records) Detach(pid int) {
 	s.mu.Lock()
 	delete(s.attached, pid)
 	s.mu.Unlock()
 }
 
 // Attached implements profiler.Source.
-func (s *Source) Attached(pid int) bool {
+func (s *Records) Attached(pid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.attached[pid]
 }
 
 // Refresh implements profiler.Source.
-func (s *Source) Refresh() {}
+func (s *Records) Refresh() {}
 
 // Stats implements profiler.Source.
-func (s *Source) Stats() perf.Stats {
+func (s *Records) Stats() perf.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
@@ -152,7 +152,7 @@ func (s *Source) Stats() perf.Stats {
 
 // Close implements profiler.Source: Read delivers what is queued, then
 // returns; every process is detached, as a perf session releases its events.
-func (s *Source) Close() error {
+func (s *Records) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	clear(s.attached)

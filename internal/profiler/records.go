@@ -11,9 +11,9 @@ import (
 	"github.com/perfprof/perfprof/internal/perf"
 )
 
-// Source delivers the perf records of attached processes. *perf.Session is
+// Records delivers the perf records of attached processes. *perf.Session is
 // the real one; tests script records (package profilertest).
-type Source interface {
+type Records interface {
 	// Read delivers records to fn until Close, on the calling goroutine;
 	// the record is reused after fn returns.
 	Read(fn func(*perf.Record)) error

@@ -34,7 +34,7 @@ type Profiler struct {
 }
 
 // Open starts sampling: it opens the source (a perf session unless
-// Options.Source is set), attaches the pids and the running processes of
+// Options.Records is set), attaches the pids and the running processes of
 // the executables, and starts reading. It fails whole, releasing what it
 // opened: when perf events are denied (errors.Is(err, perf.ErrPermission))
 // or a pid does not exist (perf.ErrNoProcess).

@@ -70,7 +70,7 @@ func (s *Records) FailAttach(pid int, err error) {
 	s.mu.Unlock()
 }
 
-// Read implements profiler.Source.
+// Read implements profiler.Records.
 func (s *Records) Read(fn func(*perf.Record)) error {
 	for {
 		s.mu.Lock()
@@ -115,7 +115,7 @@ func pidOf(r *perf.Record) int {
 	return int(r.ID.Pid)
 }
 
-// Attach implements profiler.Source.
+// Attach implements profiler.Records.
 func (s *Records) Attach(pid int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -126,31 +126,31 @@ func (s *Records) Attach(pid int) error {
 	return nil
 }
 
-// Detach implements profiler.Source.
+// Detach implements profiler.Records.
 func (s *Records) Detach(pid int) {
 	s.mu.Lock()
 	delete(s.attached, pid)
 	s.mu.Unlock()
 }
 
-// Attached implements profiler.Source.
+// Attached implements profiler.Records.
 func (s *Records) Attached(pid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.attached[pid]
 }
 
-// Refresh implements profiler.Source.
+// Refresh implements profiler.Records.
 func (s *Records) Refresh() {}
 
-// Stats implements profiler.Source.
+// Stats implements profiler.Records.
 func (s *Records) Stats() perf.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
 }
 
-// Close implements profiler.Source: Read delivers what is queued, then
+// Close implements profiler.Records: Read delivers what is queued, then
 // returns; every process is detached, as a perf session releases its events.
 func (s *Records) Close() error {
 	s.mu.Lock()

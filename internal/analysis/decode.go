@@ -186,7 +186,7 @@ func (b *builder) cpuSample(l *wire.Layout, ev *wire.Event) {
 
 func (b *builder) span(e wire.SpanEvent) {
 	sp := Span{Start: e.Timestamp, SpanID: e.SpanID, TraceID: e.TraceID, ParentID: e.ParentSpanID.V,
-		Name: e.Name, Service: e.Service.V, Duration: e.DurationNs, Tid: e.Tid.V, Pid: e.Pid.V, Worker: -1}
+		Name: e.Name, Service: e.Service.V, Duration: e.DurationNs, Tid: e.Tid.V, Pid: e.Pid.V, Worker: NoWorkerID}
 	if e.WorkerID.Valid {
 		sp.Worker = int64(e.WorkerID.V)
 	}

@@ -9,8 +9,9 @@ import (
 
 // Worker ids with a special meaning in CpuSampleEvent.worker_id.
 const (
-	NoWorker       = convention.NoWorker // not a runtime worker thread
-	BlockingWorker = 254                 // tokio blocking pool
+	NoWorker       = convention.NoWorker       // not a runtime worker thread
+	NoWorkerID     = convention.NoWorkerID     // a Span.Worker of no worker
+	BlockingWorker = convention.BlockingWorker // tokio blocking pool
 )
 
 // Sample sources (CpuSampleEvent.source).

@@ -165,8 +165,16 @@ const (
 	MetaSamplePeriod = "perfprof.sample_period_ns"
 )
 
-// NoWorker is the worker id of a trace-file sample outside any worker.
-const NoWorker = 255
+// "No worker" has one spelling per encoding, and these are all: a Go value
+// of a worker id (int64) is NoWorkerID, a pdata sample has no worker.id
+// attribute, and a trace file's worker_id is NoWorker (the format's byte;
+// BlockingWorker, just below it, is tokio's blocking pool, a worker of a
+// kind).
+const (
+	NoWorkerID     = -1  // a worker id in memory: the thread runs no worker
+	NoWorker       = 255 // a trace file's worker_id of a sample outside any worker
+	BlockingWorker = 254 // a trace file's worker_id of tokio's blocking pool
+)
 
 // Codes of the source field of a trace file's CpuSampleEvent: which profile
 // the sample comes from.

@@ -104,7 +104,7 @@ func (rs *rows) addWorkers(t *analysis.Trace) {
 		}
 	}
 	for _, p := range t.Polls {
-		maxW = max(maxW, int(min(p.Worker, 253)))
+		maxW = max(maxW, int(min(p.Worker, analysis.BlockingWorker-1)))
 	}
 	for w := 0; w <= maxW; w++ {
 		rs.worker(uint64(w))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/tidmap"
 )
@@ -203,7 +204,7 @@ func (e *engine) NameProcess(pid int, cid, pod string, resource int32) {
 func (e *engine) Lookup(tid uint32, t uint64) (Link, bool) {
 	e.spansMu.Lock()
 	defer e.spansMu.Unlock()
-	l := Link{Worker: -1}
+	l := Link{Worker: convention.NoWorkerID}
 	if w, ok := e.spans.Worker(tid); ok {
 		l.Worker = w
 	}
@@ -272,7 +273,7 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 	}
 	for i, s := range b.samples {
 		l := &links[i]
-		l.Worker = -1
+		l.Worker = convention.NoWorkerID
 		if w, ok := e.spans.Worker(s.tid); ok {
 			l.Worker = w
 		}

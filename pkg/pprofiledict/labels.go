@@ -29,7 +29,7 @@ type Labels struct {
 
 // NoLabels are the Labels of a sample without attributes: Tid 0, no CPU and
 // no worker.
-var NoLabels = Labels{CPU: -1, Worker: -1}
+var NoLabels = Labels{CPU: -1, Worker: convention.NoWorkerID}
 
 // AppendLabels appends to dst, a sample's AttributeIndices, the indices of
 // the attributes l has.

@@ -86,7 +86,7 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 					noThread++
 					continue
 				}
-				worker := int64(-1)
+				worker := int64(convention.NoWorkerID)
 				if w, ok := intAttr(attrs, workerKey); ok && w >= 0 {
 					worker = w
 				}

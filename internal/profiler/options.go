@@ -54,7 +54,7 @@ type Options struct {
 	// SchedPerfFallback: with Perf.Sched and the eBPF scheduler program
 	// unavailable, capture context switches with perf events, at a cost
 	// to switch-heavy targets ten times the program's; otherwise sched
-	// capture is then off, and Stats.SchedReason says why.
+	// capture is then off, and Stats.OffCPU.Reason says why.
 	SchedPerfFallback bool
 	// RecoverLeafCaller restores the caller of a function sampled before
 	// it pushed a frame (see unwind.InsertLeafCaller).

@@ -199,23 +199,6 @@ func (e *engine) NameProcess(pid int, cid, pod string, resource int32) {
 	e.names.name(pid, resource, now)
 }
 
-// Lookup returns what the join would link a sample of thread tid at Unix
-// time t to, if a span covers it now and no unrelated span does.
-func (e *engine) Lookup(tid uint32, t uint64) (Link, bool) {
-	e.spansMu.Lock()
-	defer e.spansMu.Unlock()
-	l := Link{Worker: convention.NoWorkerID}
-	if w, ok := e.spans.Worker(tid); ok {
-		l.Worker = w
-	}
-	sp, _ := e.spans.Resolve(tid, e.clock.Mono(t))
-	if sp == nil {
-		return l, false
-	}
-	e.link(&l, sp)
-	return l, true
-}
-
 // linkContext links a sample to the span its process ran it in, as read
 // at the sample, and reports whether there was one. The span index names
 // its root and worker when the span has arrived; the link stands without.

@@ -409,9 +409,6 @@ func (p *Profiler) jvmWorker() {
 	}
 }
 
-// Attached reports whether process pid is being sampled.
-func (p *Profiler) Attached(pid int) bool { return p.src.Attached(pid) }
-
 // Flush delivers when the samples waiting for the window reach
 // MaxBufferedSamples: the caller should Take early.
 func (p *Profiler) Flush() <-chan struct{} { return p.flush }

@@ -508,7 +508,7 @@ func TestHugeValues(t *testing.T) {
 	assert.Equal(t, int64(1), sumWhere(t, tt, "otelcol_receiver_perfprof_rejected_requests", "transport", "grpc", "reason", "too_large"))
 	assert.Equal(t, int64(1), sumWhere(t, tt, "otelcol_receiver_perfprof_rejected_requests", "transport", "http", "reason", "too_large"))
 	assert.Zero(t, r.resources.len(), "no outsize resource remembered")
-	l, ok := r.prof.Lookup(100, uint64(t0.UnixNano())+1000)
+	l, ok := linkAt(t, r, 100, uint64(t0.UnixNano())+1000)
 	require.True(t, ok, "the span is joined")
 	assert.Equal(t, big[:maxSpanName], l.Root, "held cut")
 	// Held whole, the names alone would be 16 MiB.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
+	"github.com/perfprof/perfprof/internal/profiler/profilertest"
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadatatest"
@@ -56,10 +60,43 @@ func ingestReceiverConfig(t *testing.T, cfg *Config, next consumer.Traces, tt *c
 	r, err := newReceiver(cfg, set)
 	require.NoError(t, err)
 	r.traces = next
-	r.prof = openScripted(t, profiler.Options{MaxSpans: cfg.Correlation.MaxSpans})
+	src := profilertest.NewRecords()
+	r.prof = openScripted(t, profiler.Options{MaxSpans: cfg.Correlation.MaxSpans, Pids: []int{ingestApp.Pid}, Records: src,
+		Procs: profilertest.NewProcs(ingestApp)})
+	ingestRecords.Store(r, src)
+	t.Cleanup(func() { ingestRecords.Delete(r) })
 	require.NoError(t, r.startServers(context.Background(), nil))
 	t.Cleanup(func() { r.stopServers(context.Background()); r.telemetry.Shutdown() })
 	return r
+}
+
+// ingestApp is the process the ingest tests' spans name (process.pid 4242),
+// which their engine samples from scripted records (ingestRecords).
+var ingestApp = perf.Process{Pid: 4242, StartTime: 1, Comm: "checkout"}
+
+// ingestRecords holds the scripted records of each ingest receiver's
+// engine.
+var ingestRecords sync.Map // *perfprofReceiver → *profilertest.Records
+
+// linkAt returns what the engine of r links a sample of ingestApp's thread
+// tid at Unix time t to, and whether a span covers it: the sample goes
+// through the engine's records and a final report, as samples do.
+func linkAt(t *testing.T, r *perfprofReceiver, tid uint32, unix uint64) (profiler.Link, bool) {
+	t.Helper()
+	v, ok := ingestRecords.Load(r)
+	require.True(t, ok, "not an ingest receiver")
+	src := v.(*profilertest.Records)
+	src.Push(profilertest.Sample(ingestApp.Pid, int(tid), clock.NewMapper().Mono(unix), 0x401000))
+	src.Sync()
+	for _, sn := range r.prof.Take(true) {
+		for _, s := range sn.Samples {
+			if s.Tid == tid {
+				return s.Link, s.Link.Linked
+			}
+		}
+	}
+	t.Fatalf("the sample of thread %d was not reported", tid)
+	return profiler.Link{}, false
 }
 
 // testTraces builds spans as an instrumented runtime sends them: two with
@@ -130,7 +167,7 @@ func TestIngestHTTPProtoAndJSON(t *testing.T) {
 	}
 	// The same two spans twice: retries must not double the index.
 	child := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1)
-	l, ok := r.prof.Lookup(4243, uint64(child.StartTimestamp())+1000)
+	l, ok := linkAt(t, r, 4243, uint64(child.StartTimestamp())+1000)
 	require.True(t, ok)
 	require.Equal(t, [8]byte(child.SpanID()), l.SpanID, "the child is innermost")
 	require.Equal(t, "GET /cart", l.Root)

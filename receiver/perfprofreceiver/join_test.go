@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/receiver/xreceiver"
 
 	"github.com/perfprof/perfprof/internal/convention"
@@ -70,7 +69,7 @@ func TestJoinGroundTruth(t *testing.T) {
 	profiles := new(consumertest.ProfilesSink)
 	traces := new(consumertest.TracesSink)
 	f := NewFactory().(xreceiver.Factory)
-	set := receivertest.NewNopSettings(f.Type())
+	set, logged := processLogged(t)
 	pr, err := f.CreateProfiles(context.Background(), set, cfg, profiles)
 	require.NoError(t, err)
 	tr, err := f.CreateTraces(context.Background(), set, cfg, traces)
@@ -81,15 +80,15 @@ func TestJoinGroundTruth(t *testing.T) {
 	addr := pr.(signal).Value().server.GRPCAddr
 
 	child := testchild.Start(t, bin, "-endpoint", addr, "-workers", "2", "-late", "2s", "-duration", "16s", "-wait", "5ms")
-	prof := pr.(signal).Value().prof
 	// A deadline, not the measure: the spanner runs 16 s whenever it is
 	// found.
-	require.Eventually(t, func() bool { return prof.Attached(child.Pid) }, 10*time.Second, 20*time.Millisecond, "the spanner was not attached")
+	require.Eventually(t, func() bool { return logged("Sampling process", child.Pid) }, 10*time.Second, 20*time.Millisecond, "the spanner was not attached")
 	require.NoError(t, child.Cmd.Wait(), "spanner failed")
 	childCPU := child.Cmd.ProcessState.UserTime() + child.Cmd.ProcessState.SystemTime()
 	// The spanner sent its last spans before it exited; its samples go
 	// out with the reports after the window has passed them, and then
 	// the engine lets go of the process.
+	prof := pr.(signal).Value().prof
 	require.Eventually(t, func() bool { return prof.Stats().ProcessesHeld == 0 }, 4*(cfg.Correlation.Window+2*cfg.ReportInterval), 50*time.Millisecond,
 		"the spanner's samples were not all reported")
 	require.NoError(t, pr.Shutdown(context.Background()))

@@ -12,14 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/receiver/xreceiver"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/testchild"
 	"github.com/perfprof/perfprof/pkg/pprofiledict"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
 
 // requirePerf skips (or, with PERFPROF_REQUIRE_PERF=1, fails) when this
@@ -35,6 +39,24 @@ func startReceiver(t *testing.T, cfg *Config, sink *consumertest.ProfilesSink) x
 	r, err := createAndStart(t, cfg, sink)
 	require.NoError(t, err)
 	return r
+}
+
+// processLogged returns a receiver.Settings whose logger is observed, and a
+// function that reports whether the engine logged msg ("Sampling process",
+// "Released process") of process pid.
+func processLogged(t *testing.T) (receiver.Settings, func(msg string, pid int) bool) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	return set, func(msg string, pid int) bool {
+		for _, e := range logs.FilterMessage(msg).All() {
+			if p, ok := e.ContextMap()["pid"]; ok && p == int64(pid) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // createAndStart makes a receiver of a valid cfg and returns it with the
@@ -199,7 +221,11 @@ func TestReceiverFindsExecutablesStartedLater(t *testing.T) {
 	cfg.DiscoveryInterval = 200 * time.Millisecond
 	cfg.Correlation.Window = 0 // no spans here: emit at once
 	sink := new(consumertest.ProfilesSink)
-	r := startReceiver(t, cfg, sink)
+	require.NoError(t, cfg.Validate())
+	set, logged := processLogged(t)
+	r, err := NewFactory().(xreceiver.Factory).CreateProfiles(context.Background(), set, cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background(), nil))
 	defer func() { require.NoError(t, r.Shutdown(context.Background())) }()
 
 	short := testchild.Start(t, bin, "-alpha", "0.5", "-beta", "0", "-duration", "1500ms")
@@ -220,12 +246,12 @@ func TestReceiverFindsExecutablesStartedLater(t *testing.T) {
 	}
 	require.NoError(t, short.Cmd.Wait())
 	prof := r.(signal).Value().prof
-	require.Eventually(t, func() bool { return !prof.Attached(short.Pid) }, 5*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return logged("Released process", short.Pid) }, 5*time.Second, 20*time.Millisecond,
 		"the exited process was not released")
 	n := count(long.Pid)
 	require.Eventually(t, func() bool { return count(long.Pid) > n+50 }, 5*time.Second, 100*time.Millisecond,
 		"the surviving target stopped being sampled after the other exited")
-	require.False(t, prof.Attached(short.Pid), "exited process not released")
+	require.False(t, logged("Released process", long.Pid), "the surviving process released")
 	require.Equal(t, 1, prof.Stats().Processes, "exited process still counted")
 }
 

@@ -30,7 +30,7 @@ func open(t *testing.T, mod func(*profiler.Options), procs ...perf.Process) (*pr
 	}
 	pr := profilertest.NewProcs(procs...)
 	opts := profiler.Options{
-		Pids:   []int{procs[0].Pid},
+		Pids:    []int{procs[0].Pid},
 		Records: src, Procs: pr,
 		Window: 5 * time.Second,
 		Perf:   perf.Options{Frequency: 99},

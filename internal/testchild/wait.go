@@ -35,7 +35,14 @@ func WaitStopped(tb testing.TB, pid int) {
 		// The state follows the command name, which is in parentheses
 		// and may hold any byte.
 		i := bytes.LastIndexByte(b, ')')
-		return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+		// The state is T before the task switches out: its wchan is
+		// read only once it is off its run queue, and its switch-out
+		// (which a test of context switches counts) is done with it.
+		w, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+		return err == nil && len(w) > 0 && string(w) != "0"
 	})
 }
 

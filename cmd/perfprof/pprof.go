@@ -74,7 +74,28 @@ const (
 // buildProfile converts the samples of sel (nil: all) into a pprof
 // profile. Samples with the same stack, thread, worker and span are merged.
 func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile, error) {
-	var hasOff, hasNs bool
+	hasOff, hasNs := offCPUValues(t, sel)
+	p := &profile.Profile{
+		SampleType:        sampleTypes(hasOff, hasNs),
+		DefaultSampleType: convention.OnCPUSampleType,
+		PeriodType:        &profile.ValueType{Type: convention.OnCPUPeriodType, Unit: convention.OnCPUPeriodUnit},
+	}
+	describeProfile(p, t, sel)
+	b := newProfileBuilder(p, t)
+	for i := range t.Samples {
+		if s := &t.Samples[i]; sel.Has(s) {
+			b.add(s, hasNs)
+		}
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("invalid profile: %w", err)
+	}
+	return p, nil
+}
+
+// offCPUValues says whether sel (nil: all) has off-CPU samples and whether
+// any of them carries value_ns.
+func offCPUValues(t *analysis.Trace, sel *analysis.Selection) (hasOff, hasNs bool) {
 	for i := range t.Samples {
 		s := &t.Samples[i]
 		if s.Source == analysis.SourceOffCPU && sel.Has(s) {
@@ -82,17 +103,25 @@ func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile,
 			hasNs = hasNs || s.Value > 0
 		}
 	}
-	p := &profile.Profile{
-		SampleType:        []*profile.ValueType{{Type: convention.OnCPUSampleType, Unit: convention.OnCPUSampleUnit}},
-		DefaultSampleType: convention.OnCPUSampleType,
-		PeriodType:        &profile.ValueType{Type: convention.OnCPUPeriodType, Unit: convention.OnCPUPeriodUnit},
-	}
+	return hasOff, hasNs
+}
+
+// sampleTypes are the profile's sample types, in the order of the value
+// indices vSamples, vOffSamples and vOffNs; hasNs implies hasOff.
+func sampleTypes(hasOff, hasNs bool) []*profile.ValueType {
+	types := []*profile.ValueType{{Type: convention.OnCPUSampleType, Unit: convention.OnCPUSampleUnit}}
 	if hasOff {
-		p.SampleType = append(p.SampleType, &profile.ValueType{Type: offCPUSamplesType, Unit: convention.OnCPUSampleUnit})
+		types = append(types, &profile.ValueType{Type: offCPUSamplesType, Unit: convention.OnCPUSampleUnit})
 	}
 	if hasNs {
-		p.SampleType = append(p.SampleType, &profile.ValueType{Type: convention.OffCPUType, Unit: convention.OffCPUUnit})
+		types = append(types, &profile.ValueType{Type: convention.OffCPUType, Unit: convention.OffCPUUnit})
 	}
+	return types
+}
+
+// describeProfile sets the profile's period, time range and comments (the
+// input files and the selector) from the trace.
+func describeProfile(p *profile.Profile, t *analysis.Trace, sel *analysis.Selection) {
 	if v, err := strconv.ParseInt(t.Metadata[convention.MetaSamplePeriod], 10, 64); err == nil {
 		p.Period = v
 	}
@@ -108,7 +137,27 @@ func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile,
 	if sel != nil {
 		p.Comments = append(p.Comments, fmt.Sprintf("perfprof: selection %s: %d span(s)", sel.Selector, len(sel.Spans)))
 	}
+}
 
+// profileBuilder fills a profile's mapping, function, location and sample
+// tables from a trace, each entry made once, on first use.
+type profileBuilder struct {
+	p       *profile.Profile
+	t       *analysis.Trace
+	mapping *profile.Mapping
+	funcs   map[analysis.Frame]*profile.Function // by name and file
+	locs    []*profile.Location                  // by index into t.Locations
+	samples map[sampleKey]*profile.Sample
+}
+
+// sampleKey is what tells samples apart in the profile: trace samples with
+// the same key are merged into one.
+type sampleKey struct {
+	stack, thread, link int32
+	worker              uint32
+}
+
+func newProfileBuilder(p *profile.Profile, t *analysis.Trace) *profileBuilder {
 	// One mapping for everything, marked symbolized, so that pprof does not
 	// try to symbolize the addresses itself.
 	name := "trace"
@@ -118,90 +167,87 @@ func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile,
 	m := &profile.Mapping{ID: 1, Start: 0, Limit: ^uint64(0), File: name,
 		HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
 	p.Mapping = []*profile.Mapping{m}
-	funcs := map[analysis.Frame]*profile.Function{}
-	function := func(f analysis.Frame) *profile.Function {
-		k := analysis.Frame{Func: f.Func, File: f.File}
-		if fn, ok := funcs[k]; ok {
-			return fn
-		}
-		fn := &profile.Function{ID: uint64(len(p.Function) + 1), Name: f.Func, SystemName: f.Func, Filename: f.File}
-		p.Function = append(p.Function, fn)
-		funcs[k] = fn
+	return &profileBuilder{p: p, t: t, mapping: m, funcs: map[analysis.Frame]*profile.Function{},
+		locs: make([]*profile.Location, len(t.Locations)), samples: map[sampleKey]*profile.Sample{}}
+}
+
+func (b *profileBuilder) function(f analysis.Frame) *profile.Function {
+	k := analysis.Frame{Func: f.Func, File: f.File}
+	if fn, ok := b.funcs[k]; ok {
 		return fn
 	}
-	locs := make([]*profile.Location, len(t.Locations))
-	location := func(i int32) *profile.Location {
-		if l := locs[i]; l != nil {
-			return l
-		}
-		al := &t.Locations[i]
-		l := &profile.Location{ID: uint64(len(p.Location) + 1), Address: al.Addr, Mapping: m}
-		// pprof lists inlined frames innermost first.
-		for j := len(al.Frames) - 1; j >= 0; j-- {
-			f := t.Frames[al.Frames[j]]
-			l.Line = append(l.Line, profile.Line{Function: function(f), Line: int64(f.Line)})
-		}
-		p.Location = append(p.Location, l)
-		locs[i] = l
+	fn := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: f.Func, SystemName: f.Func, Filename: f.File}
+	b.p.Function = append(b.p.Function, fn)
+	b.funcs[k] = fn
+	return fn
+}
+
+func (b *profileBuilder) location(i int32) *profile.Location {
+	if l := b.locs[i]; l != nil {
 		return l
 	}
+	al := &b.t.Locations[i]
+	l := &profile.Location{ID: uint64(len(b.p.Location) + 1), Address: al.Addr, Mapping: b.mapping}
+	// pprof lists inlined frames innermost first.
+	for j := len(al.Frames) - 1; j >= 0; j-- {
+		f := b.t.Frames[al.Frames[j]]
+		l.Line = append(l.Line, profile.Line{Function: b.function(f), Line: int64(f.Line)})
+	}
+	b.p.Location = append(b.p.Location, l)
+	b.locs[i] = l
+	return l
+}
 
-	type key struct {
-		stack, thread, link int32
-		worker              uint32
-	}
-	samples := map[key]*profile.Sample{}
-	for i := range t.Samples {
-		s := &t.Samples[i]
-		if !sel.Has(s) {
-			continue
+// add counts s in the profile sample of its key, made on first use.
+func (b *profileBuilder) add(s *analysis.TraceSample, hasNs bool) {
+	k := sampleKey{s.Stack, s.Thread, s.Link, s.Worker}
+	ps, ok := b.samples[k]
+	if !ok {
+		ps = &profile.Sample{Value: make([]int64, len(b.p.SampleType)), Label: map[string][]string{}, NumLabel: map[string][]int64{}}
+		for _, li := range b.t.Stacks[s.Stack] {
+			ps.Location = append(ps.Location, b.location(li))
 		}
-		k := key{s.Stack, s.Thread, s.Link, s.Worker}
-		ps, ok := samples[k]
-		if !ok {
-			ps = &profile.Sample{Value: make([]int64, len(p.SampleType)), Label: map[string][]string{}, NumLabel: map[string][]int64{}}
-			for _, li := range t.Stacks[s.Stack] {
-				ps.Location = append(ps.Location, location(li))
-			}
-			th := t.Threads[s.Thread]
-			ps.Label["thread"] = []string{th.Label()}
-			ps.NumLabel["tid"] = []int64{int64(th.Tid)}
-			if th.Pid != 0 {
-				ps.NumLabel["pid"] = []int64{int64(th.Pid)}
-			}
-			switch s.Worker {
-			case analysis.NoWorker:
-			case analysis.BlockingWorker:
-				ps.Label["worker"] = []string{"blocking"}
-			default:
-				ps.Label["worker"] = []string{strconv.Itoa(int(s.Worker))}
-			}
-			if s.Link >= 0 {
-				l := t.Links[s.Link]
-				if name, ok := t.SpanName(s); ok {
-					ps.Label["span"] = []string{name}
-				}
-				if l.RootName != "" {
-					ps.Label["root_span"] = []string{l.RootName}
-				}
-				if l.TraceID != "" {
-					ps.Label[convention.GoLabelTraceID] = []string{l.TraceID}
-				}
-			}
-			samples[k] = ps
-			p.Sample = append(p.Sample, ps)
-		}
-		if s.Source == analysis.SourceOffCPU {
-			ps.Value[vOffSamples]++
-			if hasNs {
-				ps.Value[vOffNs] += int64(s.Value)
-			}
-		} else {
-			ps.Value[vSamples]++
-		}
+		sampleLabels(ps, b.t, s)
+		b.samples[k] = ps
+		b.p.Sample = append(b.p.Sample, ps)
 	}
-	if err := p.CheckValid(); err != nil {
-		return nil, fmt.Errorf("invalid profile: %w", err)
+	if s.Source == analysis.SourceOffCPU {
+		ps.Value[vOffSamples]++
+		if hasNs {
+			ps.Value[vOffNs] += int64(s.Value)
+		}
+	} else {
+		ps.Value[vSamples]++
 	}
-	return p, nil
+}
+
+// sampleLabels labels ps with the thread, worker and span of s: the parts
+// of its key that pprof can show.
+func sampleLabels(ps *profile.Sample, t *analysis.Trace, s *analysis.TraceSample) {
+	th := t.Threads[s.Thread]
+	ps.Label["thread"] = []string{th.Label()}
+	ps.NumLabel["tid"] = []int64{int64(th.Tid)}
+	if th.Pid != 0 {
+		ps.NumLabel["pid"] = []int64{int64(th.Pid)}
+	}
+	switch s.Worker {
+	case analysis.NoWorker:
+	case analysis.BlockingWorker:
+		ps.Label["worker"] = []string{"blocking"}
+	default:
+		ps.Label["worker"] = []string{strconv.Itoa(int(s.Worker))}
+	}
+	if s.Link < 0 {
+		return
+	}
+	l := t.Links[s.Link]
+	if name, ok := t.SpanName(s); ok {
+		ps.Label["span"] = []string{name}
+	}
+	if l.RootName != "" {
+		ps.Label["root_span"] = []string{l.RootName}
+	}
+	if l.TraceID != "" {
+		ps.Label[convention.GoLabelTraceID] = []string{l.TraceID}
+	}
 }

@@ -74,19 +74,64 @@ func dur(ns uint64) string { return time.Duration(ns).String() }
 // writeReport writes the report of the whole trace, or of the samples of
 // sel when it is not nil.
 func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *reportOpts) {
-	p := func(format string, a ...any) { printf(w, format, a...) }
-
 	if sel != nil {
 		writeSelection(w, t, sel, o)
 		section(w, "Trace: everything in the files")
 	}
+	all := countSamples(t)
+	writeInputs(w, t)
+	writeTimeRange(w, t)
+	writeMetadata(w, t)
+	writeSampleCounts(w, all)
+	writeDropped(w, t)
+	writeEventCounts(w, t)
+	writeSpanNames(w, t, sel != nil, o)
 
-	// Inputs.
-	var size, bytes, events int64
+	sc := newReportScope(sel, all)
+	onAgg := writeOnCPUFunctions(w, t, sel, sc, o)
+	offAgg := writeOffCPUFunctions(w, t, sel, sc, o)
+	writeTopStacks(w, t, sc, onAgg, offAgg, o)
+	if sel != nil {
+		// Polls, blocking and scheduling delay are per worker and thread;
+		// the breakdown and the off-CPU stacks above answer for spans.
+		return
+	}
+	writeLongPolls(w, t, o)
+	writeBlocking(w, t, o)
+	writeSchedDelay(w, t)
+}
+
+// sampleCounts are the trace's samples counted by source and, off-CPU, by
+// thread state.
+type sampleCounts struct {
+	on, off, offNs int64
+	valued         bool // some off-CPU sample carries value_ns
+	states         [3]int64
+}
+
+func countSamples(t *analysis.Trace) sampleCounts {
+	var c sampleCounts
+	for i := range t.Samples {
+		s := &t.Samples[i]
+		if s.Source == analysis.SourceOffCPU {
+			c.off++
+			c.offNs += int64(s.Value)
+			c.valued = c.valued || s.Value > 0
+			c.states[s.State]++
+		} else {
+			c.on++
+		}
+	}
+	return c
+}
+
+// writeInputs writes the files read: how many of each format, their size,
+// events, and which ones ended in a truncated tail.
+func writeInputs(w io.Writer, t *analysis.Trace) {
+	var size, events int64
 	formats := map[string]int{}
 	for _, f := range t.Files {
 		size += f.Size
-		bytes += f.Bytes
 		events += f.Events
 		k := f.Format
 		if f.Gzip {
@@ -99,70 +144,76 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 		fl = append(fl, fmt.Sprintf("%d %s", n, k))
 	}
 	sort.Strings(fl)
-	p("Input: %d file(s) (%s), %s on disk, %d events\n", len(t.Files), strings.Join(fl, ", "), mb(size), events)
+	printf(w, "Input: %d file(s) (%s), %s on disk, %d events\n", len(t.Files), strings.Join(fl, ", "), mb(size), events)
 	for _, f := range t.Files {
 		if f.Truncated {
-			p("  %s: truncated tail (events before it are counted)\n", f.Path)
+			printf(w, "  %s: truncated tail (events before it are counted)\n", f.Path)
 		}
 	}
+}
 
-	// Time range.
-	if t.End > 0 {
-		p("Time: monotonic %.6f s .. %.6f s (%s)\n", float64(t.Start)/1e9, float64(t.End)/1e9, dur(t.End-t.Start))
-		if a, ok := t.Wall(t.Start); ok {
-			b, _ := t.Wall(t.End)
-			p("      wall clock %s .. %s (ClockSync)\n", a.Format(time.RFC3339Nano), b.Format(time.RFC3339Nano))
-		} else {
-			p("      wall clock unknown (no ClockSyncEvent)\n")
-		}
+// writeTimeRange writes the trace's time range, monotonic and, when the
+// trace has a ClockSyncEvent, wall clock.
+func writeTimeRange(w io.Writer, t *analysis.Trace) {
+	if t.End == 0 {
+		return
 	}
-	if len(t.Metadata) > 0 {
-		var kv []string
-		for k, v := range t.Metadata {
-			kv = append(kv, k+"="+v)
-		}
-		sort.Strings(kv)
-		p("Metadata: %s\n", strings.Join(kv, " "))
-	}
-
-	// Samples.
-	var on, off, offNs int64
-	var valued bool
-	states := [3]int64{}
-	for i := range t.Samples {
-		s := &t.Samples[i]
-		if s.Source == analysis.SourceOffCPU {
-			off++
-			offNs += int64(s.Value)
-			valued = valued || s.Value > 0
-			states[s.State]++
-		} else {
-			on++
-		}
-	}
-	p("Samples: %d (on-CPU %d, off-CPU %d)\n", on+off, on, off)
-	if off > 0 {
-		p("  off-CPU: blocked %d, runnable %d, state unknown %d", states[analysis.StateBlocked], states[analysis.StateRunnable], states[analysis.StateUnknown])
-		if valued {
-			p(", %s off-CPU in total (value_ns)", dur(uint64(offNs)))
-		}
-		p("\n")
-	}
-	if len(t.Dropped) == 0 {
-		p("Dropped/lost: none reported in the trace\n")
+	printf(w, "Time: monotonic %.6f s .. %.6f s (%s)\n", float64(t.Start)/1e9, float64(t.End)/1e9, dur(t.End-t.Start))
+	if a, ok := t.Wall(t.Start); ok {
+		b, _ := t.Wall(t.End)
+		printf(w, "      wall clock %s .. %s (ClockSync)\n", a.Format(time.RFC3339Nano), b.Format(time.RFC3339Nano))
 	} else {
-		var ks []string
-		for k := range t.Dropped {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		p("Dropped/lost:")
-		for _, k := range ks {
-			p(" %s=%d", k, t.Dropped[k])
-		}
-		p("\n")
+		printf(w, "      wall clock unknown (no ClockSyncEvent)\n")
 	}
-	p("Events by kind:\n")
+}
+
+func writeMetadata(w io.Writer, t *analysis.Trace) {
+	if len(t.Metadata) == 0 {
+		return
+	}
+	var kv []string
+	for k, v := range t.Metadata {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	printf(w, "Metadata: %s\n", strings.Join(kv, " "))
+}
+
+func writeSampleCounts(w io.Writer, c sampleCounts) {
+	printf(w, "Samples: %d (on-CPU %d, off-CPU %d)\n", c.on+c.off, c.on, c.off)
+	if c.off == 0 {
+		return
+	}
+	printf(w, "  off-CPU: blocked %d, runnable %d, state unknown %d",
+		c.states[analysis.StateBlocked], c.states[analysis.StateRunnable], c.states[analysis.StateUnknown])
+	if c.valued {
+		printf(w, ", %s off-CPU in total (value_ns)", dur(uint64(c.offNs)))
+	}
+	printf(w, "\n")
+}
+
+// writeDropped writes the trace's own counters of dropped and lost data.
+func writeDropped(w io.Writer, t *analysis.Trace) {
+	if len(t.Dropped) == 0 {
+		printf(w, "Dropped/lost: none reported in the trace\n")
+		return
+	}
+	var ks []string
+	for k := range t.Dropped {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	printf(w, "Dropped/lost:")
+	for _, k := range ks {
+		printf(w, " %s=%d", k, t.Dropped[k])
+	}
+	printf(w, "\n")
+}
+
+// writeEventCounts writes the events by kind, most frequent first, what
+// the loader made of them and its warnings.
+func writeEventCounts(w io.Writer, t *analysis.Trace) {
+	printf(w, "Events by kind:\n")
 	var kinds []string
 	for k := range t.Counts {
 		kinds = append(kinds, k)
@@ -174,82 +225,110 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 		return kinds[i] < kinds[j]
 	})
 	for _, k := range kinds {
-		p("  %10d  %s\n", t.Counts[k], k)
+		printf(w, "  %10d  %s\n", t.Counts[k], k)
 	}
-	p("Polls: %d, parks: %d, spans (SpanEvent): %d\n", len(t.Polls), len(t.Parks), len(t.Spans))
+	printf(w, "Polls: %d, parks: %d, spans (SpanEvent): %d\n", len(t.Polls), len(t.Parks), len(t.Spans))
 	if len(t.Warnings) > 0 {
-		p("Warnings:\n")
+		printf(w, "Warnings:\n")
 		for _, wn := range t.Warnings {
-			p("  %s\n", wn)
+			printf(w, "  %s\n", wn)
 		}
 	}
+}
 
-	writeSpanNames(w, t, sel != nil, o)
+// reportScope is what the function tables and top stacks count: all
+// samples, or those of the selected spans.
+type reportScope struct {
+	name, offName string // as the section titles say it
+	on, off       int64
+	valued        bool // off-CPU samples carry value_ns
+}
 
-	// Function tables and stacks, of the selection's samples when there is one.
-	scope, offScope := "all samples", "all off-CPU samples"
-	if sel != nil {
-		scope, offScope = "selected spans", "off-CPU samples of the selected spans"
-		b := &sel.Breakdown
-		on, off, valued = b.OnSamples, b.OffSamples, b.Blocked+b.Runnable+b.OffUnknown > 0
+func newReportScope(sel *analysis.Selection, all sampleCounts) reportScope {
+	if sel == nil {
+		return reportScope{"all samples", "all off-CPU samples", all.on, all.off, all.valued}
 	}
-	onF, offF := sel.Filter(analysis.OnCPU), sel.Filter(analysis.OffCPU)
-	var onAgg, offAgg *analysis.Agg
-	if on > 0 {
-		onAgg = t.Aggregate(onF, analysis.Count)
-		section(w, "On-CPU functions ("+scope+")")
-		funcTable(w, t, onAgg, o.top, "samples")
-		groups(w, t, "On-CPU per worker", onF, analysis.Count, t.ByWorker(), o, "samples", "")
-		groups(w, t, "On-CPU per span name (span_id -> SpanEvent name)", onF, analysis.Count, t.BySpan(), o, "samples",
-			"no on-CPU sample is linked to a span (no span_id fields)")
-		groups(w, t, "On-CPU per root span name (span_root_name)", onF, analysis.Count, t.ByRoot(), o, "samples",
-			"no on-CPU sample has span_root_name")
+	b := &sel.Breakdown
+	return reportScope{"selected spans", "off-CPU samples of the selected spans",
+		b.OnSamples, b.OffSamples, b.Blocked+b.Runnable+b.OffUnknown > 0}
+}
+
+// writeOnCPUFunctions writes the on-CPU function table of the scope and
+// its groups by worker, span and root span, and returns the scope's
+// on-CPU aggregate, nil when it has no on-CPU samples.
+func writeOnCPUFunctions(w io.Writer, t *analysis.Trace, sel *analysis.Selection, sc reportScope, o *reportOpts) *analysis.Agg {
+	if sc.on == 0 {
+		return nil
 	}
-	if off > 0 {
-		unit := "samples"
-		if valued {
-			unit = "ns"
-		}
-		offAgg = t.Aggregate(offF, analysis.OffCPUWeight)
-		section(w, "Off-CPU functions ("+offScope+", weighted by value_ns when present)")
-		funcTable(w, t, offAgg, o.top, unit)
+	onF := sel.Filter(analysis.OnCPU)
+	agg := t.Aggregate(onF, analysis.Count)
+	section(w, "On-CPU functions ("+sc.name+")")
+	funcTable(w, t, agg, o.top, "samples")
+	groups(w, t, "On-CPU per worker", onF, analysis.Count, t.ByWorker(), o, "samples", "")
+	groups(w, t, "On-CPU per span name (span_id -> SpanEvent name)", onF, analysis.Count, t.BySpan(), o, "samples",
+		"no on-CPU sample is linked to a span (no span_id fields)")
+	groups(w, t, "On-CPU per root span name (span_root_name)", onF, analysis.Count, t.ByRoot(), o, "samples",
+		"no on-CPU sample has span_root_name")
+	return agg
+}
+
+// writeOffCPUFunctions writes the off-CPU function table of the scope,
+// weighted by value_ns when present, and returns the scope's off-CPU
+// aggregate, nil when it has no off-CPU samples.
+func writeOffCPUFunctions(w io.Writer, t *analysis.Trace, sel *analysis.Selection, sc reportScope, o *reportOpts) *analysis.Agg {
+	if sc.off == 0 {
+		return nil
 	}
+	unit := "samples"
+	if sc.valued {
+		unit = "ns"
+	}
+	agg := t.Aggregate(sel.Filter(analysis.OffCPU), analysis.OffCPUWeight)
+	section(w, "Off-CPU functions ("+sc.offName+", weighted by value_ns when present)")
+	funcTable(w, t, agg, o.top, unit)
+	return agg
+}
+
+// writeTopStacks writes the heaviest stacks of the aggregates that
+// writeOnCPUFunctions and writeOffCPUFunctions returned.
+func writeTopStacks(w io.Writer, t *analysis.Trace, sc reportScope, onAgg, offAgg *analysis.Agg, o *reportOpts) {
 	if onAgg != nil {
-		section(w, fmt.Sprintf("Top on-CPU stacks (%s): %d samples", scope, onAgg.Samples))
+		section(w, fmt.Sprintf("Top on-CPU stacks (%s): %d samples", sc.name, onAgg.Samples))
 		stacks(w, t, onAgg, o.stacks, o.depth, "", "samples")
 	}
 	if offAgg != nil {
-		section(w, fmt.Sprintf("Top off-CPU stacks (%s, weighted by value_ns when present): %d samples", offScope, offAgg.Samples))
+		section(w, fmt.Sprintf("Top off-CPU stacks (%s, weighted by value_ns when present): %d samples", sc.offName, offAgg.Samples))
 		stacks(w, t, offAgg, o.stacks, o.depth, "", "")
 	}
-	if sel != nil {
-		// Polls, blocking and scheduling delay are per worker and thread;
-		// the breakdown and the off-CPU stacks above answer for spans.
-		return
-	}
+}
 
-	// Long polls.
+// writeLongPolls writes the polls longer than o.long, longest first, with
+// the stacks sampled inside each.
+func writeLongPolls(w io.Writer, t *analysis.Trace, o *reportOpts) {
 	lps := t.LongPolls(uint64(o.long))
 	section(w, fmt.Sprintf("Long polls (> %s): %d of %d polls", o.long, len(lps), len(t.Polls)))
 	for i, lp := range lps {
 		if i >= o.polls {
-			p("  … %d more\n", len(lps)-i)
+			printf(w, "  … %d more\n", len(lps)-i)
 			break
 		}
 		pl := t.Polls[lp.Poll]
-		p("%2d. worker %d, %s, at +%s, task %d", i+1, pl.Worker, dur(lp.Duration), dur(pl.Start-t.Start), pl.TaskID)
+		printf(w, "%2d. worker %d, %s, at +%s, task %d", i+1, pl.Worker, dur(lp.Duration), dur(pl.Start-t.Start), pl.TaskID)
 		if sp, ok := t.SpanByID(pl.SpanID()); ok {
-			p(", span %s", strconv.Quote(sp.Name))
+			printf(w, ", span %s", strconv.Quote(sp.Name))
 		}
 		if pl.SpawnLoc != "" {
-			p(", spawned at %s", pl.SpawnLoc)
+			printf(w, ", spawned at %s", pl.SpawnLoc)
 		}
-		p("\n    samples inside: %d on-CPU, %d off-CPU\n", lp.OnCPU.Samples, lp.OffCPU.Samples)
+		printf(w, "\n    samples inside: %d on-CPU, %d off-CPU\n", lp.OnCPU.Samples, lp.OffCPU.Samples)
 		stacks(w, t, lp.OnCPU, o.stacks, o.depth, "on-CPU", "samples")
 		stacks(w, t, lp.OffCPU, o.stacks, o.depth, "off-CPU", "")
 	}
+}
 
-	// Blocking.
+// writeBlocking writes the stacks of the off-CPU samples, blocked or of
+// unknown state, taken inside spans or polls.
+func writeBlocking(w io.Writer, t *analysis.Trace, o *reportOpts) {
 	blk, weighted := t.Blocking()
 	unit := "samples"
 	if weighted {
@@ -257,16 +336,16 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 	}
 	section(w, fmt.Sprintf("Blocking stacks (off-CPU, blocked or state unknown, inside spans or polls): %d samples, %s", blk.Samples, weightStr(blk.Total, unit)))
 	stacks(w, t, blk, o.stacks, o.depth, "", unit)
+}
 
-	// Scheduling delay.
+func writeSchedDelay(w io.Writer, t *analysis.Trace) {
 	sd := t.SchedDelays()
 	section(w, "Scheduling delay")
-	switch {
-	case sd.N == 0:
-		p("  no data (no runnable off-CPU samples with value_ns, no WorkerUnparkEvent)\n")
-	default:
-		p("  from %s: n=%d p50=%s p99=%s max=%s\n", sd.From, sd.N, dur(sd.P50), dur(sd.P99), dur(sd.Max))
+	if sd.N == 0 {
+		printf(w, "  no data (no runnable off-CPU samples with value_ns, no WorkerUnparkEvent)\n")
+		return
 	}
+	printf(w, "  from %s: n=%d p50=%s p99=%s max=%s\n", sd.From, sd.N, dur(sd.P50), dur(sd.P99), dur(sd.Max))
 }
 
 func section(w io.Writer, title string) {

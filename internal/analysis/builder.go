@@ -35,6 +35,7 @@ type builder struct {
 
 	kinds     map[*wire.Schema]*kind
 	kindOrder []*kind
+	lastKind  *kind
 }
 
 type poolSlot struct {

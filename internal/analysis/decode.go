@@ -200,6 +200,10 @@ func (b *builder) sample(cs *wire.CpuSampleRead) {
 	} else {
 		s.Stack = b.internStack(e.Callchain)
 	}
+	if len(b.t.Samples) >= sampleChunk {
+		b.sampleChunks = append(b.sampleChunks, b.t.Samples)
+		b.t.Samples = make([]TraceSample, 0, sampleChunk)
+	}
 	b.t.Samples = append(b.t.Samples, s)
 }
 

@@ -35,7 +35,14 @@ type builder struct {
 
 	kinds     map[*wire.Schema]*kind
 	kindOrder []*kind
+	lastKind  *kind
+
+	// Full chunks of samples; b.t.Samples is the one being filled.
+	sampleChunks [][]TraceSample
 }
+
+// sampleChunk is the most samples a chunk holds (about 1.3 MB).
+const sampleChunk = 32 << 10
 
 type poolSlot struct {
 	p   *uint64 // first address of the pool entry; keeps it alive, so identity is sound

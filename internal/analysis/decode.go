@@ -12,9 +12,11 @@ import (
 
 // eventReader is what both layouts are read through: wire.Reader for TRC,
 // wire.LegacyEventReader for TOKIOTRC, whose records it presents as the
-// TRC events they stand for.
+// TRC events they stand for. The loader reads with ReadSample, which
+// gives most CPU samples in their typed form directly.
 type eventReader interface {
 	ReadEvent(ev *wire.Event) error
+	ReadSample(ev *wire.Event, s *wire.CpuSampleRead) (bool, error)
 }
 
 // events opens the event reader of an opened file, and says its version.
@@ -32,6 +34,7 @@ func (o *opened) events() (eventReader, uint32, error) {
 // kind is what the builder knows of one schema: the typed form its events
 // read as, and its counters of dropped data.
 type kind struct {
+	s       *wire.Schema
 	name    string
 	l       *wire.Layout
 	dropped []int // integer fields named dropped*/lost*
@@ -39,10 +42,15 @@ type kind struct {
 }
 
 func (b *builder) kindOf(s *wire.Schema) *kind {
-	if k, ok := b.kinds[s]; ok {
+	// Runs of one kind (samples, mostly) skip the map.
+	if k := b.lastKind; k != nil && k.s == s {
 		return k
 	}
-	k := &kind{name: s.Name, l: wire.LayoutOf(s)}
+	if k, ok := b.kinds[s]; ok {
+		b.lastKind = k
+		return k
+	}
+	k := &kind{s: s, name: s.Name, l: wire.LayoutOf(s)}
 	for i, f := range s.Fields {
 		n := strings.ToLower(f.Name)
 		if (strings.HasPrefix(n, "dropped") || strings.HasPrefix(n, "lost")) && isInt(f.Type.Base()) {
@@ -51,6 +59,7 @@ func (b *builder) kindOf(s *wire.Schema) *kind {
 	}
 	b.kinds[s] = k
 	b.kindOrder = append(b.kindOrder, k)
+	b.lastKind = k
 	return k
 }
 
@@ -73,8 +82,9 @@ func (b *builder) decode(rd eventReader) error {
 		}()
 	}
 	var ev wire.Event
+	var cs wire.CpuSampleRead
 	for {
-		err := rd.ReadEvent(&ev)
+		sample, err := rd.ReadSample(&ev, &cs)
 		if err == io.EOF {
 			return nil
 		}
@@ -85,6 +95,13 @@ func (b *builder) decode(rd eventReader) error {
 			b.info.Truncated = true
 			b.t.Warnings = append(b.t.Warnings, b.truncated(err))
 			return nil
+		}
+		if sample {
+			k := b.kindOf(ev.Schema)
+			k.count++
+			b.time(ev.Timestamp)
+			b.sample(&cs)
+			continue
 		}
 		b.event(&ev)
 	}
@@ -110,7 +127,10 @@ func (b *builder) event(ev *wire.Event) {
 	switch k.l.Kind {
 	case wire.KindCpuSample:
 		b.time(ts)
-		b.cpuSample(k.l, ev)
+		var cs wire.CpuSampleRead
+		k.l.CpuSample(ev, &cs.E, &cs.X)
+		cs.StackID, cs.Pooled = k.l.StackID(ev)
+		b.sample(&cs)
 	case wire.KindPollStart:
 		b.time(ts)
 		p := k.l.PollStart(ev)
@@ -155,10 +175,9 @@ func (b *builder) event(ev *wire.Event) {
 	}
 }
 
-func (b *builder) cpuSample(l *wire.Layout, ev *wire.Event) {
-	var e wire.CpuSampleEvent
-	var x wire.CpuSampleExt
-	l.CpuSample(ev, &e, &x)
+// sample adds a CPU sample in its typed form.
+func (b *builder) sample(cs *wire.CpuSampleRead) {
+	e, x := &cs.E, &cs.X
 	s := TraceSample{Time: e.Timestamp, Worker: uint32(min(e.WorkerID, NoWorker)), CPU: -1, Link: -1}
 	if e.Source == SourceOffCPU {
 		s.Source = SourceOffCPU // other values are read as 0, as upstream does
@@ -176,10 +195,14 @@ func (b *builder) cpuSample(l *wire.Layout, ev *wire.Event) {
 	} else if x.SpanRootName.Valid {
 		s.Link = b.link(Link{RootName: x.SpanRootName.V})
 	}
-	if id, ok := l.StackID(ev); ok {
-		s.Stack = b.pooledStack(id, e.Callchain)
+	if cs.Pooled {
+		s.Stack = b.pooledStack(cs.StackID, e.Callchain)
 	} else {
 		s.Stack = b.internStack(e.Callchain)
+	}
+	if len(b.t.Samples) >= sampleChunk {
+		b.sampleChunks = append(b.sampleChunks, b.t.Samples)
+		b.t.Samples = make([]TraceSample, 0, sampleChunk)
 	}
 	b.t.Samples = append(b.t.Samples, s)
 }

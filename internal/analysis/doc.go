@@ -16,8 +16,9 @@
 //
 // Both layouts are read as one stream of events: wire.Reader for TRC and
 // wire.LegacyEventReader, wire's one interpretation of legacy records, for
-// TOKIOTRC; fields are read through wire's typed readers (wire.Layout), so
-// the package spells no field name. Scan gives the same events to a
+// TOKIOTRC; fields are read through wire's typed readers (wire.Layout, and
+// ReadSample's fast path for CPU samples), so the package spells no field
+// name. Scan gives the same events to a
 // callback, for perfprof dump.
 //
 // The package does not print anything; cmd/perfprof formats its results.

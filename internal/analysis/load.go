@@ -146,7 +146,8 @@ func loadFile(path string, read *atomic.Int64) (*Trace, error) {
 		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%s: %d poll or park starts without an end", path, b.unpaired))
 	}
 	t := b.t
-	t.pending = &pending{pollEnds: b.pollEnds, unparks: b.unparks}
+	t.pending = &pending{pollEnds: b.pollEnds, unparks: b.unparks, samples: append(b.sampleChunks, t.Samples)}
+	t.Samples = nil
 	return t, nil
 }
 
@@ -242,17 +243,20 @@ func (m *merger) add(p *Trace) {
 	}
 	threadMap := mergeTable(&t.Threads, m.threads, p.Threads)
 	linkMap := mergeTable(&t.Links, m.links, p.Links)
-	if t.Samples == nil {
-		t.Samples = p.Samples[:0:0]
+	n := 0
+	for _, c := range p.pending.samples {
+		n += len(c)
 	}
-	t.Samples = growSamples(t.Samples, len(p.Samples))
-	for _, s := range p.Samples {
-		s.Stack = stackMap[s.Stack]
-		s.Thread = threadMap[s.Thread]
-		if s.Link >= 0 {
-			s.Link = linkMap[s.Link]
+	t.Samples = growSamples(t.Samples, n)
+	for _, c := range p.pending.samples {
+		for _, s := range c {
+			s.Stack = stackMap[s.Stack]
+			s.Thread = threadMap[s.Thread]
+			if s.Link >= 0 {
+				s.Link = linkMap[s.Link]
+			}
+			t.Samples = append(t.Samples, s)
 		}
-		t.Samples = append(t.Samples, s)
 	}
 	for _, sp := range p.Spans {
 		t.spanByID[sp.SpanID] = int32(len(t.Spans))

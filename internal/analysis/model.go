@@ -175,6 +175,10 @@ type Trace struct {
 
 type pending struct {
 	pollEnds, unparks []orphanEnd
+	// samples of the partial trace in chunks, in file order (its Samples
+	// is nil): the merger copies them once, so growing one slice by
+	// doubling would copy them for nothing.
+	samples [][]TraceSample
 }
 
 // SpanByID returns the span with id, if a SpanEvent has it.

@@ -28,6 +28,10 @@
 // found once per schema ([LayoutOf]), reads a decoded Event into the struct
 // its Write method takes, so that no reader outside this package looks
 // fields up by name. Event and field names are spelled once (names.go).
+// CPU samples, most of a trace, also have a fast path: [Reader.ReadSample]
+// and [LegacyEventReader.ReadSample] decode them straight into a
+// [CpuSampleRead], the typed form Layout.CpuSample gives, without the
+// generic Values in between.
 //
 // [LegacyReader] and [LegacyWriter] read and write TOKIOTRC records
 // ([LegacyRecord]), gzip included on the read side; [LegacyDefs] writes the

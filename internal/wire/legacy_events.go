@@ -96,10 +96,46 @@ func (r *LegacyEventReader) Version() uint32 { return r.lr.Version() }
 // Reader.ReadEvent does. Errors are those of LegacyReader.Read: io.EOF
 // after the last record, a *LegacyError otherwise, and sticky.
 func (r *LegacyEventReader) ReadEvent(ev *Event) error {
-	rec := &r.rec
-	if err := r.lr.Read(rec); err != nil {
+	if err := r.lr.Read(&r.rec); err != nil {
 		return err
 	}
+	r.event(ev)
+	return nil
+}
+
+// ReadSample reads the next record as ReadEvent does, except that a
+// CpuSample is read straight into s, and sample is true: ev then has its
+// Schema and Timestamp but no Values. The fields are those ReadEvent gives
+// the sample; s.E.Callchain is reused by the next record.
+func (r *LegacyEventReader) ReadSample(ev *Event, s *CpuSampleRead) (sample bool, err error) {
+	rec := &r.rec
+	if err := r.lr.Read(rec); err != nil {
+		return false, err
+	}
+	if rec.Code != LegacyCpuSample {
+		r.event(ev)
+		return false, nil
+	}
+	ts := r.ns(rec)
+	// Field by field, not a whole new struct: most of it is the same
+	// from one sample to the next, and writing it whole costs write
+	// barriers while the collector runs.
+	e := &s.E
+	e.Timestamp, e.WorkerID, e.Tid, e.Source, e.CPU = ts, uint64(rec.Worker), rec.Tid, rec.Source, Opt[uint64]{}
+	e.Callchain = rec.Frames
+	name, ok := r.names[rec.Tid]
+	e.ThreadName = Opt[string]{name, ok}
+	if s.X != (CpuSampleExt{}) {
+		s.X = CpuSampleExt{} // a legacy sample has none of perfprof's fields
+	}
+	s.StackID, s.Pooled = 0, false
+	ev.Schema, ev.Timestamp, ev.Values = legacySchemas[LegacyCpuSample], ts, ev.Values[:0]
+	return true, nil
+}
+
+// event presents the record just read as an event in ev.
+func (r *LegacyEventReader) event(ev *Event) {
+	rec := &r.rec
 	s := legacySchema(rec.Code)
 	ev.Schema = s
 	ev.Timestamp = 0
@@ -174,7 +210,6 @@ func (r *LegacyEventReader) ReadEvent(ev *Event) error {
 	case LegacyTaskTerminate:
 		setU(&v[0], Varint, uint64(rec.TaskID))
 	}
-	return nil
 }
 
 // ns returns the timestamp of rec in ns: its own ts_ns for a

@@ -113,6 +113,10 @@ type Layout struct {
 	// under: their timestamps are ns since the recorder started.
 	Legacy bool
 	idx    [nSlots]int
+	// fast is the plan of ReadSample's fast path, nil for a schema it does
+	// not read; fastMax the most bytes an event body of it can take.
+	fast    []fastField
+	fastMax int
 }
 
 // LayoutOf returns the layout of s. A legacy CallframeDef is KindSymbol
@@ -165,6 +169,7 @@ func LayoutOf(s *Schema) *Layout {
 			}
 		}
 	}
+	l.planFast(s)
 	return l
 }
 

@@ -68,8 +68,12 @@ type Reader struct {
 
 	intern  map[string]string
 	schemas map[string]*Schema // interned schemas across streams, keyed by encoding
-	arena   []uint64
-	key     []byte
+	// Layouts for ReadSample: by type id in the stream, and by schema
+	// across streams.
+	layouts  []*Layout
+	layoutBy map[*Schema]*Layout
+	arena    []uint64
+	key      []byte
 
 	// Context for errors.
 	frameOff int64
@@ -96,12 +100,13 @@ func NewReader(r io.Reader) *Reader {
 		}
 	}
 	return &Reader{
-		src:     src,
-		strs:    make(map[uint32]string),
-		stacks:  make(map[uint32][]uint64),
-		annots:  make(map[*Schema][]Annotation),
-		intern:  make(map[string]string),
-		schemas: make(map[string]*Schema),
+		src:      src,
+		strs:     make(map[uint32]string),
+		stacks:   make(map[uint32][]uint64),
+		annots:   make(map[*Schema][]Annotation),
+		intern:   make(map[string]string),
+		schemas:  make(map[string]*Schema),
+		layoutBy: make(map[*Schema]*Layout),
 	}
 }
 
@@ -137,7 +142,7 @@ func (r *Reader) ReadEvent(ev *Event) error {
 	if r.err != nil {
 		return r.err
 	}
-	err := r.readEvent(ev)
+	_, err := r.readEvent(ev, nil)
 	if err != nil {
 		r.err = err
 	}
@@ -147,75 +152,80 @@ func (r *Reader) ReadEvent(ev *Event) error {
 func (r *Reader) resetStream() {
 	clear(r.types)
 	r.types = r.types[:0]
+	clear(r.layouts)
+	r.layouts = r.layouts[:0]
 	clear(r.strs)
 	clear(r.stacks)
 	clear(r.annots)
 	r.ts = 0
 }
 
-func (r *Reader) readEvent(ev *Event) error {
+// readEvent reads frames up to the next event and decodes it into ev, or
+// into s if s is not nil and the fast path reads it (see ReadSample).
+func (r *Reader) readEvent(ev *Event, s *CpuSampleRead) (sample bool, err error) {
 	for {
 		r.what, r.name, r.field = "", "", ""
 		r.frameOff = r.off()
 		tag, ok, err := r.peek()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
 			if !r.started {
 				r.frameTag = tagHeader
-				return r.fail(io.ErrUnexpectedEOF, "empty input")
+				return false, r.fail(io.ErrUnexpectedEOF, "empty input")
 			}
-			return io.EOF
+			return false, io.EOF
 		}
 		r.frameTag = tag
 		if !r.started && tag != tagHeader {
 			r.frameTag = tagHeader
-			return r.fail(ErrBadMagic, "")
+			return false, r.fail(ErrBadMagic, "")
 		}
 		switch tag {
 		case tagHeader:
 			if err := r.readHeader(); err != nil {
-				return err
+				return false, err
 			}
 		case tagSchema:
 			r.r++
 			if err := r.readSchema(); err != nil {
-				return err
+				return false, err
 			}
 		case tagEvent:
 			r.r++
-			if err := r.readEventFrame(ev); err != nil {
-				return err
+			sample, err := r.readEventFrame(ev, s)
+			if err != nil {
+				return false, err
 			}
 			r.stats.Events++
-			return nil
+			return sample, nil
 		case tagStringPool:
 			r.r++
 			if err := r.readStringPool(); err != nil {
-				return err
+				return false, err
 			}
 		case tagStackPool:
 			r.r++
 			if err := r.readStackPool(); err != nil {
-				return err
+				return false, err
 			}
 		case tagTimeReset:
 			r.r++
 			r.what = "timestamp"
 			ts, err := r.u64()
 			if err != nil {
-				return err
+				return false, err
 			}
 			r.ts = ts
 			r.stats.TimestampResets++
 		case tagAnnotations:
 			r.r++
 			if err := r.readAnnotations(); err != nil {
-				return err
+				return false, err
 			}
 		default:
-			return r.fail(ErrUnknownTag, "")
+			return false, r.fail(ErrUnknownTag, "")
 		}
 	}
 }

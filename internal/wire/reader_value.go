@@ -1,25 +1,32 @@
 package wire
 
 // readEventFrame decodes an event frame into ev, reusing the memory of its
-// values: the schema decides how many values and of which types.
-func (r *Reader) readEventFrame(ev *Event) error {
+// values: the schema decides how many values and of which types. A CPU
+// sample the fast path reads goes into cs instead, if cs is not nil.
+func (r *Reader) readEventFrame(ev *Event, cs *CpuSampleRead) (sample bool, err error) {
 	r.what = "event"
 	id, err := r.u16()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if int(id) >= len(r.types) || r.types[id] == nil {
 		r.r -= 2
-		return r.fail(ErrUnknownType, "type id %d", id)
+		return false, r.fail(ErrUnknownType, "type id %d", id)
 	}
 	s := r.types[id]
+	if cs != nil {
+		if l := r.layout(id, s); l.fast != nil && r.readCpuSample(s, l, cs) {
+			ev.Schema, ev.Timestamp, ev.Values = s, cs.E.Timestamp, ev.Values[:0]
+			return true, nil
+		}
+	}
 	r.name = s.Name
 	ev.Schema = s
 	ev.Timestamp = 0
 	if s.HasTimestamp {
 		b, err := r.need(3)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.ts += uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16
 		ev.Timestamp = r.ts
@@ -33,10 +40,10 @@ func (r *Reader) readEventFrame(ev *Event) error {
 		f := &s.Fields[i]
 		r.field = f.Name
 		if err := r.value(&ev.Values[i], f.Type, 0); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // value decodes one value of type t into v.

@@ -120,10 +120,7 @@ func (s *symbols) open(st *procState) *symbolize.Process {
 		var p *symbolize.Process
 		err := fmt.Errorf("read memory map of pid %d: %w", st.info.Pid, perf.ErrNoProcess)
 		if s.same(st) {
-			p, err = s.cache.Process(st.info.Pid)
-			if err == nil && !s.same(st) {
-				p, err = nil, fmt.Errorf("read memory map of pid %d: %w", st.info.Pid, perf.ErrNoProcess)
-			}
+			p, err = s.cache.ManagedProcess(st.info.Pid, func() bool { return s.same(st) })
 		}
 		if err != nil {
 			ps.failed = true

@@ -48,6 +48,9 @@ type Process struct {
 	pid         int
 	maps        []*mapState // sorted by Start
 	lastRefresh time.Time
+	// same, for a process its owner manages (ManagedProcess), says
+	// whether pid is still the process the map was first read of.
+	same func() bool
 	// jit names JIT code: the process's perf map, made on the first
 	// address in anonymous memory unless the owner set one with
 	// SetPerfMap (and then keeps it current).
@@ -89,6 +92,25 @@ func (c *Cache) Process(pid int) (*Process, error) {
 	return p, nil
 }
 
+// ManagedProcess is Process for an owner that keeps the map current
+// itself (it calls Refresh when code is mapped) and knows that pid may
+// pass to another process: same, asked after each read of the map and
+// before any binary of it is opened, reports whether pid is still the
+// process p is of. A read taken after the pid passed on is dropped, so
+// that another process's binaries are neither opened nor cached for it,
+// and lookups that miss every mapping do not read the map again (a gone
+// process keeps its last one).
+func (c *Cache) ManagedProcess(pid int, same func() bool) (*Process, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("read maps of pid %d: %w", pid, os.ErrNotExist)
+	}
+	p := &Process{c: c, pid: pid, same: same}
+	if err := p.Refresh(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // Pid returns the process id of p.
 func (p *Process) Pid() int { return p.pid }
 
@@ -109,6 +131,9 @@ func (p *Process) Refresh() error {
 	maps, err := parseMaps(data)
 	if err != nil {
 		return fmt.Errorf("read maps of pid %d: %w", p.pid, err)
+	}
+	if p.same != nil && !p.same() {
+		return fmt.Errorf("read maps of pid %d: the pid is another process's now: %w", p.pid, os.ErrNotExist)
 	}
 	if len(maps) == 0 {
 		// A process that has exited but is not yet reaped (a zombie,
@@ -257,7 +282,7 @@ func (p *Process) MappingOf(pc uint64) *Mapping {
 // none, it re-reads the maps (at most once a second) and looks again.
 func (p *Process) findOrRefresh(pc uint64) *mapState {
 	ms := p.find(pc)
-	if ms == nil && time.Since(p.lastRefresh) >= refreshInterval {
+	if ms == nil && p.same == nil && time.Since(p.lastRefresh) >= refreshInterval {
 		_ = p.Refresh() // best effort: a process that is gone keeps its last map
 		ms = p.find(pc)
 	}

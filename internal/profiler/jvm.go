@@ -20,10 +20,8 @@ const jvmTimeout = 5 * time.Second
 
 // jvmState is what the engine knows of a target as a JVM.
 type jvmState struct {
-	// checked, isJVM and failed are the JVM worker's, which alone asks.
-	checked bool // IsJVM was asked
-	isJVM   bool
-	failed  bool // attaching failed for good: not asked again
+	// checked is the JVM worker's, which alone asks: IsJVM was asked.
+	checked bool
 	// mu guards when the JVM is asked next. An ask is made without it, so
 	// a report can ask for one without waiting for one under way.
 	mu      sync.Mutex
@@ -101,10 +99,11 @@ func (e *engine) askJVM(st *procState, why string) bool {
 		j.checked = true
 		ok, err := hotspot.IsJVM(pid)
 		e.opts.Limits.Record(subject, err)
-		j.isJVM = ok && err == nil
+		if !ok || err != nil {
+			j.off.Store(true)
+		}
 	}
-	if !j.isJVM || j.failed {
-		j.off.Store(true)
+	if j.off.Load() {
 		return false
 	}
 	j.mu.Lock()
@@ -122,7 +121,6 @@ func (e *engine) askJVM(st *procState, why string) bool {
 			// reply reached a bound (too long, too slow, not a reply): a
 			// JVM answers Compiler.perfmap with a line, and each ask of
 			// one that streams would cost a read up to the bound.
-			j.failed = true
 			j.off.Store(true)
 			e.log.Warn("Cannot ask the JVM for its perf map; its JIT frames stay unnamed", zap.Int("pid", pid), zap.Error(err))
 		} else {

@@ -452,10 +452,12 @@ func (p *Profiler) stopWorkers() error {
 }
 
 // settle brings the facts of the processes up to date for the last
-// report, with the workers that keep them stopped: the perf maps as they
-// stand, the memory maps and unwind tables of the processes that mapped
-// code since they were read, and the process context of those never read.
+// report, with the workers that keep them stopped: the names of the
+// threads seen, the perf maps as they stand, the memory maps and unwind
+// tables of the processes that mapped code since they were read, and the
+// process context of those never read.
 func (p *Profiler) settle() {
+	p.readThreadNames()
 	p.mu.Lock()
 	var sts []*procState
 	for _, st := range p.all {
@@ -588,7 +590,6 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 		}
 		p.attached = 0
 		p.mu.Unlock()
-		p.readThreadNames()
 		p.settle()
 		snaps = p.Take(true)
 		err = errors.Join(err, p.syms.close())

@@ -46,7 +46,8 @@ const catchUpWait = 250 * time.Millisecond
 // frame-pointer chain.
 const tablesWait = 5 * time.Second
 
-// catchUp has the facts worker name the threads seen so far, the JIT
+// catchUp has the facts worker name the threads seen so far and read the
+// process contexts due (those of the processes attached since), the JIT
 // poller read what the perf maps gained since its last poll, and, when
 // samples wait for their unwind tables, the symbol worker read the tables
 // of the processes that mapped code since it last did; it waits for them,
@@ -92,6 +93,12 @@ func (p *Profiler) catchUp() {
 // read again: SDKs publish it at start and seldom change it.
 const processContextInterval = 10 * time.Second
 
+// A process that publishes no context yet is read again after
+// factsInterval, doubling up to processContextInterval: an SDK publishes
+// when it starts, which can be a second or more after the process did
+// (a JVM, a Node.js app loading its modules), and a process attached as
+// it starts should not go ten seconds without its service.name.
+
 // factsWorker names threads as the read loop sees them, and reads the
 // process contexts of the live processes when due.
 func (p *Profiler) factsWorker() {
@@ -106,6 +113,7 @@ func (p *Profiler) factsWorker() {
 			p.readThreadNames()
 		case done := <-p.factsNow:
 			p.readThreadNames()
+			p.readProcessContexts(false)
 			close(done)
 		case <-t.C:
 			p.readThreadNames()
@@ -168,8 +176,9 @@ type pctxState struct {
 	// attrs is what the report reads; the rest is the facts worker's
 	// (and Close's, once the worker stopped).
 	attrs atomic.Pointer[map[string]any]
-	read  time.Time // the last read that settled
-	at    uint64    // PublishedAt of attrs
+	read  time.Time     // the last read that settled
+	next  time.Duration // how long after read it is read again
+	at    uint64        // PublishedAt of attrs
 }
 
 // processContext returns the resource attributes st publishes, nil when
@@ -221,7 +230,7 @@ func (e *engine) readProcessContexts(gone bool) {
 // publishes nothing.
 func (st *procState) readProcessContext(e *engine, once bool) (announce bool) {
 	c := &st.pctx
-	if !c.read.IsZero() && (once || time.Since(c.read) < processContextInterval) {
+	if !c.read.IsZero() && (once || time.Since(c.read) < c.next) {
 		return false
 	}
 	r, err := otelctx.ProcessContext(st.info.Pid)
@@ -235,8 +244,13 @@ func (st *procState) readProcessContext(e *engine, once bool) (announce bool) {
 		c.attrs.Store(&attrs)
 		announce = r.PublishedAt != c.at && r.SchemaVersion() != ""
 		c.at = r.PublishedAt
-	case bound || errors.Is(err, otelctx.ErrNotPublished):
+		c.next = processContextInterval
+	case bound:
 		c.attrs.Store(nil)
+		c.next = processContextInterval
+	case errors.Is(err, otelctx.ErrNotPublished):
+		c.attrs.Store(nil)
+		c.next = min(max(2*c.next, factsInterval), processContextInterval)
 	}
 	// Other errors (the process exited, a context being updated) keep
 	// what was read.

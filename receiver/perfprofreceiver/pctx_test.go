@@ -51,6 +51,40 @@ func TestResourceFromProcessContext(t *testing.T) {
 	require.Positive(t, n, "no profiles")
 }
 
+// TestResourcePublishedLate: a process attached before its SDK published
+// the process context gets its service.name on profiles seconds after it
+// publishes, not at the next full re-read (processContextInterval, 10 s).
+// The publisher publishes 1.5 s after it started; reads that find nothing
+// are tried again after 1 s, then 2 s.
+func TestResourcePublishedLate(t *testing.T) {
+	requirePerf(t)
+	bin := testchild.OTelCtxPublisher(t)
+	child := testchild.Start(t, bin, "work", "late", filepath.Join(t.TempDir(), "truth"))
+	start := time.Now()
+	cfg := createDefaultConfig()
+	cfg.Targets.Pids = []int{child.Pid}
+	cfg.Frequency = 499
+	cfg.ReportInterval = 300 * time.Millisecond
+	cfg.Correlation.Window = 0
+	sink := new(consumertest.ProfilesSink)
+	r := startReceiver(t, cfg, sink)
+	named := func() bool {
+		for _, pd := range sink.AllProfiles() {
+			for i := 0; i < pd.ResourceProfiles().Len(); i++ {
+				if _, ok := pd.ResourceProfiles().At(i).Resource().Attributes().Get("service.name"); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	require.Eventually(t, named, 15*time.Second, 50*time.Millisecond, "no profile with a service.name")
+	took := time.Since(start)
+	require.NoError(t, r.Shutdown(context.Background()))
+	t.Logf("service.name on a profile %v after the start; published at 1.5 s", took.Round(time.Millisecond))
+	require.Less(t, took, 6*time.Second, "a late publication waited for the full re-read")
+}
+
 // TestThreadContextLinks: the receiver links the samples of a process that
 // publishes its running span in its OTEP 4947 thread context to that span,
 // on-CPU and off-CPU, with no span sent: the publisher's one thread switches

@@ -20,6 +20,8 @@
  * PCTX:  memfd    publish the process context
  *        churn    publish it, then update it every ~20 us (service.version
  *                 alternates "1"/"2") to exercise the readers' retry rule
+ *        late     publish it 1.5 s after "started", from a thread of its
+ *                 own, as an SDK that starts after the process does
  *        none     publish no process context
  * LIBRARY: with -DTHREADCTX_DLOPEN, the shared library to dlopen for the
  *        thread context functions.
@@ -191,6 +193,15 @@ static void publish(void)
 	__atomic_store_n(&hdr->published_at_ns, boottime_ns(), __ATOMIC_RELEASE);
 	/* Fails without CONFIG_ANON_VMA_NAME; readers then find /memfd:OTEL_CTX. */
 	prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, hdr, map_size, "OTEL_CTX");
+}
+
+static void *publish_late(void *arg)
+{
+	(void)arg;
+	struct timespec wait = {1, 500000000};
+	nanosleep(&wait, NULL);
+	publish();
+	return NULL;
 }
 
 /* update follows the OTEP 4719 updating protocol: zero the timestamp, swap
@@ -388,8 +399,12 @@ int main(int argc, char **argv)
 		ctx_init(i, tid[i], sid[i], routes[i]);
 	ctx_attach(-1);
 
-	if (strcmp(pctx, "none") != 0)
+	if (strcmp(pctx, "late") == 0) {
+		pthread_t late;
+		pthread_create(&late, NULL, publish_late, NULL);
+	} else if (strcmp(pctx, "none") != 0) {
 		publish();
+	}
 
 	unsigned long fs = 0;
 	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);

@@ -23,6 +23,8 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/counter"
+	"github.com/perfprof/perfprof/internal/counter/instruments"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
@@ -59,8 +61,11 @@ type traceFile struct {
 	spawnLocs  map[string]uint16
 	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
-	metaWarned bool          // the metadata_full warning was logged
-	last       segment.Stats // stats already turned into telemetry
+	metaWarned bool // the metadata_full warning was logged
+	// counts holds what batches wrote and the rotator's totals until
+	// recordStats moves them into telemetry through instruments.
+	counts      *counter.Set
+	instruments *instruments.Bound
 	// The buffers of chains, kept from one batch to the next.
 	addrBuf, chainBuf []uint64
 	chainsBuf         [][]uint64
@@ -80,8 +85,12 @@ func newTraceFile(cfg *Config, set exporter.Settings) (*traceFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	inst, err := instruments.Bind(tb, "exporter_tracefile_")
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
-	return &traceFile{cfg: cfg, logger: set.Logger, tb: tb, host: host}, nil
+	return &traceFile{cfg: cfg, logger: set.Logger, tb: tb, instruments: inst, counts: counter.NewSet(), host: host}, nil
 }
 
 // start opens the rotator. An unwritable directory fails the collector's
@@ -108,7 +117,8 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 		return fmt.Errorf("tracefile: %w", err)
 	}
 	e.rot = rot
-	e.last = segment.Stats{}
+	// The rotator's totals start again from zero.
+	e.counts = counter.NewSet()
 	// What recovery did at start is telemetry now, not at the first batch.
 	e.recordStats()
 	e.clk = clock.NewMapper()
@@ -167,33 +177,6 @@ func (e *traceFile) shutdown(context.Context) error {
 		return fmt.Errorf("tracefile: seal the last segment: %w", err)
 	}
 	return nil
-}
-
-// recordStats turns what the rotator counted since the last call into
-// telemetry. Called with mu held.
-func (e *traceFile) recordStats() {
-	s := e.rot.Stats()
-	ctx := context.Background()
-	seg := func(outcome string, n int64) {
-		if n > 0 {
-			e.tb.ExporterTracefileSegments.Add(ctx, n, metric.WithAttributes(attribute.String("outcome", outcome)))
-		}
-	}
-	seg("sealed", int64(s.Segments-e.last.Segments))
-	seg("deleted", int64(s.Deleted-e.last.Deleted))
-	seg("rotate_error", s.RotateErrors-e.last.RotateErrors)
-	seg("recovered", int64(s.Recovered-e.last.Recovered))
-	seg("recovered_empty", int64(s.RecoveredEmpty-e.last.RecoveredEmpty))
-	if d := s.RecoveredCutBytes - e.last.RecoveredCutBytes; d > 0 {
-		e.tb.ExporterTracefileRecoveredCutBytes.Add(ctx, d)
-	}
-	if d := s.RecoveredDroppedEvents - e.last.RecoveredDroppedEvents; d > 0 {
-		e.tb.ExporterTracefileRecoveredDroppedEvents.Add(ctx, d)
-	}
-	if d := s.BytesWritten - e.last.BytesWritten; d > 0 {
-		e.tb.ExporterTracefileWrittenBytes.Add(ctx, d)
-	}
-	e.last = s
 }
 
 // logError logs write errors at most once per errLogEvery, saying how many
@@ -332,6 +315,9 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 			return e.encode(w, b, &counts)
 		})
 	}
+	if err == nil {
+		counts.addTo(e.counts)
+	}
 	e.recordStats()
 	if err != nil {
 		// The symbols of the batch are not in the segment: write them again.
@@ -340,26 +326,7 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 		e.logError("write", err)
 		return fmt.Errorf("tracefile: %w", err)
 	}
-	counts.record(ctx, e.tb)
 	return nil
-}
-
-type eventCounts struct {
-	samples, symbols, spans, polls, parks, truncated int64
-}
-
-func (c *eventCounts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {
-	for _, k := range []struct {
-		kind string
-		n    int64
-	}{{"cpu_sample", c.samples}, {"symbol", c.symbols}, {"span", c.spans}, {"poll", c.polls}, {"park", c.parks}} {
-		if k.n > 0 {
-			tb.ExporterTracefileEvents.Add(ctx, k.n, metric.WithAttributes(attribute.String("kind", k.kind)))
-		}
-	}
-	if c.truncated > 0 {
-		tb.ExporterTracefileTruncatedStacks.Add(ctx, c.truncated)
-	}
 }
 
 // Bounds on the segment metadata. It lists the services, hosts, pids and

@@ -397,7 +397,7 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 		st = e.lastGone(int(r.Pid))
 	}
 	if st == nil {
-		e.counts.offCPUUnattached++
+		e.tel.Add(cOffCPUUnattach, 1)
 		return
 	}
 	e.seeThread(st, r.Tid)
@@ -417,9 +417,6 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 		e.chain = chain
 		stack = st.batch.intern(chain, 0, st.genAt(r.CaptureTime))
 	}
-	if !r.Captured() {
-		e.counts.offCPUUncaptured++
-	}
 	st.batch.samples = append(st.batch.samples, rawSample{
 		time:   t,
 		weight: r.Count * uint64(e.opts.OffCPUInterval),
@@ -428,5 +425,9 @@ func (e *engine) addSchedGroup(r *bpf.SchedRecord) {
 		state:  uint8(r.State),
 	})
 	e.buffered++
-	e.counts.offCPU++
+	if r.Captured() {
+		e.tel.Add(cOffCPU, 1)
+	} else {
+		e.tel.Add(cOffCPUEarlier, 1)
+	}
 }

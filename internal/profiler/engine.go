@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/counter"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/symbolize"
 	"github.com/perfprof/perfprof/internal/tidmap"
@@ -27,6 +28,8 @@ type engine struct {
 	log   *zap.Logger
 	clock *clock.Mapper
 	syms  *symbols
+	// tel holds what the engine counts for telemetry (counts.go).
+	tel *counter.Set
 
 	// mu guards the registry of process images and their batches, the
 	// sched state and the counters of the read loop.
@@ -45,7 +48,10 @@ type engine struct {
 	// (seeThread); factsKick wakes it.
 	toName []threadRef
 	// toExe holds the images exec'd whose executable the worker reads.
-	toExe     []*procState
+	toExe []*procState
+	// toContext holds the images attached or exec'd whose process
+	// context the worker reads first.
+	toContext []*procState
 	factsKick chan struct{}
 	// reportMu makes reports one at a time. It guards what only a report
 	// reads and writes: held, and the thread roles of the processes.
@@ -63,12 +69,10 @@ type engine struct {
 	// spansMu guards the span index. It is apart from mu so that span
 	// ingest never waits for the read loop; when both are held, mu is
 	// taken first.
-	spansMu    sync.Mutex
-	spans      *tidmap.Map
-	watermark  uint64     // samples before it have been taken
-	names      pidNames   // the resource the spans of each pid named
-	spanCounts SpanCounts // cumulative
-	joinCounts JoinCounts // cumulative
+	spansMu   sync.Mutex
+	spans     *tidmap.Map
+	watermark uint64   // samples before it have been taken
+	names     pidNames // the resource the spans of each pid named
 
 	// contexts holds the span contexts read at sample time, nil without
 	// Options.Contexts.
@@ -102,22 +106,11 @@ func (st *procState) genAt(t uint64) symbolize.Gen {
 	return gen
 }
 
-// readCounts are what the read loop counts.
+// readCounts are what the read loop counts that telemetry does not carry
+// (those it does are in tel).
 type readCounts struct {
-	samples    int64 // on-CPU samples accepted
-	bufferFull int64 // dropped at twice MaxBufferedSamples
-	execs      int64 // programs replaced by exec
-	// pidReused: samples of a process forked with a target's pid after
-	// the target exited, before discovery attached it (dropped).
-	pidReused int64
-	// Of the eBPF scheduler program's groups: those made off-CPU
-	// samples, those of them whose switch-out was not captured, and those
-	// of processes no longer attached (dropped).
-	offCPU, offCPUUncaptured, offCPUUnattached int64
-	unwind                                     UnwindStats
-	// unnamedThreads: threads seen while maxToName waited to be named,
-	// left unnamed.
-	unnamedThreads int64
+	execs  int64 // programs replaced by exec
+	unwind UnwindStats
 }
 
 func newEngine(opts Options, pl plan) *engine {
@@ -127,6 +120,7 @@ func newEngine(opts Options, pl plan) *engine {
 		procs:      pl.procs,
 		log:        opts.Logger,
 		clock:      clock.NewMapper(),
+		tel:        counter.NewSet(),
 		registry:   registry{live: map[int]*procState{}, all: map[procKey]*procState{}},
 		flush:      make(chan struct{}, 1),
 		rediscover: make(chan struct{}, 1),
@@ -171,7 +165,7 @@ func (e *engine) seeThread(st *procState, tid uint32) {
 		putBounded(st.localTids, tid, 0)
 	}
 	if len(e.toName) >= maxToName {
-		e.counts.unnamedThreads++
+		e.tel.Add(cUnnamedThreads, 1)
 		return
 	}
 	e.toName = append(e.toName, threadRef{st, tid})
@@ -191,7 +185,7 @@ func (e *engine) handle(rec *perf.Record) {
 		st := e.owner(s.Pid, s.Time)
 		if st == nil {
 			if e.live[int(s.Pid)] != nil {
-				e.counts.pidReused++
+				e.tel.Add(cPidReused, 1)
 			}
 			return
 		}
@@ -213,7 +207,7 @@ func (e *engine) handle(rec *perf.Record) {
 			default:
 			}
 			if e.buffered >= 2*max {
-				e.counts.bufferFull++
+				e.tel.Add(CountBufferFull, 1)
 				return
 			}
 		}
@@ -228,7 +222,7 @@ func (e *engine) handle(rec *perf.Record) {
 			e.queuePending(st, s)
 		}
 		e.buffered++
-		e.counts.samples++
+		e.tel.Add(cSamples, 1)
 		if e.sched != nil {
 			e.handleSched(rec, st)
 		}

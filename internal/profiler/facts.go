@@ -111,6 +111,7 @@ func (p *Profiler) factsWorker() {
 			return
 		case <-p.factsKick:
 			p.readThreadNames()
+			p.readNewContexts()
 		case done := <-p.factsNow:
 			p.readThreadNames()
 			p.readProcessContexts(false)
@@ -200,6 +201,7 @@ func (st *procState) processContext() map[string]any {
 func (e *engine) readProcessContexts(gone bool) {
 	var sts []*procState
 	e.mu.Lock()
+	e.toContext = nil // read here
 	if gone {
 		for _, st := range e.all {
 			sts = append(sts, st)
@@ -210,6 +212,22 @@ func (e *engine) readProcessContexts(gone bool) {
 		}
 	}
 	e.mu.Unlock()
+	e.readContexts(sts, gone)
+}
+
+// readNewContexts reads the process contexts of the images readSoon
+// queued.
+func (e *engine) readNewContexts() {
+	e.mu.Lock()
+	sts := e.toContext
+	e.toContext = nil
+	e.mu.Unlock()
+	e.readContexts(sts, false)
+}
+
+// readContexts reads the contexts of sts that are due (see
+// readProcessContexts).
+func (e *engine) readContexts(sts []*procState, gone bool) {
 	for _, st := range sts {
 		// At Close (gone) the span reader is closed already.
 		if !st.readProcessContext(e, gone) || gone || e.plan.contexts == nil {

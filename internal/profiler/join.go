@@ -62,10 +62,10 @@ type SpanCounts struct {
 // Stats.
 type JoinCounts struct {
 	Span int64 // linked to a span, by any source
-	// Read are the samples of Span by source: read in the process at the
-	// sample (SourceGoLabels, SourceThreadContext), or an ambiguous
-	// thread join's guess (SourceThreadLatest); the rest were joined by
-	// thread and time.
+	// Read are the samples of Span by source: joined by thread and time
+	// (SourceThread), read in the process at the sample (SourceGoLabels,
+	// SourceThreadContext), or an ambiguous thread join's guess
+	// (SourceThreadLatest).
 	Read   [4]int64
 	NoSpan int64 // no span covered the sample on its thread, or the process said it ran none
 	// Ambiguous samples were left unlinked: spans that are not one line of
@@ -145,12 +145,12 @@ func (e *engine) AddSpans(spans []Span) SpanCounts {
 			c.Invalid++
 		}
 	}
-	e.spanCounts.Indexed += c.Indexed
-	e.spanCounts.Late += c.Late
-	e.spanCounts.OverLimit += c.OverLimit
-	e.spanCounts.Invalid += c.Invalid
-	e.spanCounts.Unmapped += c.Unmapped
-	e.spanCounts.Future += c.Future
+	e.tel.Add(cSpansIndexed, c.Indexed)
+	e.tel.Add(cSpansLate, c.Late)
+	e.tel.Add(cSpansOverLimit, c.OverLimit)
+	e.tel.Add(cSpansInvalid, c.Invalid)
+	e.tel.Add(cSpansUnmapped, c.Unmapped)
+	e.tel.Add(cSpansFuture, c.Future)
 	return c
 }
 
@@ -246,7 +246,7 @@ type joined struct {
 // the thread at once, none (a wrong link misleads more than a missing
 // one). It changes neither b nor st. Called with spansMu held, not mu:
 // the samples of b are the caller's now.
-func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) joined {
+func (e *engine) join(st *procState, b *batch, watermark uint64) joined {
 	links := make([]Link, len(b.samples))
 	var cpu []uint64
 	votes := map[int32]int{}
@@ -261,7 +261,7 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 			l.Worker = w
 		}
 		if s.time >= watermark {
-			c.Early++
+			e.tel.Add(CountJoinEarly, 1)
 			continue
 		}
 		// An off-CPU sample's time is its switch-out, where the
@@ -276,10 +276,9 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 				}
 				if !sc.CPUOnly {
 					if e.linkContext(l, sc) {
-						c.Span++
-						c.Read[sc.Source]++
+						e.tel.Add(cLinked[sc.Source], 1)
 					} else {
-						c.NoSpan++
+						e.tel.Add(cJoinNoSpan, 1)
 					}
 					continue
 				}
@@ -288,29 +287,28 @@ func (e *engine) join(st *procState, b *batch, watermark uint64, c *JoinCounts) 
 		sp, ambiguous := e.spans.Resolve(s.tid, s.time)
 		if ambiguous {
 			if !e.opts.LinkAmbiguous {
-				c.Ambiguous++
+				e.tel.Add(cJoinAmbiguous, 1)
 				continue
 			}
 			sp = e.spans.Lookup(s.tid, s.time)
 			if otherProcess(sp, st) {
-				c.OtherProcess++
+				e.tel.Add(cJoinOther, 1)
 				continue
 			}
-			c.Span++
-			c.Read[SourceThreadLatest]++
+			e.tel.Add(cLinked[SourceThreadLatest], 1)
 			e.link(l, sp)
 			l.Source = SourceThreadLatest
 			continue
 		}
 		if sp == nil {
-			c.NoSpan++
+			e.tel.Add(cJoinNoSpan, 1)
 			continue
 		}
 		if otherProcess(sp, st) {
-			c.OtherProcess++
+			e.tel.Add(cJoinOther, 1)
 			continue
 		}
-		c.Span++
+		e.tel.Add(cLinked[SourceThread], 1)
 		e.link(l, sp)
 		if sp.Resource >= 0 {
 			votes[sp.Resource]++

@@ -546,10 +546,22 @@ type EBPFStats struct {
 
 // Stats returns the counters.
 func (p *Profiler) Stats() Stats {
-	p.mu.Lock()
-	s := Stats{Processes: p.attached, Samples: p.counts.samples, BufferFull: p.counts.bufferFull, Execs: p.counts.execs, PidReused: p.counts.pidReused, ProcessesHeld: len(p.all), UnnamedThreads: p.counts.unnamedThreads}
+	t := p.tel
+	s := Stats{Processes: int(t.Load(cProcesses)), Samples: t.Load(cSamples), BufferFull: t.Load(CountBufferFull),
+		PidReused: t.Load(cPidReused), UnnamedThreads: t.Load(cUnnamedThreads)}
 	s.OffCPU = OffCPUStats{Kernel: p.plan.schedKernel, Perf: p.sched != nil, Reason: p.plan.schedErr,
-		Samples: p.counts.offCPU, Uncaptured: p.counts.offCPUUncaptured, Unattached: p.counts.offCPUUnattached}
+		Samples: t.Load(cOffCPU) + t.Load(cOffCPUEarlier), Uncaptured: t.Load(cOffCPUEarlier), Unattached: t.Load(cOffCPUUnattach)}
+	s.Spans = SpanCounts{Indexed: t.Load(cSpansIndexed), Late: t.Load(cSpansLate), OverLimit: t.Load(cSpansOverLimit),
+		Invalid: t.Load(cSpansInvalid), Future: t.Load(cSpansFuture), Unmapped: t.Load(cSpansUnmapped), Unmatched: t.Load(cSpansUnmatched)}
+	s.Joins = JoinCounts{NoSpan: t.Load(cJoinNoSpan), Ambiguous: t.Load(cJoinAmbiguous), Early: t.Load(CountJoinEarly), OtherProcess: t.Load(cJoinOther)}
+	for src, d := range cLinked {
+		s.Joins.Read[src] = t.Load(d)
+		s.Joins.Span += s.Joins.Read[src]
+	}
+	s.JIT = JITStats{Older: t.Load(cJITOlder), Later: t.Load(cJITLater), Unnamed: t.Load(cJITUnnamed)}
+	s.JIT.Frames = t.Load(cJITNewest) + s.JIT.Older + s.JIT.Later + s.JIT.Unnamed
+	p.mu.Lock()
+	s.Execs, s.ProcessesHeld = p.counts.execs, len(p.all)
 	s.Unwind = p.counts.unwind
 	s.Unwind.Mode = p.opts.Unwind
 	if p.opts.Unwind != UnwindFramePointer {
@@ -557,14 +569,13 @@ func (p *Profiler) Stats() Stats {
 	}
 	p.mu.Unlock()
 	p.spansMu.Lock()
-	s.Spans, s.Joins, s.SpansHeld = p.spanCounts, p.joinCounts, p.spans.Len()
+	s.SpansHeld = p.spans.Len()
 	p.spansMu.Unlock()
 	s.Source = p.src.Stats()
 	s.Symbols = p.syms.stats()
 	if pf, ok := p.plan.procs.(procfs); ok {
 		s.Discovery = pf.stats()
 	}
-	s.JIT = p.syms.jitStats()
 	s.Limits = p.opts.Limits.Counts()
 	s.EBPF.Reason = p.plan.ebpfErr
 	if p.plan.labels != nil {
@@ -588,7 +599,7 @@ func (p *Profiler) Close() ([]Snapshot, error) {
 			st.gone = true
 			delete(p.live, pid)
 		}
-		p.attached = 0
+		p.tel.Store(cProcesses, 0)
 		p.mu.Unlock()
 		p.settle()
 		snaps = p.Take(true)

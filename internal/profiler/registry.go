@@ -21,9 +21,8 @@ import (
 
 // registry holds the process images. Guarded by engine.mu.
 type registry struct {
-	live     map[int]*procState     // the process that has each pid now
-	all      map[procKey]*procState // every process with samples to report, live or not
-	attached int                    // processes attached now
+	live map[int]*procState     // the process that has each pid now
+	all  map[procKey]*procState // every process with samples to report, live or not
 }
 
 // procKey names one process image: a pid is reused by later processes
@@ -114,7 +113,7 @@ func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
 			return old, false
 		}
 		old.gone = true // pid reused: the old process has exited
-		e.attached--
+		e.tel.Add(cProcesses, -1)
 	}
 	// Spans that named the pid before p started named another process.
 	e.spansMu.Lock() // after mu, as everywhere
@@ -139,7 +138,8 @@ func (e *engine) addProcess(p perf.Process, ident Identity) (*procState, bool) {
 	}
 	e.live[p.Pid] = st
 	e.all[st.key] = st
-	e.attached++
+	e.tel.Add(cProcesses, 1)
+	e.readSoon(st)
 	return st, true
 }
 
@@ -149,7 +149,7 @@ func (e *engine) dropProcess(st *procState) {
 	defer e.mu.Unlock()
 	if e.live[st.key.pid] == st {
 		delete(e.live, st.key.pid)
-		e.attached--
+		e.tel.Add(cProcesses, -1)
 		e.ids.remove(st.key.pid)
 	}
 	if len(st.batch.samples) == 0 {
@@ -180,7 +180,7 @@ func (e *engine) releaseProcess(pid int) bool {
 	}
 	delete(e.live, pid)
 	st.gone = true
-	e.attached--
+	e.tel.Add(cProcesses, -1)
 	e.ids.remove(pid)
 	// The name its spans gave it goes with it; its last samples keep it.
 	e.spansMu.Lock() // after mu, as everywhere
@@ -326,6 +326,16 @@ func (e *engine) exec(old *procState, comm string, t uint64) {
 	// Its executable is read by the facts worker, off the read loop;
 	// until then it is the one before the exec.
 	e.toExe = append(e.toExe, st)
+	e.readSoon(st)
+}
+
+// readSoon has the facts worker read the process context of an image
+// attached or exec'd now, rather than at its next pass, so that its first
+// report names its service. Called with mu held.
+func (e *engine) readSoon(st *procState) {
+	if len(e.toContext) < maxToName {
+		e.toContext = append(e.toContext, st)
+	}
 	select {
 	case e.factsKick <- struct{}{}:
 	default:

@@ -30,7 +30,6 @@ type symbols struct {
 	kernel   *symbolize.Kernel
 	chainBuf []uint64
 	leafBuf  [8]byte
-	jit      JITStats // cumulative
 
 	wake chan struct{} // kicks the worker: a memory map changed
 }
@@ -290,13 +289,6 @@ func (j *JITStats) add(o JITStats) {
 	j.Unnamed += o.Unnamed
 }
 
-// addJIT adds the JIT frame counts of a report.
-func (s *symbols) addJIT(j JITStats) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.jit.add(j)
-}
-
 // locations resolves one raw chain, its JIT code as the perf map stood at
 // gen. Every address but the leaf is a return address: it is looked up one
 // byte earlier, inside the call instruction, so that the caller's line is
@@ -375,13 +367,6 @@ func (r *resolver) pcs(chains [][]uint64) []uint64 {
 	}
 	slices.Sort(pcs)
 	return slices.Compact(pcs)
-}
-
-// jitStats returns the JIT frame counters.
-func (s *symbols) jitStats() JITStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.jit
 }
 
 // stats returns the counters of the symbol cache.

@@ -90,11 +90,10 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	e.windowA = windowB
 	e.mu.Unlock()
 
-	var jc JoinCounts
 	e.spansMu.Lock()
 	for i := range out {
 		t := &out[i]
-		t.joined = e.join(t.st, t.b, watermark, &jc)
+		t.joined = e.join(t.st, t.b, watermark)
 		if t.joined.resource >= 0 {
 			t.st.resource = t.joined.resource
 		}
@@ -102,7 +101,7 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	}
 	if !final {
 		_, unmatched := e.spans.Forget(watermark)
-		e.spanCounts.Unmatched += int64(unmatched)
+		e.tel.Add(cSpansUnmatched, int64(unmatched))
 		e.watermark = watermark
 	}
 	if e.contexts != nil {
@@ -110,14 +109,6 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 		e.contexts.forget(cut - min(cut, contextGrace))
 		e.contexts.mu.Unlock()
 	}
-	e.joinCounts.Span += jc.Span
-	for i, n := range jc.Read {
-		e.joinCounts.Read[i] += n
-	}
-	e.joinCounts.NoSpan += jc.NoSpan
-	e.joinCounts.Ambiguous += jc.Ambiguous
-	e.joinCounts.Early += jc.Early
-	e.joinCounts.OtherProcess += jc.OtherProcess
 	e.spansMu.Unlock()
 
 	// Symbolize without either lock: the read loop and span ingest go on.
@@ -158,7 +149,10 @@ func (e *engine) take(now, watermark uint64, final bool) []Snapshot {
 	if len(hold) > 0 {
 		e.held = append(e.held, hold...)
 	}
-	e.syms.addJIT(jit)
+	e.tel.Add(cJITNewest, jit.Frames-jit.Older-jit.Later-jit.Unnamed)
+	e.tel.Add(cJITOlder, jit.Older)
+	e.tel.Add(cJITLater, jit.Later)
+	e.tel.Add(cJITUnnamed, jit.Unnamed)
 	e.syms.trim()
 	return snaps
 }
@@ -279,7 +273,7 @@ func (e *engine) dropReused(st *procState, b *batch) *batch {
 	if n == len(b.samples) {
 		return b
 	}
-	e.counts.pidReused += int64(len(b.samples) - n)
+	e.tel.Add(cPidReused, int64(len(b.samples)-n))
 	if n == 0 {
 		return nil
 	}

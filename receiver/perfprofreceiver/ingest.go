@@ -120,15 +120,12 @@ func (r *perfprofReceiver) indexSpans(td ptrace.Traces) {
 			}
 		}
 	}
+	// The engine counts the outcomes of the spans it was given.
 	c := r.prof.AddSpans(spans)
+	r.flushCounts()
 	ctx := context.Background()
-	for _, o := range []struct {
-		n       int64
-		outcome string
-	}{{c.Indexed, "indexed"}, {noThread, "no_thread_id"}, {c.Late, "late"}, {c.OverLimit, "over_limit"}, {c.Invalid, "invalid"}, {c.Future, "future"}, {c.Unmapped, "unmapped"}} {
-		if o.n > 0 {
-			r.telemetry.ReceiverPerfprofSpans.Add(ctx, o.n, metric.WithAttributes(attribute.String("outcome", o.outcome)))
-		}
+	if noThread > 0 {
+		r.telemetry.ReceiverPerfprofSpans.Add(ctx, noThread, metric.WithAttributes(attribute.String("outcome", "no_thread_id")))
 	}
 	for _, b := range []struct {
 		n    int64

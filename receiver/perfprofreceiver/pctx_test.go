@@ -55,12 +55,11 @@ func TestResourceFromProcessContext(t *testing.T) {
 // the process context gets its service.name on profiles seconds after it
 // publishes, not at the next full re-read (processContextInterval, 10 s).
 // The publisher publishes 1.5 s after it started; reads that find nothing
-// are tried again after 1 s, then 2 s.
+// are tried again after 1 s, 2 s, 4 s.
 func TestResourcePublishedLate(t *testing.T) {
 	requirePerf(t)
 	bin := testchild.OTelCtxPublisher(t)
 	child := testchild.Start(t, bin, "work", "late", filepath.Join(t.TempDir(), "truth"))
-	start := time.Now()
 	cfg := createDefaultConfig()
 	cfg.Targets.Pids = []int{child.Pid}
 	cfg.Frequency = 499
@@ -68,6 +67,7 @@ func TestResourcePublishedLate(t *testing.T) {
 	cfg.Correlation.Window = 0
 	sink := new(consumertest.ProfilesSink)
 	r := startReceiver(t, cfg, sink)
+	start := time.Now()
 	named := func() bool {
 		for _, pd := range sink.AllProfiles() {
 			for i := 0; i < pd.ResourceProfiles().Len(); i++ {
@@ -81,8 +81,10 @@ func TestResourcePublishedLate(t *testing.T) {
 	require.Eventually(t, named, 15*time.Second, 50*time.Millisecond, "no profile with a service.name")
 	took := time.Since(start)
 	require.NoError(t, r.Shutdown(context.Background()))
-	t.Logf("service.name on a profile %v after the start; published at 1.5 s", took.Round(time.Millisecond))
-	require.Less(t, took, 6*time.Second, "a late publication waited for the full re-read")
+	t.Logf("service.name on a profile %v after the receiver started; published 1.5 s after the publisher did", took.Round(time.Millisecond))
+	// The first read, at the start, finds nothing: without the retry
+	// the next is processContextInterval (10 s) later.
+	require.Less(t, took, 8*time.Second, "a late publication waited for the full re-read")
 }
 
 // TestThreadContextLinks: the receiver links the samples of a process that

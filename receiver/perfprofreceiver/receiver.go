@@ -17,10 +17,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perfprof/perfprof/internal/clock"
-	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/counter"
+	"github.com/perfprof/perfprof/internal/counter/instruments"
 	"github.com/perfprof/perfprof/internal/perf"
 	"github.com/perfprof/perfprof/internal/profiler"
-	"github.com/perfprof/perfprof/internal/unwind"
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 )
@@ -55,8 +55,8 @@ type perfprofReceiver struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	statsMu sync.Mutex
-	last    profiler.Stats // already turned into telemetry
+	statsMu     sync.Mutex
+	instruments *instruments.Bound // the engine's counts, bound to telemetry
 }
 
 func newReceiver(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) {
@@ -64,11 +64,16 @@ func newReceiver(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) 
 	if err != nil {
 		return nil, fmt.Errorf("create perfprof telemetry: %w", err)
 	}
+	inst, err := instruments.Bind(tb, "receiver_perfprof_")
+	if err != nil {
+		return nil, fmt.Errorf("create perfprof telemetry: %w", err)
+	}
 	return &perfprofReceiver{
-		cfg:       cfg,
-		set:       set,
-		log:       set.Logger,
-		telemetry: tb,
+		cfg:         cfg,
+		set:         set,
+		log:         set.Logger,
+		telemetry:   tb,
+		instruments: inst,
 	}, nil
 }
 
@@ -180,101 +185,43 @@ func (r *perfprofReceiver) emit(ctx context.Context, snaps []profiler.Snapshot) 
 func (r *perfprofReceiver) recordStats() {
 	r.statsMu.Lock()
 	defer r.statsMu.Unlock()
-	st := r.prof.Stats()
-	last := r.last
-	r.last = st
-	ctx := context.Background()
-	add := func(c metric.Int64Counter, d int64, kv ...string) {
-		if d <= 0 {
-			return
-		}
-		attrs := make([]attribute.KeyValue, 0, len(kv)/2)
-		for i := 0; i+1 < len(kv); i += 2 {
-			attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
-		}
-		c.Add(ctx, d, metric.WithAttributes(attrs...))
-	}
-	tb := r.telemetry
-	if d := st.Processes - last.Processes; d != 0 {
-		tb.ReceiverPerfprofProcesses.Add(ctx, int64(d))
-	}
-	add(tb.ReceiverPerfprofSamples, st.Samples-last.Samples)
-	add(tb.ReceiverPerfprofDroppedSamples, st.BufferFull-last.BufferFull, "reason", "buffer_full")
-	add(tb.ReceiverPerfprofDroppedSamples, int64(st.Source.Corrupt-last.Source.Corrupt), "reason", "corrupt")
-	add(tb.ReceiverPerfprofLostRecords, int64(st.Source.Lost-last.Source.Lost))
-	others := []profiler.LinkSource{profiler.SourceGoLabels, profiler.SourceThreadContext, profiler.SourceThreadLatest}
-	byThread := func(j profiler.JoinCounts) int64 {
-		n := j.Span
-		for _, src := range others {
-			n -= j.Read[src]
-		}
-		return n
-	}
-	add(tb.ReceiverPerfprofEmittedSamples, byThread(st.Joins)-byThread(last.Joins), "join", "span", "source", profiler.SourceThread.String())
-	for _, src := range others {
-		add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Read[src]-last.Joins.Read[src], "join", "span", "source", src.String())
-	}
-	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.NoSpan-last.Joins.NoSpan, "join", "no_span")
-	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Ambiguous-last.Joins.Ambiguous, "join", "ambiguous")
-	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.Early-last.Joins.Early, "join", "early")
-	add(tb.ReceiverPerfprofEmittedSamples, st.Joins.OtherProcess-last.Joins.OtherProcess, "join", "other_process")
-	add(tb.ReceiverPerfprofDroppedSamples, st.PidReused-last.PidReused, "reason", "pid_reused")
-	add(tb.ReceiverPerfprofSpansUnmatched, st.Spans.Unmatched-last.Spans.Unmatched)
-	prog, lastProg := st.EBPF.Program, last.EBPF.Program
-	add(tb.ReceiverPerfprofEbpfRecordsDropped, int64(prog.Dropped-lastProg.Dropped))
-	add(tb.ReceiverPerfprofEbpfRuns, int64(prog.RunCount-lastProg.RunCount))
-	add(tb.ReceiverPerfprofEbpfRunTime, int64(prog.RunTime-lastProg.RunTime))
-	off, lastOff := st.OffCPU, last.OffCPU
-	add(tb.ReceiverPerfprofOffCPUSamples, (off.Samples-off.Uncaptured)-(lastOff.Samples-lastOff.Uncaptured), "stack", "switch_out")
-	add(tb.ReceiverPerfprofOffCPUSamples, off.Uncaptured-lastOff.Uncaptured, "stack", "earlier_switch_out")
-	add(tb.ReceiverPerfprofOffCPUDropped, int64(prog.SchedDropped-lastProg.SchedDropped), "reason", "ring_full")
-	add(tb.ReceiverPerfprofOffCPUDropped, off.Unattached-lastOff.Unattached, "reason", "not_attached")
-	add(tb.ReceiverPerfprofOffCPUDropped, int64(prog.SchedNoState-lastProg.SchedNoState), "reason", "no_thread_state")
-	add(tb.ReceiverPerfprofOffCPUHeld, int64(prog.SchedDeferred-lastProg.SchedDeferred), "reason", "max_rate")
-	add(tb.ReceiverPerfprofOffCPUHeld, int64(prog.SchedShort-lastProg.SchedShort), "reason", "below_min_block")
-	add(tb.ReceiverPerfprofSchedSwitchOuts, int64(prog.SchedCaptured-lastProg.SchedCaptured), "stack", "read")
-	add(tb.ReceiverPerfprofSchedSwitchOuts, int64(prog.SchedUncaptured-lastProg.SchedUncaptured), "stack", "not_read")
-	unw, lastUnw := st.Unwind, last.Unwind
-	add(tb.ReceiverPerfprofUnwoundSamples, unw.Complete-lastUnw.Complete, "result", "complete")
-	add(tb.ReceiverPerfprofUnwoundSamples, unw.Spliced-lastUnw.Spliced, "result", "spliced")
-	// Samples unwound after waiting for their tables count under the
-	// result of their unwinding; pending are those never unwound.
-	add(tb.ReceiverPerfprofUnwoundSamples, unw.PendingUnread-lastUnw.PendingUnread, "result", "pending")
-	add(tb.ReceiverPerfprofUnwoundSamples, unw.PendingOverflow-lastUnw.PendingOverflow, "result", "pending_overflow")
-	add(tb.ReceiverPerfprofUnwoundSamples, unw.NoUserStack-lastUnw.NoUserStack, "result", "no_user_stack")
-	for stop := range unw.Stopped {
-		if stop != int(unwind.StopEnd) {
-			add(tb.ReceiverPerfprofUnwoundSamples, unw.Stopped[stop]-lastUnw.Stopped[stop], "result", unwind.Stop(stop).String())
-		}
-	}
-	jit, lastJIT := st.JIT, last.JIT
-	add(tb.ReceiverPerfprofJitFrames, (jit.Frames-jit.Older-jit.Later-jit.Unnamed)-(lastJIT.Frames-lastJIT.Older-lastJIT.Later-lastJIT.Unnamed), "naming", "newest")
-	add(tb.ReceiverPerfprofJitFrames, jit.Older-lastJIT.Older, "naming", "older")
-	add(tb.ReceiverPerfprofJitFrames, jit.Later-lastJIT.Later, "naming", "later")
-	add(tb.ReceiverPerfprofJitFrames, jit.Unnamed-lastJIT.Unnamed, "naming", "unnamed")
-	for k := range limits.NumKinds {
-		add(tb.ReceiverPerfprofTargetLimits, st.Limits[k]-last.Limits[k], "bound", k.String())
-	}
+	r.prof.StoreTotals()
+	r.flushCounts()
+}
 
-	if d := st.BufferFull - last.BufferFull; d > 0 {
+// flushCounts moves what the engine counted since the last flush into the
+// collector's telemetry, and logs losses. Span ingest calls it after each
+// request, so that the outcomes of spans show as they arrive.
+func (r *perfprofReceiver) flushCounts() {
+	ctx := context.Background()
+	r.prof.Counts().Flush(func(d *counter.Def, n int64) {
+		r.instruments.Add(ctx, d, n)
+		if n > 0 {
+			r.logLoss(d, n)
+		}
+	})
+}
+
+// logLoss logs the losses a user can act on.
+func (r *perfprofReceiver) logLoss(d *counter.Def, n int64) {
+	switch d {
+	case profiler.CountBufferFull:
 		r.log.Warn("Samples dropped: twice correlation.max_buffered_samples were waiting for their spans",
-			zap.Int64("dropped", d), zap.Int("max_buffered_samples", r.cfg.Correlation.MaxBufferedSamples))
-	}
-	if d := st.Source.Lost - last.Source.Lost; d > 0 {
+			zap.Int64("dropped", n), zap.Int("max_buffered_samples", r.cfg.Correlation.MaxBufferedSamples))
+	case profiler.CountLost:
 		r.log.Warn("The kernel dropped perf records: a ring was full. Raise ring_pages or lower frequency.",
-			zap.Uint64("lost", d), zap.Uint64("lost_total", st.Source.Lost))
-	}
-	if d := prog.Dropped - lastProg.Dropped; d > 0 && lastProg.Dropped == 0 {
-		r.log.Warn("The eBPF programs' ring buffer was full: some samples are joined by thread and time instead of the span read at the sample",
-			zap.Uint64("dropped", d))
-	}
-	if d := prog.SchedDropped - lastProg.SchedDropped; d > 0 {
+			zap.Int64("lost", n), zap.Int64("lost_total", r.prof.Counts().Load(d)))
+	case profiler.CountEBPFDropped:
+		if r.prof.Counts().Load(d) == n { // the first time only
+			r.log.Warn("The eBPF programs' ring buffer was full: some samples are joined by thread and time instead of the span read at the sample",
+				zap.Int64("dropped", n))
+		}
+	case profiler.CountOffCPURingFull:
 		r.log.Warn("The eBPF scheduler program's ring buffer was full: off-CPU time was lost",
-			zap.Uint64("records", d), zap.Uint64("records_total", prog.SchedDropped))
-	}
-	if d := st.Joins.Early - last.Joins.Early; d > 0 {
+			zap.Int64("records", n), zap.Int64("records_total", r.prof.Counts().Load(d)))
+	case profiler.CountJoinEarly:
 		r.log.Warn("Samples emitted before their spans could arrive: correlation.max_buffered_samples reached",
-			zap.Int64("samples", d), zap.Int("max_buffered_samples", r.cfg.Correlation.MaxBufferedSamples))
+			zap.Int64("samples", n), zap.Int("max_buffered_samples", r.cfg.Correlation.MaxBufferedSamples))
 	}
 }
 

@@ -45,6 +45,7 @@ type TelemetryBuilder struct {
 	ReceiverPerfprofSpans              metric.Int64Counter
 	ReceiverPerfprofSpansUnmatched     metric.Int64Counter
 	ReceiverPerfprofTargetLimits       metric.Int64Counter
+	ReceiverPerfprofUnnamedThreads     metric.Int64Counter
 	ReceiverPerfprofUnwoundSamples     metric.Int64Counter
 }
 
@@ -189,6 +190,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_target_limits",
 		metric.WithDescription("Times a target's data reached a bound and was left out, by bound (file_refused, a file the target names that is not a regular file - a FIFO, a device - or leads out of its root; file_too_large, a file or /proc entry over what is read; dwarf_depth, DWARF nested deeper than the walk goes; type_cycle, Go runtime types that refer to themselves or nest too deep; perf_map_symbols, a perf map over its bound of lines or bytes; line_rows, a line table over its bound of rows; compressed_section, a section that decompresses past its bound; attach_reply, a JVM attach reply too large, too slow or malformed; span_future, a span whose end lies further ahead than the join waits). What reached the bound loses its symbols or contexts; the rest of the target, and every other target, is profiled. Each bound is logged once per binary or process. [Development]"),
 		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofUnnamedThreads, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_unnamed_threads",
+		metric.WithDescription("Threads of targets left without a name (thread.name) because 16 384 other threads were waiting to be named when they were first seen (a fork storm); their samples are profiled and keep their thread.id. [Development]"),
+		metric.WithUnit("{thread}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofUnwoundSamples, err = builder.meter.Int64Counter(

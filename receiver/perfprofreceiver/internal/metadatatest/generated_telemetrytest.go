@@ -325,6 +325,22 @@ func AssertEqualReceiverPerfprofTargetLimits(t *testing.T, tt *componenttest.Tel
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualReceiverPerfprofUnnamedThreads(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_unnamed_threads",
+		Description: "Threads of targets left without a name (thread.name) because 16 384 other threads were waiting to be named when they were first seen (a fork storm); their samples are profiled and keep their thread.id. [Development]",
+		Unit:        "{thread}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_unnamed_threads")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverPerfprofUnwoundSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_unwound_samples",

@@ -38,6 +38,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
 	tb.ReceiverPerfprofTargetLimits.Add(context.Background(), 1)
+	tb.ReceiverPerfprofUnnamedThreads.Add(context.Background(), 1)
 	tb.ReceiverPerfprofUnwoundSamples.Add(context.Background(), 1)
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -94,6 +95,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofTargetLimits(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofUnnamedThreads(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofUnwoundSamples(t, testTel,

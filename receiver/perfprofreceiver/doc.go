@@ -8,7 +8,8 @@
 // options), lifecycle and the one instance its signals share (factory.go,
 // receiver.go), OTLP span ingest (ingest.go: pdata spans → the engine's
 // spans, passed on to the traces pipeline), the conversion of the engine's
-// snapshots to pdata profiles (profiles.go) and the collector's telemetry.
+// snapshots to pdata profiles (internal/pdataprofiles) and the collector's
+// telemetry.
 // The work (sampling, per-process state, off-CPU accounting, the join and
 // symbolization) is internal/profiler's.
 package perfprofreceiver // import "github.com/perfprof/perfprof/receiver/perfprofreceiver"

@@ -23,6 +23,7 @@ import (
 	"github.com/perfprof/perfprof/internal/unwind"
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/pdataprofiles"
 )
 
 // perfprofReceiver is one instance per component ID, shared by its signals:
@@ -157,10 +158,10 @@ func (r *perfprofReceiver) emit(ctx context.Context, snaps []profiler.Snapshot) 
 	if len(snaps) == 0 || r.profiles == nil {
 		return
 	}
-	pd, n := buildProfiles(snaps, profileParams{
-		frequency:      r.cfg.Frequency,
-		offCPUInterval: uint64(r.cfg.Sched.OffCPUInterval),
-		resource:       r.resource,
+	pd, n := pdataprofiles.Build(snaps, pdataprofiles.Params{
+		Frequency:      r.cfg.Frequency,
+		OffCPUInterval: uint64(r.cfg.Sched.OffCPUInterval),
+		Resource:       r.resource,
 	})
 	r.log.Debug("Emitting profiles", zap.Int("processes", len(snaps)), zap.Int("samples", n))
 	obs := r.obs["perf_event"]

@@ -24,6 +24,7 @@ import (
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/pdataprofiles"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/spanconv"
 )
 
 // perfprofReceiver is one instance per component ID, shared by its signals:
@@ -47,8 +48,9 @@ type perfprofReceiver struct {
 	source profiler.Records
 	procs  profiler.Procs
 
-	// resources are the span resources, which profiles name by handle.
-	resources resourceTable
+	// spanConv turns OTLP spans into the engine's, and holds the span
+	// resources, which profiles name by handle.
+	spanConv *spanconv.Converter
 
 	server *otlpserver.Server
 	obs    map[string]*receiverhelper.ObsReport // by transport
@@ -70,6 +72,7 @@ func newReceiver(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) 
 		set:       set,
 		log:       set.Logger,
 		telemetry: tb,
+		spanConv:  spanconv.New(cfg.Correlation.ThreadIDAttribute, cfg.Correlation.WorkerIDAttribute),
 	}, nil
 }
 
@@ -161,7 +164,7 @@ func (r *perfprofReceiver) emit(ctx context.Context, snaps []profiler.Snapshot) 
 	pd, n := pdataprofiles.Build(snaps, pdataprofiles.Params{
 		Frequency:      r.cfg.Frequency,
 		OffCPUInterval: uint64(r.cfg.Sched.OffCPUInterval),
-		Resource:       r.resource,
+		Resource:       r.spanConv.Resource,
 	})
 	r.log.Debug("Emitting profiles", zap.Int("processes", len(snaps)), zap.Int("samples", n))
 	obs := r.obs["perf_event"]

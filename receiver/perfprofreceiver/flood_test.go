@@ -37,6 +37,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/spanconv"
 )
 
 // spanCounter is a traces pipeline that keeps only the number of spans
@@ -507,10 +509,10 @@ func TestHugeValues(t *testing.T) {
 	assert.Equal(t, int64(requests), sumWhere(t, tt, "otelcol_receiver_perfprof_span_values_bounded", "kind", "resource"))
 	assert.Equal(t, int64(1), sumWhere(t, tt, "otelcol_receiver_perfprof_rejected_requests", "transport", "grpc", "reason", "too_large"))
 	assert.Equal(t, int64(1), sumWhere(t, tt, "otelcol_receiver_perfprof_rejected_requests", "transport", "http", "reason", "too_large"))
-	assert.Zero(t, r.resources.len(), "no outsize resource remembered")
+	assert.Zero(t, r.spanConv.Resources(), "no outsize resource remembered")
 	l, ok := linkAt(t, r, 100, uint64(t0.UnixNano())+1000)
 	require.True(t, ok, "the span is joined")
-	assert.Equal(t, big[:maxSpanName], l.Root, "held cut")
+	assert.Equal(t, big[:spanconv.MaxSpanName], l.Root, "held cut")
 	// Held whole, the names alone would be 16 MiB.
 	assert.Less(t, grown, int64(4<<20), "heap held after %d requests", requests)
 }

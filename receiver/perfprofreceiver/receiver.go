@@ -23,6 +23,8 @@ import (
 	"github.com/perfprof/perfprof/internal/profiler"
 	"github.com/perfprof/perfprof/pkg/otlpserver"
 	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/metadata"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/pdataprofiles"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/spanconv"
 )
 
 // perfprofReceiver is one instance per component ID, shared by its signals:
@@ -46,8 +48,9 @@ type perfprofReceiver struct {
 	source profiler.Records
 	procs  profiler.Procs
 
-	// resources are the span resources, which profiles name by handle.
-	resources resourceTable
+	// spanConv turns OTLP spans into the engine's, and holds the span
+	// resources, which profiles name by handle.
+	spanConv *spanconv.Converter
 
 	server *otlpserver.Server
 	obs    map[string]*receiverhelper.ObsReport // by transport
@@ -74,6 +77,7 @@ func newReceiver(cfg *Config, set receiver.Settings) (*perfprofReceiver, error) 
 		log:         set.Logger,
 		telemetry:   tb,
 		instruments: inst,
+		spanConv:    spanconv.New(cfg.Correlation.ThreadIDAttribute, cfg.Correlation.WorkerIDAttribute),
 	}, nil
 }
 
@@ -162,10 +166,10 @@ func (r *perfprofReceiver) emit(ctx context.Context, snaps []profiler.Snapshot) 
 	if len(snaps) == 0 || r.profiles == nil {
 		return
 	}
-	pd, n := buildProfiles(snaps, profileParams{
-		frequency:      r.cfg.Frequency,
-		offCPUInterval: uint64(r.cfg.Sched.OffCPUInterval),
-		resource:       r.resource,
+	pd, n := pdataprofiles.Build(snaps, pdataprofiles.Params{
+		Frequency:      r.cfg.Frequency,
+		OffCPUInterval: uint64(r.cfg.Sched.OffCPUInterval),
+		Resource:       r.spanConv.Resource,
 	})
 	r.log.Debug("Emitting profiles", zap.Int("processes", len(snaps)), zap.Int("samples", n))
 	obs := r.obs["perf_event"]

@@ -2,16 +2,15 @@ package perfprofreceiver
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/spanconv"
 )
 
 // TestNewestResourcesAreNamed: after spans of 5 000 processes, each with
@@ -34,7 +33,7 @@ func TestNewestResourcesAreNamed(t *testing.T) {
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr(convention.ServiceName, "newest")
 	td.ResourceSpans().At(0).Resource().Attributes().PutInt(convention.ProcessPid, 100)
 	r.indexSpans(td)
-	require.Equal(t, maxResources, r.resources.len())
+	require.Equal(t, spanconv.MaxResources, r.spanConv.Resources())
 	sc.sample(8, now-10*s) // no span on its thread
 	r.report(context.Background())
 	require.Len(t, sink.AllProfiles(), 1)
@@ -42,32 +41,4 @@ func TestNewestResourcesAreNamed(t *testing.T) {
 	svc, ok := attrs.Get(convention.ServiceName)
 	require.True(t, ok, "resource %v", attrs.AsRaw())
 	require.Equal(t, "newest", svc.Str())
-}
-
-// TestEvictedResourceHandle: a handle kept from before its resource made
-// room for another names none, not the resource now in its slot.
-func TestEvictedResourceHandle(t *testing.T) {
-	var tab resourceTable
-	res := func(i int) pcommon.Resource {
-		r := pcommon.NewResource()
-		r.Attributes().PutInt(convention.ProcessPid, int64(i))
-		return r
-	}
-	first := tab.intern("first", res(0))
-	for i := 1; i < maxResources; i++ {
-		tab.intern(fmt.Sprint(i), res(i))
-	}
-	require.Equal(t, first, tab.intern("first", res(0)), "interned again: same handle")
-	h := tab.intern("new", res(-1)) // evicts "1", the least recently interned
-	got, ok := tab.get(h)
-	require.True(t, ok)
-	pid, _ := got.Attributes().Get(convention.ProcessPid)
-	require.Equal(t, int64(-1), pid.Int())
-	_, ok = tab.get(first)
-	require.True(t, ok, "interned recently: kept")
-	// The evicted "1" held the slot "new" has now.
-	old := h&(maxResources-1) | (h>>resourceSlotBits-1)<<resourceSlotBits
-	_, ok = tab.get(old)
-	require.False(t, ok, "the evicted resource's handle names none")
-	require.Equal(t, maxResources, tab.len())
 }

@@ -1,4 +1,9 @@
-package perfprofreceiver
+// Package pdataprofiles is the receiver's codec of profiles: it writes
+// the engine's snapshots (profiler.Snapshot) as pdata profiles, one
+// ResourceProfiles per process sharing one dictionary, through
+// pkg/pprofiledict's builder. It is apart from the receiver so that the
+// conversion can be tested and measured without a collector component.
+package pdataprofiles // import "github.com/perfprof/perfprof/receiver/perfprofreceiver/internal/pdataprofiles"
 
 import (
 	"crypto/rand"
@@ -14,12 +19,12 @@ import (
 	"github.com/perfprof/perfprof/pkg/pprofiledict"
 )
 
-// profileParams are the fixed parts of every profile.
-type profileParams struct {
-	frequency      uint64
-	offCPUInterval uint64
-	// resource returns the span resource of a handle (Snapshot.Resource).
-	resource func(h int32) (pcommon.Resource, bool)
+// Params are the fixed parts of every profile.
+type Params struct {
+	Frequency      uint64
+	OffCPUInterval uint64
+	// Resource returns the span resource of a handle (Snapshot.Resource).
+	Resource func(h int32) (pcommon.Resource, bool)
 }
 
 // dict is a pprofiledict.Builder with caches in front of it keyed by the
@@ -84,11 +89,11 @@ func (t *dict) stack(locs []*profiler.Location) int32 {
 	return t.Stack(t.stackBuf)
 }
 
-// buildProfiles turns the snapshots of one report into OTLP profiles: one
+// Build turns the snapshots of one report into OTLP profiles: one
 // ResourceProfiles per process, sharing one dictionary. Samples with the
 // same stack and attributes are merged into one Sample that keeps every
 // timestamp (and a value of 1 per timestamp).
-func buildProfiles(snaps []profiler.Snapshot, p profileParams) (pprofile.Profiles, int) {
+func Build(snaps []profiler.Snapshot, p Params) (pprofile.Profiles, int) {
 	out := pprofile.NewProfiles()
 	t := newDict(out.Dictionary())
 	total := 0
@@ -107,8 +112,8 @@ func buildProfiles(snaps []profiler.Snapshot, p profileParams) (pprofile.Profile
 				res.Clear()
 			}
 		}
-		if p.resource != nil {
-			if r, ok := p.resource(s.Resource); ok {
+		if p.Resource != nil {
+			if r, ok := p.Resource(s.Resource); ok {
 				for k, v := range r.Attributes().All() {
 					v.CopyTo(res.PutEmpty(k))
 				}
@@ -142,7 +147,7 @@ func buildProfiles(snaps []profiler.Snapshot, p profileParams) (pprofile.Profile
 // merges the perf samples of one stack, thread, CPU, span and CPU delta.
 // Off-CPU: sample type off_cpu/nanoseconds, each value the off-CPU time of
 // one group, with thread.state blocked or runnable.
-func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p profileParams, off bool) int {
+func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p Params, off bool) int {
 	lo, hi, n := s.Start, s.End, 0
 	for i := range s.Samples {
 		r := &s.Samples[i]
@@ -162,9 +167,9 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p prof
 	_, _ = rand.Read(id[:])
 	prof.SetProfileID(id)
 	if off {
-		t.SetProfileType(prof, true, int64(p.offCPUInterval))
+		t.SetProfileType(prof, true, int64(p.OffCPUInterval))
 	} else {
-		t.SetProfileType(prof, false, int64(1_000_000_000/p.frequency))
+		t.SetProfileType(prof, false, int64(1_000_000_000/p.Frequency))
 	}
 	t.SetClockOffset(prof, int64(s.ClockOffset))
 	prof.SetTime(pcommon.Timestamp(lo))

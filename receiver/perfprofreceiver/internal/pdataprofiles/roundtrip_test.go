@@ -1,4 +1,4 @@
-package perfprofreceiver
+package pdataprofiles
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 )
 
 // rtProcess is what a snapshot says of a process, as values: what
-// buildProfiles writes and pprofiledict.Decode must give back.
+// Build writes and pprofiledict.Decode must give back.
 type rtProcess struct {
 	Resource    map[string]any
 	ClockOffset int64
@@ -56,13 +56,13 @@ func TestRoundTrip(t *testing.T) {
 	for seed := range uint64(cases) {
 		rng := rand.New(rand.NewPCG(seed, 28))
 		snaps, mono, resources := randomSnapshots(rng)
-		params := profileParams{frequency: 99, offCPUInterval: 10_000_000, resource: func(h int32) (pcommon.Resource, bool) {
+		params := Params{Frequency: 99, OffCPUInterval: 10_000_000, Resource: func(h int32) (pcommon.Resource, bool) {
 			if h < 0 || int(h) >= len(resources) {
 				return pcommon.Resource{}, false
 			}
 			return resources[h], true
 		}}
-		pd, _ := buildProfiles(snaps, params)
+		pd, _ := Build(snaps, params)
 		want := snapshotValues(snaps, mono, resources)
 		got := pdataValues(t, pprofiledict.Decode(pd))
 		require.Equal(t, want, got, "seed %d", seed)
@@ -180,7 +180,7 @@ func randomSnapshots(rng *rand.Rand) ([]profiler.Snapshot, [][]uint64, []pcommon
 	return snaps, mono, resources
 }
 
-// snapshotValues says what buildProfiles promises of snaps.
+// snapshotValues says what Build promises of snaps.
 func snapshotValues(snaps []profiler.Snapshot, mono [][]uint64, resources []pcommon.Resource) []rtProcess {
 	var out []rtProcess
 	for i := range snaps {

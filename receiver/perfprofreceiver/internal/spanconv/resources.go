@@ -1,4 +1,4 @@
-package perfprofreceiver
+package spanconv
 
 import (
 	"container/list"
@@ -7,12 +7,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// maxResources bounds the distinct span resources remembered for the
+// MaxResources bounds the distinct span resources remembered for the
 // profiles. A resource holds its process.pid, so every process that sends
 // spans brings a new one: past the bound, the resource interned least
 // recently makes room, and the handles of its spans and process name none
 // from then on (the process's next spans intern it again).
-const maxResources = 1 << resourceSlotBits
+const MaxResources = 1 << resourceSlotBits
 
 // resourceSlotBits are the low bits of a handle, its slot; the bits above
 // count the slot's reuses, so that a handle a span or process kept from
@@ -52,7 +52,7 @@ func (t *resourceTable) intern(key string, res pcommon.Resource) int32 {
 		t.byKey = map[string]int32{}
 	}
 	var i int32
-	if len(t.slots) < maxResources {
+	if len(t.slots) < MaxResources {
 		i = int32(len(t.slots))
 		t.slots = append(t.slots, resourceSlot{})
 		t.slots[i].el = t.lru.PushFront(i)
@@ -76,7 +76,7 @@ func (t *resourceTable) intern(key string, res pcommon.Resource) int32 {
 func (t *resourceTable) get(h int32) (pcommon.Resource, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := h & (maxResources - 1)
+	i := h & (MaxResources - 1)
 	if h < 0 || int(i) >= len(t.slots) || t.slots[i].gen != h>>resourceSlotBits {
 		return pcommon.Resource{}, false
 	}

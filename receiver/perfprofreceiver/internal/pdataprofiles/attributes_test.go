@@ -1,4 +1,4 @@
-package perfprofreceiver
+package pdataprofiles
 
 import (
 	"os"
@@ -18,7 +18,7 @@ import (
 // TestREADMEListsEveryAttribute builds profiles from a snapshot that takes
 // every branch of the conversion (on- and off-CPU, joined, with worker,
 // link source and CPU delta, a kernel location, GNU and Go build ids) and
-// checks that the README's attribute
+// checks that the receiver README's attribute
 // table lists exactly the keys that come out, so that it cannot drift.
 func TestREADMEListsEveryAttribute(t *testing.T) {
 	gnu := &symbolize.Mapping{Start: 0x1000, Limit: 0x2000, Path: "/usr/lib/libc.so.6", BuildID: "0123456789012345678901234567890123456789"}
@@ -39,7 +39,7 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 			{Time: 20, Weight: 10_000_000, Tid: 7, Stack: 0, State: sched.Blocked, Link: profiler.Link{Worker: -1}},
 		},
 	}
-	pd, n := buildProfiles([]profiler.Snapshot{snap}, profileParams{frequency: 99, offCPUInterval: 10_000_000})
+	pd, n := Build([]profiler.Snapshot{snap}, Params{Frequency: 99, OffCPUInterval: 10_000_000})
 	require.Equal(t, 2, n)
 	emitted := map[string]string{}
 	dict := pd.Dictionary()
@@ -72,14 +72,14 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 		}
 	}
 
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../README.md") // the receiver's
 	require.NoError(t, err)
 	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+)` \\| (resource|profile|sample|location|mapping) \\|")
 	listed := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
 		listed[m[1]] = m[2]
 	}
-	require.Equal(t, sorted(emitted), sorted(listed), "README attribute table (key and where) against what buildProfiles emits")
+	require.Equal(t, sorted(emitted), sorted(listed), "README attribute table (key and where) against what Build emits")
 }
 
 func forEachSample(p pprofile.Profile, fn func(pprofile.Sample)) {

@@ -12,10 +12,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/receiver/xreceiver"
 
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/testchild"
 )
+
+// profilePublisher starts the OTEP 4719 publisher burning the CPU, with
+// its process context published as pctx says, and a receiver profiling it
+// into the sink, reporting every 300 ms.
+func profilePublisher(t *testing.T, pctx string) (*testchild.Child, xreceiver.Profiles, *consumertest.ProfilesSink) {
+	requirePerf(t)
+	child := testchild.Start(t, testchild.OTelCtxPublisher(t), "work", pctx, filepath.Join(t.TempDir(), "truth"))
+	cfg := createDefaultConfig()
+	cfg.Targets.Pids = []int{child.Pid}
+	cfg.Frequency = 499
+	cfg.ReportInterval = 300 * time.Millisecond
+	cfg.Correlation.Window = 0
+	sink := new(consumertest.ProfilesSink)
+	return child, startReceiver(t, cfg, sink), sink
+}
 
 // TestResourceFromProcessContext: a process that publishes its resource
 // (OTEP 4719) and sends no span has its service.name on its profiles. The
@@ -23,16 +39,7 @@ import (
 // every millisecond, as in attach mode, may get no sample in a second from
 // per-CPU events, whose timer can keep missing its timer-driven wake-ups.
 func TestResourceFromProcessContext(t *testing.T) {
-	requirePerf(t)
-	bin := testchild.OTelCtxPublisher(t)
-	child := testchild.Start(t, bin, "work", "memfd", filepath.Join(t.TempDir(), "truth"))
-	cfg := createDefaultConfig()
-	cfg.Targets.Pids = []int{child.Pid}
-	cfg.Frequency = 499
-	cfg.ReportInterval = 300 * time.Millisecond
-	cfg.Correlation.Window = 0
-	sink := new(consumertest.ProfilesSink)
-	r := startReceiver(t, cfg, sink)
+	child, r, sink := profilePublisher(t, "memfd")
 	require.Eventually(t, func() bool { return sink.SampleCount() > 0 }, 20*time.Second, 50*time.Millisecond, "no profile")
 	require.NoError(t, r.Shutdown(context.Background()))
 
@@ -57,16 +64,7 @@ func TestResourceFromProcessContext(t *testing.T) {
 // The publisher publishes 1.5 s after it started; reads that find nothing
 // are tried again after 1 s, 2 s, 4 s.
 func TestResourcePublishedLate(t *testing.T) {
-	requirePerf(t)
-	bin := testchild.OTelCtxPublisher(t)
-	child := testchild.Start(t, bin, "work", "late", filepath.Join(t.TempDir(), "truth"))
-	cfg := createDefaultConfig()
-	cfg.Targets.Pids = []int{child.Pid}
-	cfg.Frequency = 499
-	cfg.ReportInterval = 300 * time.Millisecond
-	cfg.Correlation.Window = 0
-	sink := new(consumertest.ProfilesSink)
-	r := startReceiver(t, cfg, sink)
+	_, r, sink := profilePublisher(t, "late")
 	start := time.Now()
 	named := func() bool {
 		for _, pd := range sink.AllProfiles() {

@@ -23,9 +23,9 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/internal/clock"
+	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/counter"
 	"github.com/perfprof/perfprof/internal/counter/instruments"
-	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/segment"
 	"github.com/perfprof/perfprof/internal/wire"
 	"github.com/perfprof/perfprof/pkg/pprofiledict"

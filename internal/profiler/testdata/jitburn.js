@@ -3,8 +3,9 @@
 // (internal/profiler/jit_node_test.go). Run it as
 //
 //   node --perf-basic-prof --interpreted-frames-native-stack --logfile=/dev/null \
-//        --no-turbo-inlining --no-concurrent-recompilation \
-//        --turbo-filter=-burnGamma --sparkplug-filter=-burnGamma jitburn.js
+//        --no-turbo-inlining --no-maglev-inlining --no-concurrent-recompilation \
+//        --turbo-filter=-burnGamma --sparkplug-filter=-burnGamma \
+//        --maglev-filter=-burnGamma jitburn.js
 //
 // It prints "ready PID BETA_TID GAMMA_TID" once its worker threads run, then
 // waits for a line on stdin, so that the profiler sees it start like a
@@ -24,15 +25,16 @@
 //
 // Why the flags: --perf-basic-prof turns V8's own log on as well, which
 // --logfile=/dev/null keeps out of the working directory (isolate-*.log).
-// --no-turbo-inlining keeps each burn function in its own code: inlined
-// into its caller it would run under the caller's name, as the perf map
-// has no inlining information. --no-concurrent-recompilation
+// --no-turbo-inlining and --no-maglev-inlining keep each burn function in
+// its own code: inlined into its caller it would run under the caller's
+// name, as the perf map has no inlining information (Maglev, on from
+// Node.js 22, inlines burnGamma into chunk otherwise). --no-concurrent-recompilation
 // optimizes a function on its own thread, so that after a deoptimization
 // (see below) it runs optimized again within milliseconds even on a busy
 // machine: a background compile waits for a CPU, and meanwhile the function
 // runs as Sparkplug code, whose leaves are builtins of node, not the
-// function. The filters keep burnGamma out of TurboFan and Sparkplug
-// without disabling its optimization (%NeverOptimizeFunction would, and V8
+// function. The filters keep burnGamma out of TurboFan, Maglev and
+// Sparkplug without disabling its optimization (%NeverOptimizeFunction would, and V8
 // then logs it as "JS:burnGamma", without the "~").
 //
 // Why the churn: V8 puts new code in code-space memory freed by the GC, so

@@ -7,7 +7,11 @@
 //   - the thread context of OTEP 4947: the ELF thread-local variable
 //     otel_thread_ctx_v1, a pointer to a record holding the thread's active
 //     trace id, span id, trace flags and a few attributes; see
-//     [ThreadContext], [LocateTLS] and [ParseRecord].
+//     [ThreadContext], [LocateTLS] and [ParseRecord];
+//   - the same record in a Node.js process (schema nodejs_v1_dev), reached
+//     from the discovery struct otel_thread_ctx_nodejs_v1 through V8's
+//     AsyncContextFrame; see [NodeRecord] (the walk alone, for now: the
+//     readers of processes and of samples do not use it yet).
 //
 // It is the reference and test oracle for the eBPF reader, which reads the
 // same bytes at sample time: [TLSVar] is what that program needs per process

@@ -18,7 +18,7 @@ NODE24    := $(TOOLS)/node24/installed-$(NODE24_VER)
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
-.PHONY: all run build build-k8s demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps node24
+.PHONY: all run build build-k8s demo test bench e2e soak generate generate-bpf tools fmt vet clean overhead cost browser-deps node24 node-deps
 
 all: build
 
@@ -67,7 +67,7 @@ run: build
 ## test: every test, including the end-to-end test that builds the collector with ocb.
 ## One package at a time (-p 1): tests that measure CPU shares of real processes must
 ## not share the 2 CPUs with each other or with the e2e test's collector build.
-test: $(OCB) browser-deps $(NODE24)
+test: $(OCB) browser-deps node-deps $(NODE24)
 	@# eu-addr2line is the symbolizer tests' second oracle (binutils' addr2line errs on some libc lines)
 	@command -v eu-addr2line >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq elfutils >/dev/null)
 	@# libc's separate debug file: the symbolizer holds its lazy DWARF to the eager parse on it, and its libc benchmarks read it
@@ -83,6 +83,11 @@ test: $(OCB) browser-deps $(NODE24)
 browser-deps:
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 	@[ -d test/browser/node_modules/playwright-core ] || (cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+
+## node-deps: @datadog/pprof, pinned, for internal/otelctx's test of the Node.js thread context
+## walk against a real writer (its prebuilt addons: no compiler, no install scripts)
+node-deps:
+	@[ -d internal/otelctx/testdata/nodectx/node_modules/@datadog/pprof ] || (cd internal/otelctx/testdata/nodectx && npm ci --ignore-scripts --no-audit --no-fund)
 
 ## e2e: only the end-to-end test
 e2e: $(OCB)

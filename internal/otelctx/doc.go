@@ -10,8 +10,8 @@
 //     [ThreadContext], [LocateTLS] and [ParseRecord];
 //   - the same record in a Node.js process (schema nodejs_v1_dev), reached
 //     from the discovery struct otel_thread_ctx_nodejs_v1 through V8's
-//     AsyncContextFrame; see [NodeRecord] (the walk alone, for now: the
-//     readers of processes and of samples do not use it yet).
+//     AsyncContextFrame; see [NodeRecord] and [LocateTLSSymbol] (the walk
+//     alone, for now: the readers of processes and samples do not use it).
 //
 // It is the reference and test oracle for the eBPF reader, which reads the
 // same bytes at sample time: [TLSVar] is what that program needs per process

@@ -2,10 +2,17 @@ package otelctx
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
+
+	"github.com/perfprof/perfprof/internal/testchild"
 )
 
 // heap is a forged address space: words at addresses, everything else
@@ -113,5 +120,81 @@ func TestNodeRecord(t *testing.T) {
 				t.Fatalf("record %#x, %v; want none, %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestNodeRecordLive walks a real Node.js 24 thread, stopped inside a span
+// that @datadog/pprof 5.20.0 (the writer dd-trace uses) runs as a thread
+// context, to the record the writer built: its trace id, span id, flags
+// and attributes. Then, with the thread blocked after run() returned
+// (where Node.js 24's frame maps the storage to undefined), the walk finds
+// no context.
+func TestNodeRecordLive(t *testing.T) {
+	node := testchild.Node24(t)
+	_, self, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(self), "testdata", "nodectx")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@datadog", "pprof")); err != nil {
+		testchild.NeedRuntime(t, "@datadog/pprof is not installed in %s: run make node-deps (make test does): %v", dir, err)
+	}
+	flags := t.TempDir()
+	child := testchild.Start(t, node, filepath.Join(dir, "writer.js"), flags)
+
+	v, err := LocateTLSSymbol(child.Pid, NodeTLSSymbol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := ThreadPointer(child.Pid, child.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := openMemory(child.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	addr, err := v.Address(mem, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %+v, at %#x (thread pointer %#x)", NodeTLSSymbol, v, addr, tp)
+
+	rec, err := NodeRecord(mem, addr)
+	if err != nil {
+		t.Fatalf("in run(): %v", err)
+	}
+	b := make([]byte, RecordHeaderSize+64)
+	if _, err := mem.ReadAt(b[:RecordHeaderSize], int64(rec)); err != nil {
+		t.Fatal(err)
+	}
+	size, err := RecordSize(b[:RecordHeaderSize])
+	if err != nil || size > len(b) {
+		t.Fatalf("record size %d: %v", size, err)
+	}
+	if _, err := mem.ReadAt(b[RecordHeaderSize:size], int64(rec)+RecordHeaderSize); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseRecord(b[:size], []string{"http.route", "service.version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("record at %#x: %+v", rec, c)
+	if hex.EncodeToString(c.TraceID[:]) != "0102030405060708090a0b0c0d0e0f10" || hex.EncodeToString(c.SpanID[:]) != "a1a2a3a4a5a6a7a8" || c.TraceFlags != 1 {
+		t.Errorf("record %+v, want the writer's trace and span ids and flags 1", c)
+	}
+	if len(c.Attrs) != 2 || c.Attrs[0].Name != "http.route" || c.Attrs[0].Value != "GET /checkout" || c.Attrs[1].Value != "v1" {
+		t.Errorf("attributes %+v, want http.route=GET /checkout, service.version=v1", c.Attrs)
+	}
+
+	if err := os.WriteFile(filepath.Join(flags, "out"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if line := child.Line(t, 10*time.Second); line != "out" {
+		t.Fatalf("writer: %q", line)
+	}
+	if rec, err := NodeRecord(mem, addr); !errors.Is(err, ErrNoContext) {
+		t.Errorf("after run(): record %#x, %v; want no context", rec, err)
+	}
+	if err := os.WriteFile(filepath.Join(flags, "done"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

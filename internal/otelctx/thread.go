@@ -39,7 +39,7 @@ func Open(pid int) (p *Process, err error) {
 			mem.Close()
 		}
 	}()
-	v, err := locateTLS(objs, mem)
+	v, err := locateTLS(objs, mem, SymbolName)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}

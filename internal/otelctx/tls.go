@@ -127,7 +127,11 @@ func (v TLSVar) Address(mem io.ReaderAt, tp uint64) (uint64, error) {
 // LocateTLS finds otel_thread_ctx_v1 in process pid: the first object (the
 // executable, then the libraries in address order) whose .dynsym defines it
 // as a TLS symbol. It returns ErrNotPublished when none does.
-func LocateTLS(pid int) (TLSVar, error) {
+func LocateTLS(pid int) (TLSVar, error) { return LocateTLSSymbol(pid, SymbolName) }
+
+// LocateTLSSymbol is LocateTLS for another thread-local variable: a
+// schema's own (NodeTLSSymbol).
+func LocateTLSSymbol(pid int, symbol string) (TLSVar, error) {
 	maps, err := readMaps(pid)
 	if err != nil {
 		return TLSVar{}, err
@@ -144,7 +148,7 @@ func LocateTLS(pid int) (TLSVar, error) {
 			k, _ = statKey(fmt.Sprintf("/proc/%d/root%s", pid, path))
 			keys[path] = k
 		}
-		if k != (fileKey{}) && lacksTLS.known(k) {
+		if k != (fileKey{}) && lacksTLS.known(k, symbol) {
 			continue
 		}
 		kept = append(kept, m)
@@ -159,26 +163,26 @@ func LocateTLS(pid int) (TLSVar, error) {
 		return TLSVar{}, err
 	}
 	defer mem.Close()
-	v, err := locateTLS(objs, mem)
+	v, err := locateTLS(objs, mem, symbol)
 	if err != nil {
 		// An object whose symbols were too large to read may have been
 		// the one: its bound is the reason, for the caller to count.
 		err = errors.Join(err, symbolErrs(objs))
 	}
 	for _, o := range objs {
-		if k := keys[o.path]; k != (fileKey{}) && !definesTLS(o) {
-			lacksTLS.add(k)
+		if k := keys[o.path]; k != (fileKey{}) && !definesTLS(o, symbol) {
+			lacksTLS.add(k, symbol)
 		}
 	}
 	return v, err
 }
 
-// definesTLS reports whether o defines SymbolName as a TLS variable.
-func definesTLS(o *object) bool {
+// definesTLS reports whether o defines symbol as a TLS variable.
+func definesTLS(o *object, symbol string) bool {
 	if tlsSegment(o.f) == nil {
 		return false
 	}
-	sym, _, ok := o.lookup(SymbolName)
+	sym, _, ok := o.lookup(symbol)
 	return ok && elf.ST_TYPE(sym.Info) == elf.STT_TLS
 }
 
@@ -205,11 +209,17 @@ func statKey(path string) (fileKey, error) {
 	return fileKey{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}, nil
 }
 
-// keySet is a bounded set of fileKeys, safe for concurrent use: when full
-// it is emptied, and files are read again.
+// keySet is a bounded set of files (by key) and the symbols they were
+// found not to define, safe for concurrent use: when full it is emptied,
+// and files are read again.
 type keySet struct {
 	mu sync.Mutex
-	m  map[fileKey]struct{}
+	m  map[symbolKey]struct{}
+}
+
+type symbolKey struct {
+	file   fileKey
+	symbol string
 }
 
 // maxLacksTLS bounds lacksTLS: a host's distinct libraries number in the
@@ -217,41 +227,41 @@ type keySet struct {
 // themselves the reads again.
 const maxLacksTLS = 16384
 
-// lacksTLS holds the files read and found not to define SymbolName.
+// lacksTLS holds the files read and found not to define a symbol.
 var lacksTLS keySet
 
-func (s *keySet) known(k fileKey) bool {
+func (s *keySet) known(k fileKey, symbol string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.m[k]
+	_, ok := s.m[symbolKey{k, symbol}]
 	return ok
 }
 
-func (s *keySet) add(k fileKey) {
+func (s *keySet) add(k fileKey, symbol string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil || len(s.m) >= maxLacksTLS {
-		s.m = map[fileKey]struct{}{}
+		s.m = map[symbolKey]struct{}{}
 	}
-	s.m[k] = struct{}{}
+	s.m[symbolKey{k, symbol}] = struct{}{}
 }
 
-func locateTLS(objs []*object, mem io.ReaderAt) (TLSVar, error) {
+func locateTLS(objs []*object, mem io.ReaderAt, symbol string) (TLSVar, error) {
 	for _, o := range objs {
 		if tlsSegment(o.f) == nil {
 			continue
 		}
-		sym, idx, ok := o.lookup(SymbolName)
+		sym, idx, ok := o.lookup(symbol)
 		if !ok || elf.ST_TYPE(sym.Info) != elf.STT_TLS {
 			continue
 		}
 		v, err := resolveTLS(o, sym, idx, mem)
 		if err != nil {
-			return TLSVar{}, fmt.Errorf("%s in %s: %w", SymbolName, o.path, err)
+			return TLSVar{}, fmt.Errorf("%s in %s: %w", symbol, o.path, err)
 		}
 		return v, nil
 	}
-	return TLSVar{}, fmt.Errorf("%w: no object defines %s", ErrNotPublished, SymbolName)
+	return TLSVar{}, fmt.Errorf("%w: no object defines %s", ErrNotPublished, symbol)
 }
 
 func tlsSegment(f *elf.File) *elf.Prog {

@@ -21,10 +21,10 @@ import (
 // exceptions, Rust's release profile, and a tokio service built as cargo
 // builds releases) as the receiver does, and checks the symbolized stacks
 // of its reports: with UnwindAuto ≥ 99% of the on-CPU samples reach the
-// thread's root (main or start_thread) along the true path, and every one
-// of the first second that copied its user stack, taken before or while
-// the symbol worker read the process's unwind tables and unwound once it
-// had (Stats.Unwind.Pending);
+// thread's root (main or start_thread) along the true path, and as many
+// of those of the first second that copied their user stack, taken before
+// or while the symbol worker read the process's unwind tables and unwound
+// once it had (Stats.Unwind.Pending);
 // with UnwindFramePointer, on the same program, most do not, which is what
 // the copies are for. perf record --call-graph dwarf samples the same
 // process during the UnwindAuto run, and its figures are logged beside
@@ -82,12 +82,19 @@ func TestUnwindNoFramePointers(t *testing.T) {
 					if r.first < r.n/5 || r.onPath < r.first*99/100 {
 						t.Errorf("auto: %d samples in %s, %d on the true path", r.first, c.path[0], r.onPath)
 					}
-					// All of them but those taken without a copy of
-					// the user stack (NoUserStack: the copy faulted, or
-					// no user registers), which nothing unwinds: one of
-					// 230 in a tokio worker in 1 of 21 cold runs.
-					if r.early.n-r.early.rooted > int(r.stats.NoUserStack) {
-						t.Errorf("auto: %d of the %d samples of the first second rooted (%d without a user stack), want all", r.early.rooted, r.early.n, r.stats.NoUserStack)
+					// As many as of the rest of the run: all but those
+					// taken without a copy of the user stack
+					// (NoUserStack: the copy faulted, or no user
+					// registers), which nothing unwinds (one of 230 in a
+					// tokio worker in 1 of 21 cold runs), and the 1% the
+					// whole run may miss (a C++ sample inside libgcc's
+					// _Unwind_RaiseException, 1 of 2 820 in a clean-clone
+					// CI run, fell in the first second). The samples
+					// that waited for the tables are a quarter of the
+					// first second's: were they unwound worse, it would
+					// show.
+					if misses := r.early.n - r.early.rooted - int(r.stats.NoUserStack); misses > r.early.n/100 {
+						t.Errorf("auto: %d of the %d samples of the first second rooted (%d without a user stack), want all but 1%%", r.early.rooted, r.early.n, r.stats.NoUserStack)
 						for _, ex := range r.early.bad {
 							t.Logf("  first second, not rooted: %v", ex)
 						}

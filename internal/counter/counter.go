@@ -59,6 +59,7 @@ func Defs() []*Def {
 // flushed. Add and Store are safe from any goroutine and cost one atomic
 // operation; Flush is serialized.
 type Set struct {
+	defs    []*Def // the series defined when the set was made
 	totals  []atomic.Int64
 	flushMu sync.Mutex
 	flushed []int64
@@ -66,8 +67,8 @@ type Set struct {
 
 // NewSet returns a Set of every series defined so far, all zero.
 func NewSet() *Set {
-	n := len(Defs())
-	return &Set{totals: make([]atomic.Int64, n), flushed: make([]int64, n)}
+	defs := Defs()
+	return &Set{defs: defs, totals: make([]atomic.Int64, len(defs)), flushed: make([]int64, len(defs))}
 }
 
 // Add counts n in series d.
@@ -89,12 +90,11 @@ func (s *Set) Load(d *Def) int64 { return s.totals[d.id].Load() }
 func (s *Set) Flush(fn func(d *Def, delta int64)) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	all := Defs()
 	for i := range s.totals {
 		v := s.totals[i].Load()
 		if d := v - s.flushed[i]; d != 0 {
 			s.flushed[i] = v
-			fn(all[i], d)
+			fn(s.defs[i], d)
 		}
 	}
 }

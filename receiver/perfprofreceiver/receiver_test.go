@@ -86,6 +86,7 @@ type flatSample struct {
 	pid       int64
 	tid       int64
 	threadNm  string
+	time      uint64 // Unix ns
 	functions []string // leaf first
 	files     []string
 }
@@ -103,7 +104,7 @@ func flatten(t *testing.T, all []pprofile.Profiles) []flatSample {
 					continue
 				}
 				for _, s := range prof.Samples {
-					fs := flatSample{pid: pid.Int(), tid: int64(s.Tid), threadNm: s.ThreadName}
+					fs := flatSample{pid: pid.Int(), tid: int64(s.Tid), threadNm: s.ThreadName, time: s.Time}
 					for _, l := range s.Stack {
 						for _, f := range l.Frames {
 							fs.functions = append(fs.functions, f.Name)
@@ -162,30 +163,48 @@ func TestReceiverProfilesRealProcess(t *testing.T) {
 	// (counted), against the 10% this test allows for sampling error.
 	cfg.Unwind = "frame_pointer"
 	sink := new(consumertest.ProfilesSink)
-	before := testchild.ThreadCPU(t, child.Pid)
 	r := startReceiver(t, cfg, sink)
-	// The measurement window: the ratios below are judged on the
-	// thousands of samples of 4 s of the child's CPU.
+	// The measurement window is bounded by two reads of the child's CPU
+	// clocks, taken once sampling runs, and only the samples stamped
+	// inside it are counted: measured from before Start to after
+	// Shutdown, the window also held the receiver's start and stop, which
+	// take a tenth of 4 s on a busy machine under the race detector (a CI
+	// run counted 11% fewer samples than CPU time that way).
+	time.Sleep(500 * time.Millisecond)
+	t0, before := time.Now(), testchild.ThreadCPU(t, child.Pid)
+	// The ratios below are judged on the thousands of samples of 4 s of
+	// the child's CPU.
 	time.Sleep(4 * time.Second)
+	after, t1 := testchild.ThreadCPU(t, child.Pid), time.Now()
+	// One more report interval, so the samples of the window are out.
+	time.Sleep(1500 * time.Millisecond)
 	st := r.(signal).Value().prof.Stats().Source
 	require.NoError(t, r.Shutdown(context.Background()))
-	after := testchild.ThreadCPU(t, child.Pid)
 	t.Logf("session: %+v", st)
 
-	samples := flatten(t, sink.AllProfiles())
-	require.Greater(t, len(samples), 500, "samples in 4 s at 999 Hz of a busy child")
+	all := flatten(t, sink.AllProfiles())
+	require.Greater(t, len(all), 500, "samples in 4 s at 999 Hz of a busy child")
+	var samples []flatSample
 	var alpha, beta int
-	for _, s := range samples {
+	for _, s := range all {
 		require.Equal(t, int64(child.Pid), s.pid)
 		_, ok := after[int(s.tid)]
 		require.True(t, ok, "tid %d is not a thread of the child", s.tid)
 		switch {
 		case has(s.functions, "main.burnAlpha"):
-			alpha++
 			require.Equal(t, int64(tidA), s.tid, "burnAlpha sampled on the wrong thread")
 		case has(s.functions, "main.burnBeta"):
-			beta++
 			require.Equal(t, int64(tidB), s.tid, "burnBeta sampled on the wrong thread")
+		}
+		if s.time < uint64(t0.UnixNano()) || s.time >= uint64(t1.UnixNano()) {
+			continue
+		}
+		samples = append(samples, s)
+		switch {
+		case has(s.functions, "main.burnAlpha"):
+			alpha++
+		case has(s.functions, "main.burnBeta"):
+			beta++
 		}
 	}
 	cpuA := float64(after[tidA] - before[tidA])
@@ -194,8 +213,8 @@ func TestReceiverProfilesRealProcess(t *testing.T) {
 	wantRatio := cpuA / cpuB
 	gotRatio := float64(alpha) / float64(beta)
 	period := 1e9 / float64(cfg.Frequency)
-	t.Logf("%d samples: burnAlpha %d, burnBeta %d (ratio %.3f; CPU ratio %.3f); samples × period %.3f s, child CPU %.3f s",
-		len(samples), alpha, beta, gotRatio, wantRatio, float64(len(samples))*period/1e9, total/1e9)
+	t.Logf("%d samples (%d in the window): burnAlpha %d, burnBeta %d (ratio %.3f; CPU ratio %.3f); samples × period %.3f s, child CPU %.3f s",
+		len(all), len(samples), alpha, beta, gotRatio, wantRatio, float64(len(samples))*period/1e9, total/1e9)
 	require.InEpsilon(t, wantRatio, gotRatio, 0.15, "burnAlpha:burnBeta samples against their threads' CPU time")
 	require.InEpsilon(t, total, float64(len(samples))*period, 0.10, "samples × period against the child's CPU time")
 	// Frames carry file:line for the Go binary.

@@ -86,7 +86,7 @@ type flatSample struct {
 	pid       int64
 	tid       int64
 	threadNm  string
-	time      uint64 // Unix ns
+	time      uint64   // Unix ns
 	functions []string // leaf first
 	files     []string
 }

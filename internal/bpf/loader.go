@@ -421,16 +421,38 @@ func (p *Program) AddTarget(pid int, l goruntime.Layout) error {
 // the OTEP 4947 context record that otel_thread_ctx_v1 points to, found
 // where v says (otelctx.LocateTLS). Its records carry FlagThreadContext.
 func (p *Program) AddThreadContextTarget(pid int, v otelctx.TLSVar) error {
-	t := spanctxTarget{Kind: targetTLS}
+	t, err := tlsTarget(pid, targetTLS, v)
+	if err != nil {
+		return err
+	}
+	return p.put(pid, &t)
+}
+
+// AddNodeTarget makes the programs read, in each thread of pid, the OTEP
+// 4947 record of the context its JavaScript runs in, walking V8's heap
+// from the thread's Node.js discovery struct (schema nodejs_v1_dev),
+// found where v says (otelctx.LocateTLSSymbol with otelctx.NodeTLSSymbol).
+// Its records carry FlagThreadContext; a walk that does not validate
+// FlagWalk.
+func (p *Program) AddNodeTarget(pid int, v otelctx.TLSVar) error {
+	t, err := tlsTarget(pid, targetNode, v)
+	if err != nil {
+		return err
+	}
+	return p.put(pid, &t)
+}
+
+func tlsTarget(pid int, kind uint32, v otelctx.TLSVar) (spanctxTarget, error) {
+	t := spanctxTarget{Kind: kind}
 	if v.Static {
 		t.Tls.TpOffset = v.TPOffset
 	} else {
 		if v.Module == 0 {
-			return fmt.Errorf("add target pid %d: dynamic TLS of module 0", pid)
+			return t, fmt.Errorf("add target pid %d: dynamic TLS of module 0", pid)
 		}
 		t.Tls.Module, t.Tls.Offset = v.Module, v.Offset
 	}
-	return p.put(pid, &t)
+	return t, nil
 }
 
 // AddPlainTarget keeps the samples of pid (with DropOthers) without
@@ -444,6 +466,7 @@ const (
 	targetPlain = 0
 	targetGo    = 1
 	targetTLS   = 2
+	targetNode  = 3
 )
 
 func (p *Program) put(pid int, v *spanctxTarget) error {
@@ -592,6 +615,12 @@ type Stats struct {
 	// make the state of a target's thread (task storage refused): that
 	// thread's switch was not accounted.
 	SchedNoState uint64
+	// Node.js walks (AddNodeTarget) that did not validate, by the step
+	// that failed: the discovery struct's record slot offset (0 or not a
+	// multiple of 8); a frame, table or value not tagged as a heap object;
+	// the frame's table being rehashed; table counts out of their bounds;
+	// a bucket chain longer than the walk follows.
+	NodeSlot, NodeTag, NodeRehash, NodeTable, NodeChain uint64
 	// RunCount and RunTime are the kernel's totals over all runs of the
 	// programs, for every sample of every event they are attached to and
 	// every context switch (targets or not). Zero without
@@ -618,6 +647,11 @@ const (
 	statSchedCaptured
 	statSchedUncaptured
 	statSchedNoState
+	statNodeSlot
+	statNodeTag
+	statNodeRehash
+	statNodeTable
+	statNodeChain
 	statMax
 )
 
@@ -625,7 +659,8 @@ const (
 func (p *Program) Stats() (Stats, error) {
 	var s Stats
 	dst := [statMax]*uint64{&s.Samples, &s.Dropped, &s.NoGoroutine, &s.NoLabels, &s.NoSpan, &s.BadValue, &s.Faults, &s.NotValid, &s.Others, &s.SchedDropped,
-		&s.SchedShort, &s.SchedDeferred, &s.SchedCaptured, &s.SchedUncaptured, &s.SchedNoState}
+		&s.SchedShort, &s.SchedDeferred, &s.SchedCaptured, &s.SchedUncaptured, &s.SchedNoState,
+		&s.NodeSlot, &s.NodeTag, &s.NodeRehash, &s.NodeTable, &s.NodeChain}
 	var perCPU [][statMax]uint64
 	if err := p.objs.Stats.Lookup(uint32(0), &perCPU); err != nil {
 		return s, fmt.Errorf("read spanctx stats: %w", err)

@@ -51,7 +51,42 @@ const (
 	// FlagNoRead: the span was not read (a target added with
 	// AddPlainTarget): the record is there for its CPUDelta.
 	FlagNoRead
+	// FlagWalk: a Node.js walk (AddNodeTarget) did not validate: the
+	// thread's heap did not read as the schema says (a table being
+	// rehashed, a count out of bounds, a word not tagged as it must be).
+	// No span was read; Stats counts why.
+	FlagWalk
+	// FlagAttrs: TraceFlags and Attrs hold the thread context record's
+	// trace flags and attributes (its attrs-data, cut at AttrsMax).
+	FlagAttrs
 )
+
+// AttrsMax is the most bytes of a context record's attrs-data a record
+// carries (SC_ATTRS_MAX).
+const AttrsMax = 128
+
+// Attrs is a thread context record's trace flags and attributes, as the
+// programs copied them.
+type Attrs struct {
+	TraceFlags uint8
+	// Size is the record's attrs_size: the length of its attrs-data,
+	// of which Data holds the first min(Size, AttrsMax) bytes.
+	Size uint16
+	Data [AttrsMax]byte
+}
+
+// Bytes returns the attrs-data copied.
+func (a *Attrs) Bytes() []byte { return a.Data[:min(int(a.Size), AttrsMax)] }
+
+// Truncated reports whether the record's attrs-data was longer than
+// what was copied: its last entries are missing (one may be cut short).
+func (a *Attrs) Truncated() bool { return int(a.Size) > AttrsMax }
+
+func (a *Attrs) decode(b []byte) {
+	a.TraceFlags = b[0]
+	a.Size = binary.LittleEndian.Uint16(b[2:])
+	copy(a.Data[:], b[4:4+AttrsMax])
+}
 
 // Record is what the program saw at one sample of a target thread.
 type Record struct {
@@ -65,6 +100,7 @@ type Record struct {
 	SpanID   [8]byte
 	TraceID  [16]byte
 	CPUDelta uint64 // with FlagCPUDelta, ns
+	Attrs    Attrs  // with FlagAttrs
 }
 
 // HasSpan reports whether the sample's goroutine carried a valid span id
@@ -74,8 +110,13 @@ func (r *Record) HasSpan() bool { return r.Flags&FlagSpan != 0 && r.SpanID != [8
 // HasTrace reports whether it carried a valid trace id.
 func (r *Record) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.TraceID != [16]byte{} }
 
-// recordSize is sizeof(struct sample_labels).
-const recordSize = 56
+// recordSize is sizeof(struct sample_labels), ctxRecordSize sizeof(struct
+// sample_ctx): the record of a thread-context target.
+const (
+	recordSize    = 56
+	attrsSize     = 4 + AttrsMax
+	ctxRecordSize = recordSize + attrsSize + 4
+)
 
 // decode fills r from the raw ring buffer sample b (struct sample_labels,
 // host byte order: little endian on amd64).
@@ -92,6 +133,12 @@ func (r *Record) decode(b []byte) error {
 	copy(r.SpanID[:], b[24:32])
 	copy(r.TraceID[:], b[32:48])
 	r.CPUDelta = le.Uint64(b[48:])
+	if r.Flags&FlagAttrs != 0 {
+		if len(b) < ctxRecordSize {
+			return fmt.Errorf("bpf: record with attributes of %d bytes, want %d", len(b), ctxRecordSize)
+		}
+		r.Attrs.decode(b[recordSize:])
+	}
 	return nil
 }
 
@@ -114,6 +161,7 @@ type SchedRecord struct {
 	Flags   Flags
 	SpanID  [8]byte
 	TraceID [16]byte
+	Attrs   Attrs // with FlagAttrs
 	// Stack is the user stack at the capture, innermost first; empty when
 	// it could not be read. KernelStack is the kernel's, with
 	// Options.KernelStacks.
@@ -133,7 +181,8 @@ func (r *SchedRecord) HasTrace() bool { return r.Flags&FlagTrace != 0 && r.Trace
 const (
 	schedStackMax   = 64
 	schedKStackMax  = 32
-	schedRecordSize = 88 + 8*schedStackMax + 8*schedKStackMax
+	schedAttrsOff   = 88 + 8*schedStackMax + 8*schedKStackMax
+	schedRecordSize = schedAttrsOff + attrsSize + 4
 )
 
 func (r *SchedRecord) decode(b []byte) error {
@@ -157,6 +206,9 @@ func (r *SchedRecord) decode(b []byte) error {
 	r.KernelStack = r.KernelStack[:0]
 	for i := 0; i < n; i++ {
 		r.KernelStack = append(r.KernelStack, le.Uint64(b[88+8*schedStackMax+8*i:]))
+	}
+	if r.Flags&FlagAttrs != 0 {
+		r.Attrs.decode(b[schedAttrsOff:])
 	}
 	return nil
 }

@@ -11,6 +11,8 @@
 
 #include <linux/types.h>
 
+#include "spanctx.h" /* struct ctx_attrs */
+
 enum {
 	ACCT_BLOCKED = 1,  /* sched.Blocked */
 	ACCT_RUNNABLE = 2, /* sched.Runnable */
@@ -58,6 +60,7 @@ struct thread_state {
 	__u8 trace_id[16];
 	__u64 ustack[SC_STACK_MAX];
 	__u64 kstack[SC_KSTACK_MAX];
+	struct ctx_attrs attrs; /* out_flags & SC_ATTRS */
 };
 
 /* A group of off-CPU time (sched.Group). */
@@ -154,6 +157,7 @@ struct sched_record {
 	__u32 nkframes;
 	__u64 ustack[SC_STACK_MAX];
 	__u64 kstack[SC_KSTACK_MAX]; /* kernel_stacks: where in the kernel it left the CPU */
+	struct ctx_attrs attrs;      /* out_flags & SC_ATTRS */
 };
 
 /* --- the test driver's context (BPF_PROG_TEST_RUN of schedacct_test) --- */

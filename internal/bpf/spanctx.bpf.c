@@ -136,6 +136,7 @@ const struct acct_event *unused_acct_event __attribute__((unused));
 const struct acct_result *unused_acct_result __attribute__((unused));
 const struct acct_batch *unused_acct_batch __attribute__((unused));
 const struct sched_record *unused_sched_record __attribute__((unused));
+const struct sample_ctx *unused_sample_ctx __attribute__((unused));
 const struct pidns_check *unused_pidns_check __attribute__((unused));
 
 /* A Go string header. */
@@ -366,45 +367,50 @@ struct otel_record {
 	__u16 attrs_size;
 } __attribute__((packed));
 
-/* read_tls reads the thread's otel_thread_ctx_v1 pointer and the ids of
- * the record it points to. The thread is interrupted, so the record
- * cannot change under the reads; a record being rewritten says so
- * (valid != 1) and is not guessed at. A thread with no record, or whose
- * dynamic TLS block was never allocated, published no span: flags 0. */
-static __always_inline __u32 read_tls(const struct tls_layout *l, struct sample_labels *r)
+/* tls_addr sets *var to the address of the thread-local variable l
+ * locates in the current thread, and returns 0; else the flags to
+ * return (0: a dynamic TLS block never allocated, the thread published
+ * nothing). */
+static __always_inline __u32 tls_addr(const struct tls_layout *l, __u64 *var)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 tp = task->thread.fsbase;
-	__u64 var, ptr = 0;
-	struct otel_record rec;
 
+	*var = 0;
 	if (!tp)
 		return SC_NO_G;
 	if (!l->module) {
-		var = tp + l->tp_offset;
-	} else {
-		/* glibc's DTV: tcbhead_t.dtv at tp + 8; 16-byte entries; entry
-		 * -1 holds the number of slots; an unallocated block is 0 or
-		 * TLS_DTV_UNALLOCATED (-1). */
-		__u64 dtv = 0, n = 0, block = 0;
-		if (read_user(&dtv, sizeof(dtv), (void *)(tp + 8)))
-			return SC_FAULT;
-		if (!dtv)
-			return 0;
-		if (read_user(&n, sizeof(n), (void *)(dtv - 16)))
-			return SC_FAULT;
-		if (l->module > n)
-			return 0;
-		if (read_user(&block, sizeof(block), (void *)(dtv + 16 * l->module)))
-			return SC_FAULT;
-		if (!block || block == (__u64)-1)
-			return 0;
-		var = block + l->offset;
-	}
-	if (read_user(&ptr, sizeof(ptr), (void *)var))
-		return SC_FAULT;
-	if (!ptr)
+		*var = tp + l->tp_offset;
 		return 0;
+	}
+	/* glibc's DTV: tcbhead_t.dtv at tp + 8; 16-byte entries; entry -1
+	 * holds the number of slots; an unallocated block is 0 or
+	 * TLS_DTV_UNALLOCATED (-1). */
+	__u64 dtv = 0, n = 0, block = 0;
+	if (read_user(&dtv, sizeof(dtv), (void *)(tp + 8)))
+		return SC_FAULT;
+	if (!dtv)
+		return 0;
+	if (read_user(&n, sizeof(n), (void *)(dtv - 16)))
+		return SC_FAULT;
+	if (l->module > n)
+		return 0;
+	if (read_user(&block, sizeof(block), (void *)(dtv + 16 * l->module)))
+		return SC_FAULT;
+	if (!block || block == (__u64)-1)
+		return 0;
+	*var = block + l->offset;
+	return 0;
+}
+
+/* read_record reads the OTEP 4947 record at ptr: its ids into r, its
+ * trace flags and attributes into a. The thread is interrupted, so the
+ * record cannot change under the reads; a record being rewritten says so
+ * (valid != 1) and is not guessed at. */
+static __always_inline __u32 read_record(__u64 ptr, struct sample_labels *r, struct ctx_attrs *a)
+{
+	struct otel_record rec;
+
 	if (read_user(&rec, sizeof(rec), (void *)ptr))
 		return SC_FAULT;
 	if (rec.valid != 1)
@@ -419,7 +425,212 @@ static __always_inline __u32 read_tls(const struct tls_layout *l, struct sample_
 		__builtin_memcpy(r->trace_id, rec.trace_id, 16);
 		flags |= SC_TRACE;
 	}
-	return flags;
+	a->trace_flags = rec.trace_flags;
+	a->size = rec.attrs_size;
+	__u32 n = rec.attrs_size;
+	if (n > SC_ATTRS_MAX)
+		n = SC_ATTRS_MAX;
+	/* An attrs-data that cannot be read loses the attributes, not the
+	 * ids: size says there were some, and no byte of them is kept. */
+	if (n && read_user(a->data, n, (void *)(ptr + sizeof(rec))))
+		a->size = 0;
+	return flags | SC_ATTRS;
+}
+
+/* read_tls reads the record the thread's otel_thread_ctx_v1 points to. A
+ * thread with no record, or whose dynamic TLS block was never allocated,
+ * published no span: flags 0. */
+static __always_inline __u32 read_tls(const struct tls_layout *l, struct sample_labels *r, struct ctx_attrs *a)
+{
+	__u64 var, ptr = 0;
+	__u32 f = tls_addr(l, &var);
+
+	if (f || !var)
+		return f;
+	if (read_user(&ptr, sizeof(ptr), (void *)var))
+		return SC_FAULT;
+	if (!ptr)
+		return 0;
+	return read_record(ptr, r, a);
+}
+
+/* V8's layout in the Node.js builds schema nodejs_v1_dev covers (64-bit,
+ * no pointer compression, no sandbox), fixed by the schema; the Go
+ * reference is otelctx.NodeRecord, with the same names. */
+#define V8_TAGGED 8
+#define V8_JSMAP_TABLE 24   /* JSMap: map, properties, elements, table */
+#define V8_ARRAY_HEADER 16  /* FixedArray: map, length */
+#define NODE_MAX_CHAIN 16   /* entries a bucket's chain walk visits */
+#define NODE_MAX_BUCKETS 1024
+
+/* The 32-byte otel_thread_ctx_nodejs_v1 discovery struct. */
+struct node_ctx {
+	__u64 cped_slot;   /* the isolate's CPED slot; 0: do not read */
+	__u64 als_handle;  /* a global handle: *it is the storage, tagged */
+	__s32 als_hash;    /* the storage's identity hash */
+	__u8 record_slot;  /* offset of the record pointer in the wrapper */
+	__u8 _pad[3];
+	__u64 undefined;   /* the isolate's tagged undefined */
+};
+
+static __always_inline int heap_object(__u64 w) { return (w & 3) == 1; }
+
+/* smi decodes a small integer (tag bit 0, value in the upper 32 bits)
+ * into *v; 0 for a heap object. */
+static __always_inline int smi(__u64 w, __s64 *v)
+{
+	if (w & 1)
+		return 0;
+	*v = (__s64)w >> 32;
+	return 1;
+}
+
+/* node_fail counts a walk that did not validate by the step that failed,
+ * and returns SC_WALK: the sample gets no span from it, never a wrong
+ * one. */
+static __always_inline __u32 node_fail(__u32 stat)
+{
+	__u32 zero = 0;
+	__u64 *st = bpf_map_lookup_elem(&stats, &zero);
+	if (st && stat < STAT_MAX)
+		st[stat]++;
+	return SC_WALK;
+}
+
+/* read_node walks the thread's Node.js discovery struct (l locates it) to
+ * the OTEP 4947 record of the context its JS code runs in: the CPED slot
+ * holds the active AsyncContextFrame, a JS Map; the published
+ * AsyncLocalStorage's value in it is a wrapper whose embedder slot at
+ * record_slot points at the record. Every word is checked before it is
+ * followed (docs/nodejs-thread-context.md): flags 0 when the thread runs
+ * no context, SC_WALK when the heap did not read as it must. */
+static __always_inline __u32 read_node(const struct tls_layout *l, struct sample_labels *r, struct ctx_attrs *a)
+{
+	struct node_ctx c;
+	__u64 var, frame = 0, table = 0, key = 0, ptr = 0;
+	__u32 f = tls_addr(l, &var);
+
+	if (f || !var)
+		return f;
+	if (read_user(&c, sizeof(c), (void *)var))
+		return SC_FAULT;
+	if (!c.cped_slot)
+		return 0; /* not published, torn down, or closed for now */
+	if (!c.record_slot || c.record_slot % V8_TAGGED)
+		return node_fail(STAT_NODE_SLOT);
+	if (read_user(&frame, sizeof(frame), (void *)c.cped_slot))
+		return SC_FAULT;
+	if (frame == c.undefined)
+		return 0; /* no frame: the loop is idle */
+	if (!heap_object(frame))
+		return node_fail(STAT_NODE_TAG);
+	if (read_user(&table, sizeof(table), (void *)(frame - 1 + V8_JSMAP_TABLE)))
+		return SC_FAULT;
+	if (!heap_object(table))
+		return node_fail(STAT_NODE_TAG);
+	table -= 1;
+	if (read_user(&key, sizeof(key), (void *)c.als_handle))
+		return SC_FAULT;
+
+	/* OrderedHashMap: a FixedArray of element count, deleted count and
+	 * bucket count (Smis), the bucket heads, then entries of (key,
+	 * value, chain). */
+	__u64 hdr[5]; /* map, length, elements, deleted, buckets */
+	__s64 length, elements, deleted, buckets;
+	if (read_user(hdr, sizeof(hdr), (void *)table))
+		return SC_FAULT;
+	if (!smi(hdr[2], &elements))
+		return node_fail(STAT_NODE_REHASH);
+	if (!smi(hdr[1], &length) || !smi(hdr[3], &deleted) || !smi(hdr[4], &buckets))
+		return node_fail(STAT_NODE_TABLE);
+	if (buckets <= 0 || buckets > NODE_MAX_BUCKETS || (buckets & (buckets - 1)) ||
+	    elements < 0 || deleted < 0 || elements + deleted > 2 * buckets ||
+	    length < 3 + buckets + 3 * 2 * buckets)
+		return node_fail(STAT_NODE_TABLE);
+	__u64 elems = table + V8_ARRAY_HEADER;
+	__s64 used = elements + deleted, e = 0;
+	__u64 head = 0;
+	if (read_user(&head, sizeof(head), (void *)(elems + V8_TAGGED * (3 + (c.als_hash & (buckets - 1))))))
+		return SC_FAULT;
+	int ok = smi(head, &e);
+	__u64 value = 0;
+	int found = 0;
+	for (int i = 0; i < NODE_MAX_CHAIN; i++) {
+		if (!ok || e < 0 || e >= used)
+			break;
+		__u64 entry[3]; /* key, value, chain */
+		if (read_user(entry, sizeof(entry), (void *)(elems + V8_TAGGED * (3 + buckets + 3 * e))))
+			return SC_FAULT;
+		if (entry[0] == key) {
+			value = entry[1];
+			found = 1;
+			break;
+		}
+		ok = smi(entry[2], &e);
+	}
+	if (!found) {
+		/* The chain ended (no entry for the storage: it has no value
+		 * in this frame) or the walk gave up following it. */
+		if (ok && e >= 0 && e < used)
+			return node_fail(STAT_NODE_CHAIN);
+		return 0;
+	}
+	/* Outside a run() the frame maps the storage to undefined: checked
+	 * before the value is followed. */
+	if (value == c.undefined)
+		return 0;
+	if (!heap_object(value))
+		return node_fail(STAT_NODE_TAG);
+	if (read_user(&ptr, sizeof(ptr), (void *)(value - 1 + c.record_slot)))
+		return SC_FAULT;
+	if (!ptr)
+		return 0; /* the wrapper's record was released */
+	return read_record(ptr, r, a);
+}
+
+/* read_ctx reads the span of a thread-context target's thread. */
+static __always_inline __u32 read_ctx(const struct target *tg, struct sample_labels *r, struct ctx_attrs *a)
+{
+	if (tg->kind == TARGET_NODE)
+		return read_node(&tg->tls, r, a) | SC_TLS;
+	return read_tls(&tg->tls, r, a) | SC_TLS;
+}
+
+/* begin fills the header of a sample's record: who, when, and the CPU
+ * delta of the scheduler program's accounting (ts, when it runs). */
+static __always_inline void begin(struct sample_labels *r, __u32 pid, __u32 tid, __u64 now, struct thread_state *ts)
+{
+	r->ktime = now;
+	r->pid = pid;
+	r->tid = tid;
+	r->cpu = bpf_get_smp_processor_id();
+	if (ts && !ts->acct.off_cpu) {
+		ts->acct.cpu_delta += acct_elapsed(&ts->acct, now);
+		r->cpu_delta = acct_take_cpu_delta(&ts->acct);
+		r->flags = SC_CPU_DELTA;
+	}
+}
+
+/* finish counts what the read of a span found (st: the per-CPU stats),
+ * and marks a switch-out's record. */
+static __always_inline void finish(struct sample_labels *r, __u64 *st, __u32 kind)
+{
+	__u32 f = r->flags;
+	if (f & SC_FAULT)
+		st[STAT_FAULTS]++;
+	if (f & SC_BAD_VALUE)
+		st[STAT_BAD_VALUE]++;
+	if (f & SC_NO_G)
+		st[STAT_NO_G]++;
+	else if (f & SC_NOT_VALID)
+		st[STAT_NOT_VALID]++;
+	else if (f & SC_WALK)
+		; /* counted by reason in read_node */
+	else if (!(f & (SC_LABELS | SC_FAULT)))
+		st[STAT_NO_LABELS]++;
+	else if (!(f & (SC_SPAN | SC_FAULT | SC_BAD_VALUE)))
+		st[STAT_NO_SPAN]++;
+	r->flags = f | kind;
 }
 
 static __always_inline int run(__u32 kind)
@@ -451,43 +662,35 @@ static __always_inline int run(__u32 kind)
 	if (!st)
 		return 1;
 	st[STAT_RUNS]++; /* per CPU: no atomics needed */
+	/* A thread-context target's record carries the context's attributes
+	 * too: the long record, for them only. Its own path: the verifier
+	 * must see each record's size where it is written. */
+	if (tg->kind == TARGET_TLS || tg->kind == TARGET_NODE) {
+		struct sample_ctx *x = bpf_ringbuf_reserve(&records, sizeof(*x), 0);
+		if (!x) {
+			st[STAT_DROPPED]++;
+			return 1;
+		}
+		__builtin_memset(x, 0, sizeof(*x));
+		begin(&x->l, pid, tid, now, ts);
+		x->l.flags |= read_ctx(tg, &x->l, &x->attrs);
+		finish(&x->l, st, kind);
+		bpf_ringbuf_submit(x, BPF_RB_NO_WAKEUP);
+		return 1;
+	}
 	r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
 	if (!r) {
 		st[STAT_DROPPED]++;
 		return 1;
 	}
 	__builtin_memset(r, 0, sizeof(*r));
-	r->ktime = now;
-	r->pid = pid;
-	r->tid = tid;
-	r->cpu = bpf_get_smp_processor_id();
-	if (ts && !ts->acct.off_cpu) {
-		ts->acct.cpu_delta += acct_elapsed(&ts->acct, now);
-		r->cpu_delta = acct_take_cpu_delta(&ts->acct);
-		r->flags = SC_CPU_DELTA;
-	}
-	if (tg->kind == TARGET_PLAIN) {
+	begin(r, pid, tid, now, ts);
+	if (tg->kind == TARGET_PLAIN)
 		r->flags |= SC_NO_READ;
-		bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-		return 1;
-	}
-	if (tg->kind == TARGET_TLS)
-		r->flags |= read_tls(&tg->tls, r) | SC_TLS;
-	else
+	else {
 		r->flags |= read_labels(&tg->go, r);
-	if (r->flags & SC_FAULT)
-		st[STAT_FAULTS]++;
-	if (r->flags & SC_BAD_VALUE)
-		st[STAT_BAD_VALUE]++;
-	if (r->flags & SC_NO_G)
-		st[STAT_NO_G]++;
-	else if (r->flags & SC_NOT_VALID)
-		st[STAT_NOT_VALID]++;
-	else if (!(r->flags & (SC_LABELS | SC_FAULT)))
-		st[STAT_NO_LABELS]++;
-	else if (!(r->flags & (SC_SPAN | SC_FAULT | SC_BAD_VALUE)))
-		st[STAT_NO_SPAN]++;
-	r->flags |= kind;
+		finish(r, st, kind);
+	}
 	/* No wake-up: the reader never sleeps on this ring (Drain), and a
 	 * wake-up is an irq_work, a self-interrupt: it was a third of the
 	 * program's cost. */
@@ -617,8 +820,8 @@ static __always_inline void capture(__u64 *ctx, struct task_struct *prev, struct
 		st->nkframes = n > 0 ? n / 8 : 0;
 	}
 	struct sample_labels r = {};
-	if (tg->kind == TARGET_TLS)
-		st->out_flags = read_tls(&tg->tls, &r) | SC_TLS;
+	if (tg->kind == TARGET_TLS || tg->kind == TARGET_NODE)
+		st->out_flags = read_ctx(tg, &r, &st->attrs);
 	else if (tg->kind == TARGET_GO)
 		st->out_flags = read_labels(&tg->go, &r);
 	else
@@ -722,6 +925,10 @@ int spanctx_sched_switch(__u64 *ctx)
 	rec->nkframes = nf > SC_KSTACK_MAX ? SC_KSTACK_MAX : nf;
 	__builtin_memcpy(rec->ustack, st->ustack, sizeof(rec->ustack));
 	__builtin_memcpy(rec->kstack, st->kstack, sizeof(rec->kstack));
+	if (rec->out_flags & SC_ATTRS)
+		__builtin_memcpy(&rec->attrs, &st->attrs, sizeof(rec->attrs));
+	else
+		__builtin_memset(&rec->attrs, 0, sizeof(rec->attrs));
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -34,6 +34,9 @@ enum {
 	TARGET_PLAIN = 0, /* it does not: sampled, no record written */
 	TARGET_GO = 1,    /* the running goroutine's pprof labels */
 	TARGET_TLS = 2,   /* the thread's OTEP 4947 context record */
+	TARGET_NODE = 3,  /* the same record, reached from the thread's Node.js
+			   * discovery struct (schema nodejs_v1_dev) through V8's
+			   * heap; the tls layout locates that struct */
 };
 
 /* Value of the targets map, keyed by pid. */
@@ -63,6 +66,22 @@ enum {
 	SC_IDLE = 1 << 9,      /* with SC_NO_G: a Go thread between goroutines (g0, nil m.curg) */
 	SC_CPU_DELTA = 1 << 10, /* cpu_delta holds the thread's CPU time since its previous sample */
 	SC_NO_READ = 1 << 11,  /* the span was not read (a plain target): the record is for cpu_delta */
+	SC_WALK = 1 << 12,     /* a Node.js walk did not validate (counted by reason): no span read */
+	SC_ATTRS = 1 << 13,    /* a ctx_attrs follows: the record's trace flags and attributes */
+};
+
+/* SC_ATTRS_MAX bounds the bytes of a record's attrs-data copied per
+ * sample: a route and a few short values. A longer attrs-data is cut
+ * there (attrs_size says how long it was); user space keeps the entries
+ * that are whole. */
+#define SC_ATTRS_MAX 128
+
+/* The trace flags and attributes of a thread's OTEP 4947 record. */
+struct ctx_attrs {
+	__u8 trace_flags;
+	__u8 _pad;
+	__u16 size;             /* the record's attrs_size */
+	__u8 data[SC_ATTRS_MAX]; /* its first min(size, SC_ATTRS_MAX) bytes */
 };
 
 /* One record per sample of a target, in the records ring buffer. */
@@ -75,6 +94,15 @@ struct sample_labels {
 	__u8 span_id[8];
 	__u8 trace_id[16];
 	__u64 cpu_delta;    /* SC_CPU_DELTA: ns on CPU since the thread's previous sample */
+};
+
+/* The record of a sample of a thread-context target (TARGET_TLS,
+ * TARGET_NODE): the same, and the record's attributes (SC_ATTRS). The
+ * other kinds write the short one: a Go target's labels are read for the
+ * ids only. */
+struct sample_ctx {
+	struct sample_labels l;
+	struct ctx_attrs attrs;
 };
 
 /* Indices of the counters in the per-CPU stats value. */
@@ -94,6 +122,13 @@ enum {
 	STAT_SCHED_CAPTURED, /* switch-outs whose stack and span were read */
 	STAT_SCHED_UNCAPTURED, /* switch-outs that were not (capture_gap, capture_every) */
 	STAT_SCHED_NO_STATE, /* target threads the program could not keep (task storage refused) */
+	/* Node.js walks that did not validate (SC_WALK), by the step that
+	 * failed: */
+	STAT_NODE_SLOT,    /* the struct's record slot offset is 0 or not a multiple of 8 */
+	STAT_NODE_TAG,     /* a frame, table or value that is not a heap object */
+	STAT_NODE_REHASH,  /* the frame's table was being rehashed (its element count a pointer) */
+	STAT_NODE_TABLE,   /* table counts out of bounds (buckets, elements, length) */
+	STAT_NODE_CHAIN,   /* a bucket chain longer than the walk follows */
 	STAT_MAX,
 };
 

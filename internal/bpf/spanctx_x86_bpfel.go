@@ -53,6 +53,19 @@ type spanctxPidnsCheck struct {
 	Tid   uint32
 }
 
+type spanctxSampleCtx struct {
+	_     structs.HostLayout
+	L     spanctxSampleLabels
+	Attrs struct {
+		_          structs.HostLayout
+		TraceFlags uint8
+		Pad        uint8
+		Size       uint16
+		Data       [128]uint8
+	}
+	_ [4]byte
+}
+
 type spanctxSampleLabels struct {
 	_        structs.HostLayout
 	Ktime    uint64
@@ -82,6 +95,14 @@ type spanctxSchedRecord struct {
 	Nkframes    uint32
 	Ustack      [64]uint64
 	Kstack      [32]uint64
+	Attrs       struct {
+		_          structs.HostLayout
+		TraceFlags uint8
+		Pad        uint8
+		Size       uint16
+		Data       [128]uint8
+	}
+	_ [4]byte
 }
 
 type spanctxTarget struct {
@@ -136,6 +157,14 @@ type spanctxThreadState struct {
 	TraceId     [16]uint8
 	Ustack      [64]uint64
 	Kstack      [32]uint64
+	Attrs       struct {
+		_          structs.HostLayout
+		TraceFlags uint8
+		Pad        uint8
+		Size       uint16
+		Data       [128]uint8
+	}
+	_ [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -174,6 +203,7 @@ const (
 	spanctxVarUnusedAcctEvent     = "unused_acct_event"
 	spanctxVarUnusedAcctResult    = "unused_acct_result"
 	spanctxVarUnusedPidnsCheck    = "unused_pidns_check"
+	spanctxVarUnusedSampleCtx     = "unused_sample_ctx"
 	spanctxVarUnusedSampleLabels  = "unused_sample_labels"
 	spanctxVarUnusedSchedRecord   = "unused_sched_record"
 	spanctxVarUnusedTarget        = "unused_target"
@@ -265,6 +295,7 @@ type spanctxVariableSpecs struct {
 	UnusedAcctEvent    *ebpf.VariableSpec `ebpf:"unused_acct_event"`
 	UnusedAcctResult   *ebpf.VariableSpec `ebpf:"unused_acct_result"`
 	UnusedPidnsCheck   *ebpf.VariableSpec `ebpf:"unused_pidns_check"`
+	UnusedSampleCtx    *ebpf.VariableSpec `ebpf:"unused_sample_ctx"`
 	UnusedSampleLabels *ebpf.VariableSpec `ebpf:"unused_sample_labels"`
 	UnusedSchedRecord  *ebpf.VariableSpec `ebpf:"unused_sched_record"`
 	UnusedTarget       *ebpf.VariableSpec `ebpf:"unused_target"`
@@ -337,6 +368,7 @@ type spanctxVariables struct {
 	UnusedAcctEvent    *ebpf.Variable `ebpf:"unused_acct_event"`
 	UnusedAcctResult   *ebpf.Variable `ebpf:"unused_acct_result"`
 	UnusedPidnsCheck   *ebpf.Variable `ebpf:"unused_pidns_check"`
+	UnusedSampleCtx    *ebpf.Variable `ebpf:"unused_sample_ctx"`
 	UnusedSampleLabels *ebpf.Variable `ebpf:"unused_sample_labels"`
 	UnusedSchedRecord  *ebpf.Variable `ebpf:"unused_sched_record"`
 	UnusedTarget       *ebpf.Variable `ebpf:"unused_target"`

@@ -3,4 +3,4 @@
 package bpf
 
 // sourceSum is the SHA-256 of the C sources in . when the objects were last generated.
-const sourceSum = "cf25fe6720d1bcce7819e84f0e8cce29db80d0e45467d0bd1768cd9e60f84506"
+const sourceSum = "ef3a7d6742de6bea6fd285fc71b9a1732219ede2a6803704bd21acf3dcc50e18"

@@ -26,6 +26,9 @@ func TestStructSizes(t *testing.T) {
 	if n := unsafe.Sizeof(spanctxSampleLabels{}); n != recordSize {
 		t.Errorf("struct sample_labels is %d bytes, Record.decode reads %d", n, recordSize)
 	}
+	if n := unsafe.Sizeof(spanctxSampleCtx{}); n != ctxRecordSize {
+		t.Errorf("struct sample_ctx is %d bytes, Record.decode reads %d", n, ctxRecordSize)
+	}
 	if n := unsafe.Sizeof(spanctxSchedRecord{}); n != schedRecordSize {
 		t.Errorf("struct sched_record is %d bytes, SchedRecord.decode reads %d", n, schedRecordSize)
 	}

@@ -53,6 +53,17 @@ const (
 	LinkSource = "span.link.source"
 )
 
+// SampleAttribute reports whether key is one of the sample attributes
+// above, which the receiver writes itself: a thread context record's
+// attribute of the same name is not put on a sample beside it.
+func SampleAttribute(key string) bool {
+	switch key {
+	case ThreadID, ThreadName, CPU, WorkerID, RootName, ThreadState, CPUTimeDelta, LinkSource:
+		return true
+	}
+	return false
+}
+
 // Values of LinkSource.
 const (
 	// LinkSourceThread: the (thread, time) join of the spans received.

@@ -99,6 +99,11 @@ func ParseRecord(b []byte, keyMap []string) (ThreadCtx, error) {
 	return c, nil
 }
 
+// ParseAttrs decodes a record's attrs-data as ParseRecord does; data may
+// be cut short (a reader that copied a bounded prefix): the entry cut is
+// dropped with those after it.
+func ParseAttrs(data []byte, keyMap []string) []Attr { return parseAttrs(data, keyMap) }
+
 // parseAttrs decodes attrs-data. It stops at an entry that does not fit in
 // the remaining bytes (the OTEP's rule), so a torn size never reads past
 // the buffer.

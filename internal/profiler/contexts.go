@@ -57,13 +57,23 @@ type SpanContext struct {
 	// CPUDelta is, for a cpu-clock sample, the thread's CPU time since
 	// its previous one (ns; 0 when unknown), from the scheduler program.
 	CPUDelta uint64
+	// Attrs is the attrs-data of the thread's OTEP 4947 record (a prefix
+	// of it: bpf.AttrsMax bytes), "" when none: decoded with the key map
+	// of the process's context at the join.
+	Attrs string
+	// AttrsCut: the record's attrs-data was longer than Attrs, whose
+	// last entries are missing.
+	AttrsCut bool
 }
 
 // Contexts delivers the span contexts read at sample time. The profiler
 // attaches and detaches processes along with its Source; a process it
 // cannot read (not Go, no published context) is joined by thread and time.
 type Contexts interface {
-	Attach(pid int) error
+	// Attach reads the spans of pid's threads where its runtime keeps
+	// them; schema is the thread-context schema its process context
+	// names (threadlocal.schema_version), "" when none is known yet.
+	Attach(pid int, schema string) error
 	Detach(pid int)
 	// Read delivers contexts to fn until Close, on the calling goroutine.
 	Read(fn func(SpanContext)) error

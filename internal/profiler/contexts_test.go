@@ -149,7 +149,7 @@ func (c *scriptedContexts) Sync() {
 	}
 }
 
-func (c *scriptedContexts) Attach(pid int) error {
+func (c *scriptedContexts) Attach(pid int, _ string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.refuse[pid]; err != nil {

@@ -53,6 +53,14 @@ var (
 	cJITOlder           = counter.Define("receiver_perfprof_jit_frames", "naming", "older")
 	cJITLater           = counter.Define("receiver_perfprof_jit_frames", "naming", "later")
 	cJITUnnamed         = counter.Define("receiver_perfprof_jit_frames", "naming", "unnamed")
+	cNodeSlot           = counter.Define("receiver_perfprof_thread_context_walks_failed", "step", "record_slot")
+	cNodeTag            = counter.Define("receiver_perfprof_thread_context_walks_failed", "step", "tag")
+	cNodeRehash         = counter.Define("receiver_perfprof_thread_context_walks_failed", "step", "rehash")
+	cNodeTable          = counter.Define("receiver_perfprof_thread_context_walks_failed", "step", "table")
+	cNodeChain          = counter.Define("receiver_perfprof_thread_context_walks_failed", "step", "chain")
+	cAttrsSets          = counter.Define("receiver_perfprof_context_attributes_dropped", "reason", "sets")
+	cAttrsEntries       = counter.Define("receiver_perfprof_context_attributes_dropped", "reason", "entries")
+	cAttrsTruncated     = counter.Define("receiver_perfprof_context_attributes_dropped", "reason", "truncated")
 	cLinked             [SourceThreadLatest + 1]*counter.Def // emitted_samples{join=span} by source
 	cUnwindStopped      [len(UnwindStats{}.Stopped)]*counter.Def
 	cLimits             [limits.NumKinds]*counter.Def
@@ -97,6 +105,11 @@ func (p *Profiler) StoreTotals() {
 		t.Store(cOffCPUShort, int64(prog.SchedShort))
 		t.Store(cSwitchRead, int64(prog.SchedCaptured))
 		t.Store(cSwitchNotRead, int64(prog.SchedUncaptured))
+		t.Store(cNodeSlot, int64(prog.NodeSlot))
+		t.Store(cNodeTag, int64(prog.NodeTag))
+		t.Store(cNodeRehash, int64(prog.NodeRehash))
+		t.Store(cNodeTable, int64(prog.NodeTable))
+		t.Store(cNodeChain, int64(prog.NodeChain))
 	}
 	p.mu.Lock()
 	unw := p.counts.unwind

@@ -45,7 +45,10 @@ const (
 // ring buffer's data pages are, so that records never wrap), and all of
 // it counts in its RSS: rings are sized for what they must hold. The
 // records ring (spanRingBytes) holds 2 s of records at the sampling rate
-// of every CPU, at least 256 KiB (4 000 records); where context switches
+// of every CPU, at least 256 KiB (4 000 records); a thread-context
+// target's records, with the context's attributes, are three times as
+// long, and the reader, polling at their fill rate, drains them as soon;
+// where context switches
 // write records too (perf's switch events, when the scheduler program
 // cannot run) it is 1 MiB, 16 000 records. The scheduler program writes a
 // group of off-CPU time (864 bytes, most of it the stacks) only when a
@@ -115,6 +118,8 @@ type spanReader struct {
 	sched    bool
 	schedErr error
 	onSched  func(*bpf.SchedRecord)
+
+	attrs internTable // of the records' attrs-data
 }
 
 // loadEBPF loads the programs per mode. It returns nil and the reason when
@@ -159,11 +164,13 @@ func loadEBPF(opts Options) (*spanReader, error) {
 }
 
 // Attach reads the span pid's threads run: from the labels of its
-// goroutines if it is a Go program whose runtime layout is known, else
-// from its threads' OTEP 4947 context records if an object it has loaded
-// defines otel_thread_ctx_v1. Attaching a process again (its process
-// context announced thread contexts since) looks for the variable again.
-func (g *spanReader) Attach(pid int) error {
+// goroutines if it is a Go program whose runtime layout is known; from
+// the thread context of its JavaScript if its process context names a
+// Node.js schema (schema); else from its threads' OTEP 4947 context
+// records if an object it has loaded defines otel_thread_ctx_v1.
+// Attaching a process again (its process context announced thread
+// contexts since) looks for the variable again.
+func (g *spanReader) Attach(pid int, schema string) error {
 	g.mu.Lock()
 	_, done := g.targets[uint32(pid)]
 	g.mu.Unlock()
@@ -191,6 +198,19 @@ func (g *spanReader) Attach(pid int) error {
 		// itself, a chain too deep to read) is a bound reached: the
 		// caller counts it, with every error of Attach.
 		return err
+	}
+	if schema == otelctx.SchemaNodeDev || schema == otelctx.SchemaNode {
+		v, terr := otelctx.LocateTLSSymbol(pid, otelctx.NodeTLSSymbol)
+		if terr != nil {
+			return fmt.Errorf("its process context names schema %s, but no object it has loaded defines %s: %w", schema, otelctx.NodeTLSSymbol, terr)
+		}
+		if err := g.prog.AddNodeTarget(pid, v); err != nil {
+			return err
+		}
+		g.added(pid, SourceThreadContext)
+		g.log.Info("Reading the span each thread runs from its Node.js thread context (schema "+schema+")",
+			zap.Int("pid", pid), zap.String("object", v.Object), zap.Stringer("tls_model", v.Model))
+		return nil
 	}
 	v, terr := otelctx.LocateTLS(pid)
 	if terr != nil {
@@ -241,6 +261,9 @@ func (g *spanReader) Read(fn func(SpanContext)) error {
 			if r.HasTrace() {
 				sc.TraceID = r.TraceID
 			}
+		}
+		if !sc.CPUOnly && r.Flags&bpf.FlagAttrs != 0 {
+			sc.Attrs, sc.AttrsCut = g.attrs.intern(r.Attrs.Bytes()), r.Attrs.Truncated()
 		}
 		fn(sc)
 	}
@@ -326,7 +349,7 @@ func (g *spanReader) drainSched(deliver func(*bpf.Record)) error {
 			on(r)
 		}
 		if r.Captured() {
-			rec = bpf.Record{Time: offCPUTime(r), Pid: r.Pid, Tid: r.Tid, Flags: r.Flags | bpf.FlagSwitch, SpanID: r.SpanID, TraceID: r.TraceID}
+			rec = bpf.Record{Time: offCPUTime(r), Pid: r.Pid, Tid: r.Tid, Flags: r.Flags | bpf.FlagSwitch, SpanID: r.SpanID, TraceID: r.TraceID, Attrs: r.Attrs}
 			deliver(&rec)
 		}
 	})
@@ -375,6 +398,35 @@ func (g *spanReader) stats() bpf.Stats {
 		g.last = s
 	}
 	return g.last
+}
+
+// strings interns the attrs-data of thread context records: the samples
+// of one span, hundreds a second, carry the same bytes, and a context
+// kept for its join then holds a shared string, not a copy of its own.
+type internTable struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// internMax bounds the strings kept: past it the table starts over (a
+// process writing a new value per request, an id, gains nothing from it).
+const internMax = 4096
+
+func (s *internTable) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[string(b)]; ok {
+		return v
+	}
+	if s.m == nil || len(s.m) >= internMax {
+		s.m = make(map[string]string)
+	}
+	v := string(b)
+	s.m[v] = v
+	return v
 }
 
 // errNotKept says the programs cannot keep a process's samples (their

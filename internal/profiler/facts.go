@@ -174,19 +174,43 @@ func (st *procState) exePath() string {
 // pctxState is the process context a process publishes (OTEP 4719), as
 // the facts worker read it last.
 type pctxState struct {
-	// attrs is what the report reads; the rest is the facts worker's
+	// facts is what the report reads; the rest is the facts worker's
 	// (and Close's, once the worker stopped).
-	attrs atomic.Pointer[map[string]any]
+	facts atomic.Pointer[pctxFacts]
 	read  time.Time     // the last read that settled
 	next  time.Duration // how long after read it is read again
-	at    uint64        // PublishedAt of attrs
+	at    uint64        // PublishedAt of facts
+	// unread: the publication names a thread-context schema whose
+	// threads could not be read yet (the object defining the variable
+	// not loaded yet, as Node.js loads its addon at require time): the
+	// span reader is asked again at each read, which comes sooner.
+	unread bool
+}
+
+// pctxFacts is one publication of a process context, as the report uses
+// it: immutable once stored.
+type pctxFacts struct {
+	attrs  map[string]any // the resource's attributes
+	schema string         // threadlocal.schema_version, "" when none
+	// keys is threadlocal.attribute_key_map: the names of the key
+	// indexes of the process's thread context records.
+	keys []string
 }
 
 // processContext returns the resource attributes st publishes, nil when
 // none (or not read yet).
 func (st *procState) processContext() map[string]any {
-	if p := st.pctx.attrs.Load(); p != nil {
-		return *p
+	if p := st.pctx.facts.Load(); p != nil {
+		return p.attrs
+	}
+	return nil
+}
+
+// contextKeys returns the attribute key map of st's thread context
+// records, nil when none is published.
+func (st *procState) contextKeys() []string {
+	if p := st.pctx.facts.Load(); p != nil {
+		return p.keys
 	}
 	return nil
 }
@@ -233,8 +257,17 @@ func (e *engine) readContexts(sts []*procState, gone bool) {
 		if !st.readProcessContext(e, gone) || gone || e.plan.contexts == nil {
 			continue
 		}
-		if err := e.plan.contexts.Attach(st.info.Pid); err != nil {
-			e.log.Info("The process announces OpenTelemetry thread contexts, but they cannot be read; its samples are joined by thread and time", zap.Int("pid", st.info.Pid), zap.Error(err))
+		c := &st.pctx
+		err := e.plan.contexts.Attach(st.info.Pid, c.facts.Load().schema)
+		switch {
+		case err == nil:
+			c.unread = false
+		case !c.unread:
+			e.log.Info("The process announces OpenTelemetry thread contexts, but they cannot be read (tried again for a while); its samples are joined by thread and time", zap.Int("pid", st.info.Pid), zap.Error(err))
+			c.unread = true
+			c.next = factsInterval
+		default:
+			c.next = min(2*c.next, processContextInterval)
 		}
 	}
 }
@@ -258,16 +291,22 @@ func (st *procState) readProcessContext(e *engine, once bool) (announce bool) {
 	}
 	switch {
 	case err == nil:
-		attrs := r.Attributes
-		c.attrs.Store(&attrs)
-		announce = r.PublishedAt != c.at && r.SchemaVersion() != ""
+		if r.PublishedAt != c.at || c.facts.Load() == nil {
+			c.facts.Store(&pctxFacts{attrs: r.Attributes, schema: r.SchemaVersion(), keys: r.KeyMap()})
+		}
+		// A new publication naming a schema announces thread contexts
+		// (again); one that could not be read yet is tried again, as
+		// often as readContexts set.
+		announce = r.SchemaVersion() != "" && (r.PublishedAt != c.at || c.unread)
 		c.at = r.PublishedAt
-		c.next = processContextInterval
+		if !c.unread {
+			c.next = processContextInterval
+		}
 	case bound:
-		c.attrs.Store(nil)
+		c.facts.Store(nil)
 		c.next = processContextInterval
 	case errors.Is(err, otelctx.ErrNotPublished):
-		c.attrs.Store(nil)
+		c.facts.Store(nil)
 		c.next = min(max(2*c.next, factsInterval), processContextInterval)
 	}
 	// Other errors (the process exited, a context being updated) keep

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/limits"
+	"github.com/perfprof/perfprof/internal/otelctx"
 	"github.com/perfprof/perfprof/internal/tidmap"
 )
 
@@ -239,6 +242,80 @@ type joined struct {
 	// else the one the process's spans named it by while it lived; -1
 	// when neither.
 	resource int32
+	attrs    [][]Attr // Snapshot.ContextAttrs
+}
+
+// Bounds of the thread context attributes a report carries: a sample
+// carries at most maxSampleAttrs (a record holds at most bpf.AttrsMax
+// bytes of them), a process's report at most maxAttrSets sets; a key's
+// name is cut at maxAttrKey bytes (the key map is the process's).
+const (
+	maxSampleAttrs = 16 // past it, and reserved names: cAttrsEntries
+	maxAttrSets    = 1024
+	maxAttrKey     = 128
+)
+
+// attrSets decodes and interns the attrs-data of one process's contexts
+// for one report: the samples of a span share one set.
+type attrSets struct {
+	keys  []string
+	sets  [][]Attr
+	index map[string]int32
+}
+
+// get returns the index of raw's set in a.sets (0: none), decoding it on
+// first sight. Entries with a key the key map does not name are dropped,
+// as OTEP 4947 asks, and those named as the receiver's own sample
+// attributes (counted); values that are not UTF-8 are made so (pdata
+// strings must be).
+func (a *attrSets) get(e *engine, raw string) int32 {
+	if raw == "" || len(a.keys) == 0 {
+		return 0
+	}
+	if i, ok := a.index[raw]; ok {
+		return i
+	}
+	if len(a.sets) > maxAttrSets {
+		e.tel.Add(cAttrsSets, 1)
+		return 0
+	}
+	var set []Attr
+	for _, at := range otelctx.ParseAttrs([]byte(raw), a.keys) {
+		if at.Name == "" {
+			continue
+		}
+		if len(set) == maxSampleAttrs || convention.SampleAttribute(at.Name) {
+			e.tel.Add(cAttrsEntries, 1)
+			break
+		}
+		set = append(set, Attr{Key: validUTF8(at.Name, maxAttrKey), Value: validUTF8(at.Value, len(at.Value))})
+	}
+	if len(set) == 0 {
+		return 0
+	}
+	if a.sets == nil {
+		a.sets = [][]Attr{nil}
+		a.index = map[string]int32{}
+	}
+	i := int32(len(a.sets))
+	a.sets = append(a.sets, set)
+	a.index[raw] = i
+	return i
+}
+
+// validUTF8 returns s cut at n bytes (at a rune's start) with any byte
+// that is not UTF-8 replaced.
+func validUTF8(s string, n int) string {
+	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // join looks up, for every sample of b older than the watermark, the span
@@ -249,6 +326,7 @@ type joined struct {
 func (e *engine) join(st *procState, b *batch, watermark uint64) joined {
 	links := make([]Link, len(b.samples))
 	var cpu []uint64
+	attrs := attrSets{keys: st.contextKeys()}
 	votes := map[int32]int{}
 	if e.contexts != nil {
 		e.contexts.mu.Lock()
@@ -275,6 +353,12 @@ func (e *engine) join(st *procState, b *batch, watermark uint64) joined {
 					cpu[i] = sc.CPUDelta
 				}
 				if !sc.CPUOnly {
+					if sc.Attrs != "" {
+						l.Attrs = attrs.get(e, sc.Attrs)
+						if sc.AttrsCut {
+							e.tel.Add(cAttrsTruncated, 1)
+						}
+					}
 					if e.linkContext(l, sc) {
 						e.tel.Add(cLinked[sc.Source], 1)
 					} else {
@@ -325,7 +409,7 @@ func (e *engine) join(st *procState, b *batch, watermark uint64) joined {
 			best = h
 		}
 	}
-	return joined{links: links, cpu: cpu, resource: best}
+	return joined{links: links, cpu: cpu, resource: best, attrs: attrs.sets}
 }
 
 // otherProcess reports whether span sp names a process other than st's:

@@ -152,7 +152,7 @@ func (p *Profiler) attach(proc perf.Process) error {
 	// the samples of the processes it reads.
 	var cerr error
 	if c := p.plan.contexts; c != nil {
-		cerr = c.Attach(proc.Pid)
+		cerr = c.Attach(proc.Pid, "")
 		p.opts.Limits.Record(fmt.Sprintf("pid %d", proc.Pid), cerr)
 		if errors.Is(cerr, errNotKept) {
 			p.dropProcess(st)

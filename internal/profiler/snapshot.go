@@ -39,6 +39,17 @@ type Snapshot struct {
 	// 4719's OTEL_CTX mapping: service.name, ...), nil when it publishes
 	// none: it names the process before, or without, any span.
 	ProcessContext map[string]any
+	// ContextAttrs are the attribute sets of the thread context records
+	// the samples were read in (OTEP 4947: http.route, ...), decoded with
+	// the key map of the process's context; Link.Attrs indexes them.
+	// ContextAttrs[0] is the empty set.
+	ContextAttrs [][]Attr
+}
+
+// Attr is one attribute of a thread context record, named by the
+// process's key map.
+type Attr struct {
+	Key, Value string
 }
 
 // Sample is one on-CPU perf sample, or one group of off-CPU time.
@@ -66,6 +77,10 @@ type Link struct {
 	Worker  int64  // runtime worker of the span or thread; -1: unknown
 	Root    string // name of the span's local root; "" when not linked or not received
 	Source  LinkSource
+	// Attrs indexes Snapshot.ContextAttrs: the attributes of the thread
+	// context record the sample was read in (0: none). A record without
+	// a span may have some: the sample is then not Linked.
+	Attrs int32
 }
 
 // Location is one stack address of one process, resolved. Locations are

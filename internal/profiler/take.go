@@ -194,6 +194,7 @@ func (e *engine) snapshot(t taken) (Snapshot, JITStats) {
 		Threads:     threads,
 
 		ProcessContext: t.st.processContext(),
+		ContextAttrs:   t.joined.attrs,
 	}
 	for i, r := range t.b.samples {
 		weight := r.weight

@@ -3,6 +3,7 @@ package profiler_test
 import (
 	"encoding/hex"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -42,14 +43,18 @@ func TestThreadContextAttribution(t *testing.T) {
 				child = testchild.Start(t, testchild.OTelCtxPublisher(t), "work", "memfd", truth)
 			}
 			spans := map[string][2][]byte{} // "0", "1" → trace, span
+			attrs := map[string][]profiler.Attr{}
 			for i := 0; i < 2; i++ {
 				f := strings.Fields(child.Line(t, 5*time.Second))
-				if len(f) < 4 || f[0] != "span" {
+				if len(f) < 6 || f[0] != "span" {
 					t.Fatalf("publisher: %q, want a span line", f)
 				}
 				tr, _ := hex.DecodeString(f[2])
 				sp, _ := hex.DecodeString(f[3])
 				spans[f[1]] = [2][]byte{tr, sp}
+				// The record's attributes, named by the process
+				// context's key map.
+				attrs[f[1]] = []profiler.Attr{{Key: "http.route", Value: f[4]}, {Key: "user.name", Value: f[5]}}
 			}
 
 			p, err := profiler.Open(profiler.Options{
@@ -77,7 +82,7 @@ func TestThreadContextAttribution(t *testing.T) {
 				t.Fatalf("eBPF not active: %v", prog.Reason)
 			}
 
-			type tally struct{ n, right, wrong, unlinked int }
+			type tally struct{ n, right, wrong, unlinked, attrs int }
 			var on, off tally
 			unknown := 0
 			for _, sn := range snaps {
@@ -95,6 +100,9 @@ func TestThreadContextAttribution(t *testing.T) {
 						tl = &off
 					}
 					tl.n++
+					if s.Link.Attrs > 0 && reflect.DeepEqual(sn.ContextAttrs[s.Link.Attrs], attrs[which]) {
+						tl.attrs++
+					}
 					want := spans[which]
 					switch {
 					case !s.Link.Linked:
@@ -110,6 +118,8 @@ func TestThreadContextAttribution(t *testing.T) {
 				on.n, on.right, pct(on.right, on.n), on.wrong, on.unlinked)
 			t.Logf("off-CPU samples blocked in a span's function: %d, %d linked to that span (%.2f%%), %d to the other, %d unlinked",
 				off.n, off.right, pct(off.right, off.n), off.wrong, off.unlinked)
+			t.Logf("their record's attributes (http.route, user.name) on %d on-CPU (%.2f%%) and %d off-CPU samples (%.2f%%)",
+				on.attrs, pct(on.attrs, on.n), off.attrs, pct(off.attrs, off.n))
 			t.Logf("samples in neither span's function: %d; join %+v; program %+v", unknown, st.Joins, prog.Program)
 			if n := prog.Program.RunCount; n > 0 {
 				t.Logf("programs: %d ns a run over %d runs (cpu-clock and switch-out samples)", int64(prog.Program.RunTime)/int64(n), n)
@@ -125,6 +135,10 @@ func TestThreadContextAttribution(t *testing.T) {
 			}
 			if float64(off.right) < 0.99*float64(off.n) {
 				t.Errorf("off-CPU: %.2f%% linked to the span that blocked, want ≥ 99%%", pct(off.right, off.n))
+			}
+			if float64(on.attrs) < 0.99*float64(on.n) || float64(off.attrs) < 0.99*float64(off.n) {
+				t.Errorf("the record's attributes on %.2f%% of the on-CPU and %.2f%% of the off-CPU samples, want ≥ 99%%",
+					pct(on.attrs, on.n), pct(off.attrs, off.n))
 			}
 			if st.Joins.Read[profiler.SourceThreadContext] == 0 {
 				t.Errorf("join counts no link read from thread contexts: %+v", st.Joins)

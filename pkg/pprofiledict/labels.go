@@ -25,7 +25,15 @@ type Labels struct {
 	// LinkSource is span.link.source, "" for none: how the sample's link
 	// was found (one of the convention.LinkSource* values).
 	LinkSource string
+	// Context are the attributes of the thread context record (OTEP
+	// 4947) the sample was read in, named by the process's key map
+	// (http.route, ...): string attributes under any other key than the
+	// ones above.
+	Context []KV
 }
+
+// KV is a string attribute.
+type KV struct{ Key, Value string }
 
 // NoLabels are the Labels of a sample without attributes: Tid 0, no CPU and
 // no worker.
@@ -52,6 +60,9 @@ func (b *Builder) AppendLabels(dst pcommon.Int32Slice, l *Labels) {
 	}
 	if l.LinkSource != "" {
 		dst.Append(b.AttrStr(convention.LinkSource, l.LinkSource))
+	}
+	for _, kv := range l.Context {
+		dst.Append(b.AttrStr(kv.Key, kv.Value))
 	}
 }
 

@@ -95,6 +95,10 @@ func (r *Reader) Labels(indices pcommon.Int32Slice) Labels {
 			l.Root = a.str
 		case convention.LinkSource:
 			l.LinkSource = a.str
+		default:
+			if a.key != "" && !a.isN && !convention.SampleAttribute(a.key) {
+				l.Context = append(l.Context, KV{a.key, a.str})
+			}
 		}
 		if !a.isN || a.num < 0 {
 			continue // the numbers are naturals

@@ -25,7 +25,8 @@ func TestReaderReadsWhatBuilderWrites(t *testing.T) {
 	bare := b.Location(0x601000, gi)
 	stack := b.Stack([]int32{kern, user, bare})
 	link := b.Link(pcommon.TraceID{1, 2}, pcommon.SpanID{3})
-	full := Labels{Tid: 7, ThreadName: "w", CPU: 3, CPUDelta: 20_000, Worker: 2, Root: "GET /", LinkSource: convention.LinkSourceGoLabels}
+	full := Labels{Tid: 7, ThreadName: "w", CPU: 3, CPUDelta: 20_000, Worker: 2, Root: "GET /", LinkSource: convention.LinkSourceGoLabels,
+		Context: []KV{{"http.route", "GET /checkout"}, {"user.name", "ann"}}}
 	off := Labels{Tid: 8, ThreadName: "", CPU: -1, State: convention.ThreadStateRunnable, Worker: -1}
 
 	p := pd.ResourceProfiles().AppendEmpty().ScopeProfiles().AppendEmpty().Profiles().AppendEmpty()

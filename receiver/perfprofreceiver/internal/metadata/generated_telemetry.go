@@ -23,30 +23,32 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                              metric.Meter
-	mu                                 sync.Mutex
-	registrations                      []metric.Registration
-	ReceiverPerfprofDroppedSamples     metric.Int64Counter
-	ReceiverPerfprofEbpfPrograms       metric.Int64UpDownCounter
-	ReceiverPerfprofEbpfRecordsDropped metric.Int64Counter
-	ReceiverPerfprofEbpfRunTime        metric.Int64Counter
-	ReceiverPerfprofEbpfRuns           metric.Int64Counter
-	ReceiverPerfprofEmittedSamples     metric.Int64Counter
-	ReceiverPerfprofJitFrames          metric.Int64Counter
-	ReceiverPerfprofLostRecords        metric.Int64Counter
-	ReceiverPerfprofOffCPUDropped      metric.Int64Counter
-	ReceiverPerfprofOffCPUHeld         metric.Int64Counter
-	ReceiverPerfprofOffCPUSamples      metric.Int64Counter
-	ReceiverPerfprofProcesses          metric.Int64UpDownCounter
-	ReceiverPerfprofRejectedRequests   metric.Int64Counter
-	ReceiverPerfprofSamples            metric.Int64Counter
-	ReceiverPerfprofSchedSwitchOuts    metric.Int64Counter
-	ReceiverPerfprofSpanValuesBounded  metric.Int64Counter
-	ReceiverPerfprofSpans              metric.Int64Counter
-	ReceiverPerfprofSpansUnmatched     metric.Int64Counter
-	ReceiverPerfprofTargetLimits       metric.Int64Counter
-	ReceiverPerfprofUnnamedThreads     metric.Int64Counter
-	ReceiverPerfprofUnwoundSamples     metric.Int64Counter
+	meter                                    metric.Meter
+	mu                                       sync.Mutex
+	registrations                            []metric.Registration
+	ReceiverPerfprofContextAttributesDropped metric.Int64Counter
+	ReceiverPerfprofDroppedSamples           metric.Int64Counter
+	ReceiverPerfprofEbpfPrograms             metric.Int64UpDownCounter
+	ReceiverPerfprofEbpfRecordsDropped       metric.Int64Counter
+	ReceiverPerfprofEbpfRunTime              metric.Int64Counter
+	ReceiverPerfprofEbpfRuns                 metric.Int64Counter
+	ReceiverPerfprofEmittedSamples           metric.Int64Counter
+	ReceiverPerfprofJitFrames                metric.Int64Counter
+	ReceiverPerfprofLostRecords              metric.Int64Counter
+	ReceiverPerfprofOffCPUDropped            metric.Int64Counter
+	ReceiverPerfprofOffCPUHeld               metric.Int64Counter
+	ReceiverPerfprofOffCPUSamples            metric.Int64Counter
+	ReceiverPerfprofProcesses                metric.Int64UpDownCounter
+	ReceiverPerfprofRejectedRequests         metric.Int64Counter
+	ReceiverPerfprofSamples                  metric.Int64Counter
+	ReceiverPerfprofSchedSwitchOuts          metric.Int64Counter
+	ReceiverPerfprofSpanValuesBounded        metric.Int64Counter
+	ReceiverPerfprofSpans                    metric.Int64Counter
+	ReceiverPerfprofSpansUnmatched           metric.Int64Counter
+	ReceiverPerfprofTargetLimits             metric.Int64Counter
+	ReceiverPerfprofThreadContextWalksFailed metric.Int64Counter
+	ReceiverPerfprofUnnamedThreads           metric.Int64Counter
+	ReceiverPerfprofUnwoundSamples           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -78,6 +80,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ReceiverPerfprofContextAttributesDropped, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_context_attributes_dropped",
+		metric.WithDescription("Attributes of thread context records (OTEP 4947) not put on samples, by reason (sets - samples whose record held another set of attributes than the 1 024 a process's report already had; entries - attributes past the 16 a sample carries; truncated - records whose attributes were longer than the 128 bytes read at the sample, whose last entries are missing). [Development]"),
+		metric.WithUnit("{sample}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofDroppedSamples, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_dropped_samples",
 		metric.WithDescription("Samples read but not delivered, by reason (buffer_full past twice correlation.max_buffered_samples, consumer_error, corrupt, pid_reused of a process that took the pid of a target that exited, before discovery attached it). [Development]"),
@@ -190,6 +198,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_receiver_perfprof_target_limits",
 		metric.WithDescription("Times a target's data reached a bound and was left out, by bound (file_refused, a file the target names that is not a regular file - a FIFO, a device - or leads out of its root; file_too_large, a file or /proc entry over what is read; dwarf_depth, DWARF nested deeper than the walk goes; type_cycle, Go runtime types that refer to themselves or nest too deep; perf_map_symbols, a perf map over its bound of lines or bytes; line_rows, a line table over its bound of rows; compressed_section, a section that decompresses past its bound; attach_reply, a JVM attach reply too large, too slow or malformed; span_future, a span whose end lies further ahead than the join waits). What reached the bound loses its symbols or contexts; the rest of the target, and every other target, is profiled. Each bound is logged once per binary or process. [Development]"),
 		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ReceiverPerfprofThreadContextWalksFailed, err = builder.meter.Int64Counter(
+		"otelcol_receiver_perfprof_thread_context_walks_failed",
+		metric.WithDescription("Samples of Node.js threads (schema nodejs_v1_dev) whose walk from the thread's discovery struct to its context record did not validate, by the step that failed (record_slot - the struct's record slot offset is 0 or not a multiple of 8; tag - a frame, table or value that is not a heap object; rehash - the frame's table was being rehashed; table - table counts out of their bounds; chain - a bucket chain longer than the 16 entries the walk follows). These samples get no span from the thread context (never a wrong one) and are joined by thread and time. [Development]"),
+		metric.WithUnit("{sample}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofUnnamedThreads, err = builder.meter.Int64Counter(

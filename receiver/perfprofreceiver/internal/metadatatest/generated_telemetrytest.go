@@ -21,6 +21,22 @@ func NewSettings(tt *componenttest.Telemetry) receiver.Settings {
 	return set
 }
 
+func AssertEqualReceiverPerfprofContextAttributesDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_context_attributes_dropped",
+		Description: "Attributes of thread context records (OTEP 4947) not put on samples, by reason (sets - samples whose record held another set of attributes than the 1 024 a process's report already had; entries - attributes past the 16 a sample carries; truncated - records whose attributes were longer than the 128 bytes read at the sample, whose last entries are missing). [Development]",
+		Unit:        "{sample}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_context_attributes_dropped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualReceiverPerfprofDroppedSamples(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_dropped_samples",
@@ -321,6 +337,22 @@ func AssertEqualReceiverPerfprofTargetLimits(t *testing.T, tt *componenttest.Tel
 		},
 	}
 	got, err := tt.GetMetric("otelcol_receiver_perfprof_target_limits")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualReceiverPerfprofThreadContextWalksFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_receiver_perfprof_thread_context_walks_failed",
+		Description: "Samples of Node.js threads (schema nodejs_v1_dev) whose walk from the thread's discovery struct to its context record did not validate, by the step that failed (record_slot - the struct's record slot offset is 0 or not a multiple of 8; tag - a frame, table or value that is not a heap object; rehash - the frame's table was being rehashed; table - table counts out of their bounds; chain - a bucket chain longer than the 16 entries the walk follows). These samples get no span from the thread context (never a wrong one) and are joined by thread and time. [Development]",
+		Unit:        "{sample}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_receiver_perfprof_thread_context_walks_failed")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -19,6 +19,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.ReceiverPerfprofContextAttributesDropped.Add(context.Background(), 1)
 	tb.ReceiverPerfprofDroppedSamples.Add(context.Background(), 1)
 	tb.ReceiverPerfprofEbpfPrograms.Add(context.Background(), 1)
 	tb.ReceiverPerfprofEbpfRecordsDropped.Add(context.Background(), 1)
@@ -38,8 +39,12 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ReceiverPerfprofSpans.Add(context.Background(), 1)
 	tb.ReceiverPerfprofSpansUnmatched.Add(context.Background(), 1)
 	tb.ReceiverPerfprofTargetLimits.Add(context.Background(), 1)
+	tb.ReceiverPerfprofThreadContextWalksFailed.Add(context.Background(), 1)
 	tb.ReceiverPerfprofUnnamedThreads.Add(context.Background(), 1)
 	tb.ReceiverPerfprofUnwoundSamples.Add(context.Background(), 1)
+	AssertEqualReceiverPerfprofContextAttributesDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofDroppedSamples(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -95,6 +100,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofTargetLimits(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualReceiverPerfprofThreadContextWalksFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualReceiverPerfprofUnnamedThreads(t, testTel,

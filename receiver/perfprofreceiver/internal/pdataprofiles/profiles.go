@@ -187,6 +187,7 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p Para
 		source   profiler.LinkSource
 		worker   int64
 		root     string
+		attrs    int32 // Link.Attrs
 	}
 	merged := map[sampleKey]pprofile.Sample{}
 	for i := range s.Samples {
@@ -195,7 +196,7 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p Para
 			continue
 		}
 		j := &r.Link
-		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: j.Root}
+		k := sampleKey{stack: r.Stack, tid: r.Tid, cpu: r.CPU, state: r.State, worker: j.Worker, root: j.Root, attrs: j.Attrs}
 		if !off {
 			const q = convention.CPUTimeDeltaQuantum
 			k.delta = (r.Weight + q/2) / q * q
@@ -218,6 +219,11 @@ func addProfile(sp pprofile.ScopeProfiles, t *dict, s *profiler.Snapshot, p Para
 			}
 			if j.Linked {
 				l.LinkSource = j.Source.String()
+			}
+			if j.Attrs > 0 && int(j.Attrs) < len(s.ContextAttrs) {
+				for _, a := range s.ContextAttrs[j.Attrs] {
+					l.Context = append(l.Context, pprofiledict.KV{Key: a.Key, Value: a.Value})
+				}
 			}
 			t.AppendLabels(ps.AttributeIndices(), &l)
 			merged[k] = ps

@@ -130,6 +130,14 @@ func randomSnapshots(rng *rand.Rand) ([]profiler.Snapshot, [][]uint64, []pcommon
 			s.Stacks = append(s.Stacks, st)
 		}
 		s.Threads = map[uint32]string{}
+		if rng.IntN(2) == 0 {
+			// Thread context attributes: sets of one or two, one of them
+			// shared by name with another set.
+			s.ContextAttrs = [][]profiler.Attr{nil,
+				{{Key: "http.route", Value: "GET /a"}},
+				{{Key: "http.route", Value: "GET /b"}, {Key: "user.name", Value: "ünï"}},
+			}
+		}
 		tids := []uint32{uint32(s.Pid), uint32(s.Pid + 1000), uint32(s.Pid + 2000)}
 		for _, tid := range tids {
 			s.Threads[tid] = []string{"", "main", "worker"}[rng.IntN(3)]
@@ -146,6 +154,10 @@ func randomSnapshots(rng *rand.Rand) ([]profiler.Snapshot, [][]uint64, []pcommon
 					r.Link.Source = profiler.LinkSource(rng.IntN(4)) // the same span, found another way
 				case 1:
 					r.Weight = rng.Uint64N(10_000_000)
+				case 2:
+					if len(s.ContextAttrs) > 0 {
+						r.Link.Attrs = int32(rng.IntN(len(s.ContextAttrs)))
+					}
 				}
 				s.Samples = append(s.Samples, r)
 				mono[i] = append(mono[i], m)
@@ -172,6 +184,9 @@ func randomSnapshots(rng *rand.Rand) ([]profiler.Snapshot, [][]uint64, []pcommon
 				if rng.IntN(2) == 0 {
 					r.Link.Root = "GET /"
 				}
+			}
+			if len(s.ContextAttrs) > 0 {
+				r.Link.Attrs = int32(rng.IntN(len(s.ContextAttrs))) // with or without a link
 			}
 			s.Samples = append(s.Samples, r)
 			mono[i] = append(mono[i], m)
@@ -224,6 +239,11 @@ func snapshotValues(snaps []profiler.Snapshot, mono [][]uint64, resources []pcom
 			if r.Link.Linked {
 				rs.Link = pprofiledict.Link{TraceID: r.Link.TraceID, SpanID: r.Link.SpanID}
 				rs.Labels.LinkSource = r.Link.Source.String()
+			}
+			if r.Link.Attrs > 0 {
+				for _, a := range s.ContextAttrs[r.Link.Attrs] {
+					rs.Labels.Context = append(rs.Labels.Context, pprofiledict.KV{Key: a.Key, Value: a.Value})
+				}
 			}
 			p.Samples = append(p.Samples, rs)
 		}

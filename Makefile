@@ -85,9 +85,13 @@ browser-deps:
 	@[ -d test/browser/node_modules/playwright-core ] || (cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 
 ## node-deps: @datadog/pprof, pinned, for internal/otelctx's test of the Node.js thread context
-## walk against a real writer (its prebuilt addons: no compiler, no install scripts)
-node-deps:
+## walk against a real writer, and dd-trace, pinned, for test/e2e's service traced by it
+## (TestNodeDDTrace*), with its optional natives: all prebuilt, so no compiler and no install
+## scripts (none of dd-trace 6.21.0's dependencies has one). npm runs on Node.js 24, which
+## dd-trace 6 asks for (engines node >= 22)
+node-deps: $(NODE24)
 	@[ -d internal/otelctx/testdata/nodectx/node_modules/@datadog/pprof ] || (cd internal/otelctx/testdata/nodectx && npm ci --ignore-scripts --no-audit --no-fund)
+	@[ -d test/e2e/testdata/nodeddtrace/node_modules/dd-trace ] || (cd test/e2e/testdata/nodeddtrace && PATH=$(TOOLS)/node24/bin:$$PATH npm ci --ignore-scripts --no-audit --no-fund)
 
 ## e2e: only the end-to-end test
 e2e: $(OCB)

@@ -100,6 +100,11 @@ type stackCount struct {
 	// and k8s.pod.uid ("" when absent).
 	pid            int64
 	container, pod string
+	// source is the link's span.link.source ("" when not linked), and
+	// attrs the sample's other string attributes (thread context record
+	// attributes among them).
+	source string
+	attrs  map[string]string
 }
 
 func containsAny(set map[string]bool, names []string) bool {
@@ -195,6 +200,15 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 							sc.thread = a.Value().Str()
 						case convention.ThreadID:
 							sc.tid = a.Value().Int()
+						case convention.LinkSource:
+							sc.source = a.Value().Str()
+						default:
+							if a.Value().Type() == pcommon.ValueTypeStr {
+								if sc.attrs == nil {
+									sc.attrs = map[string]string{}
+								}
+								sc.attrs[strs.At(int(a.KeyStrindex()))] = a.Value().Str()
+							}
 						}
 					}
 					s.stacks = append(s.stacks, sc)

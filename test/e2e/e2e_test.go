@@ -152,9 +152,31 @@ func (s *profileServer) Export(_ context.Context, req pprofileotlp.ExportRequest
 							l := dic.LinkTable().At(int(smp.LinkIndex()))
 							sc.trace, sc.span = l.TraceID(), l.SpanID()
 						}
+						// Off-CPU samples keep their functions and
+						// attributes for judging, and count in no
+						// function total.
+						sc.functions = map[string]bool{}
+						st := dic.StackTable().At(int(smp.StackIndex()))
+						for _, li := range st.LocationIndices().AsRaw() {
+							lines := dic.LocationTable().At(int(li)).Lines()
+							for y := 0; y < lines.Len(); y++ {
+								fn := dic.FunctionTable().At(int(lines.At(y).FunctionIndex()))
+								sc.functions[strs.At(int(fn.NameStrindex()))] = true
+							}
+						}
 						for _, ai := range smp.AttributeIndices().AsRaw() {
-							if a := dic.AttributeTable().At(int(ai)); strs.At(int(a.KeyStrindex())) == convention.ThreadID {
+							a := dic.AttributeTable().At(int(ai))
+							switch key := strs.At(int(a.KeyStrindex())); {
+							case key == convention.ThreadID:
 								sc.tid = a.Value().Int()
+							case key == convention.LinkSource:
+								sc.source = a.Value().Str()
+							case key == "thread.name" || key == convention.ThreadState || key == "span.root.name":
+							case a.Value().Type() == pcommon.ValueTypeStr:
+								if sc.attrs == nil {
+									sc.attrs = map[string]string{}
+								}
+								sc.attrs[key] = a.Value().Str()
 							}
 						}
 						s.offStacks = append(s.offStacks, sc)

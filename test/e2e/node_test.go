@@ -395,46 +395,29 @@ func jsName(name string) string {
 	return fn
 }
 
-// The bar of TestNodeDDTraceSpanAttribution, over the samples whose stack
-// holds a route's burn function: linked to a span of a request of that
-// route, and linked to a span of another route.
-const (
-	nodeMinRightRoute = 0.90
-	nodeMaxWrongRoute = 0.01
-)
-
 // TestNodeDDTraceSpanAttribution profiles app.js, traced by an unmodified
 // dd-trace with its thread context on, through the built collector: the
 // app sends its spans over OTLP/HTTP to the perfprof receiver, 8 clients
-// send requests of three routes for 10 s, and the samples of each route's
-// burn function are judged by the spans they are linked to: of the right
-// route, of another, or none; by link source (read in the process, the
-// thread join).
+// send requests of three routes for 10 s, and every sample is judged by the
+// ground truth the app answers with (judgeNode): a burn sample inside a
+// request's slice must be linked to that request's span, off-CPU time
+// where a request blocked to that request's, backgroundWork and the idle
+// loop to none; and the samples carry the records' endpoint attribute.
 //
-// It checks what works without the reader of Node.js thread contexts: the
-// collector runs, dd-trace publishes its process context, its spans arrive
-// with their routes, the samples arrive with the burn functions named.
-//
-// It runs twice. With the receiver's defaults, the thread join cannot link
-// dd-trace's spans, which carry no thread.id: only a read in the process
-// can. With correlation.thread_id_attribute: process_id, the thread join
-// has them: dd-trace puts the process id on its spans (an integer
-// attribute), which on Node.js's main thread, where the JS runs, is the
-// thread id; samples under the spans of two open requests are ambiguous
-// and left unlinked.
-//
-// TARGET (issue 29): the bar (nodeMinRightRoute, nodeMaxWrongRoute) is what
-// the eBPF walk of Node.js thread contexts must reach, in both runs; the
-// test fails until it lands.
+// The "thread_join" run turns dd-trace's thread context off
+// (DD_TRACE_OTEL_CTX_ENABLED=false) and gives the receiver dd-trace's
+// process_id as the spans' thread id (on Node.js's main thread, where the
+// JS runs, it is the thread's id): the figures of the (thread, time) join,
+// for comparison; its bar is only that it links nothing wrongly.
 func TestNodeDDTraceSpanAttribution(t *testing.T) {
 	requirePerf(t)
-	t.Run("defaults", func(t *testing.T) { testNodeDDTrace(t, "") })
-	t.Run("thread_join_process_id", func(t *testing.T) { testNodeDDTrace(t, "process_id") })
+	t.Run("thread_context", func(t *testing.T) { testNodeDDTrace(t, true) })
+	t.Run("thread_join", func(t *testing.T) { testNodeDDTrace(t, false) })
 }
 
-// testNodeDDTrace runs TestNodeDDTraceSpanAttribution with the receiver's
-// correlation.thread_id_attribute set to threadAttr (its default when "").
-func testNodeDDTrace(t *testing.T, threadAttr string) {
+// testNodeDDTrace runs TestNodeDDTraceSpanAttribution with dd-trace's
+// thread context on (ctx) or off.
+func testNodeDDTrace(t *testing.T, ctx bool) {
 	// One gRPC server takes the profiles and the spans the collector passes on.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -449,7 +432,13 @@ func testNodeDDTrace(t *testing.T, threadAttr string) {
 	t.Cleanup(g.Stop)
 
 	spansAddr := freeAddr(t)
-	app := startNodeApp(t, ddTraceEnv("http://"+spansAddr+"/v1/traces"))
+	env := ddTraceEnv("http://" + spansAddr + "/v1/traces")
+	threadAttr := ""
+	if !ctx {
+		env = append(env, "DD_TRACE_OTEL_CTX_ENABLED=false")
+		threadAttr = ", thread_id_attribute: process_id"
+	}
+	app := startNodeApp(t, env)
 	config := fmt.Sprintf(`receivers:
   perfprof:
     targets: {pids: [%d]}
@@ -466,47 +455,19 @@ service:
   pipelines:
     profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
     traces: {receivers: [perfprof], exporters: [otlp_grpc]}
-`, app.pid, spansAddr, map[bool]string{true: ", thread_id_attribute: " + threadAttr}[threadAttr != ""], lis.Addr().String())
+`, app.pid, spansAddr, threadAttr, lis.Addr().String())
 	cmd, out := runCollector(t, config, nil)
 	waitFor(t, out, "Everything is ready", 20*time.Second)
 	if strings.Contains(out.String(), "Spans are read at sample time only with eBPF") {
 		testchild.Unavailable(t, "the collector could not load its eBPF program, which reads thread contexts:\n%s", out.String())
 	}
-	checkDDTraceProcessContext(t, app.pid)
+	if ctx {
+		checkDDTraceProcessContext(t, app.pid)
+		// The reader attaches once it has read the process context.
+		waitFor(t, out, "Node.js thread context", 15*time.Second)
+	}
 
-	// 8 clients, each cycling through the routes from its own start.
-	routes := []string{"alpha", "beta", "gamma"}
-	type request struct{ route, trace, span string }
-	var mu sync.Mutex
-	var requests []request
-	var errs []error
-	var wg sync.WaitGroup
-	stop := time.Now().Add(10 * time.Second)
-	for c := 0; c < 8; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := c; time.Now().Before(stop); i++ {
-				r := routes[i%len(routes)]
-				b, err := app.get("/" + r)
-				f := strings.Fields(b)
-				if err == nil && (len(f) != 3 || f[0] != r) {
-					err = fmt.Errorf("/%s: %q", r, b)
-				}
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					requests = append(requests, request{r, f[1], f[2]})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 || len(requests) == 0 {
-		t.Fatalf("%d requests, %d errors: %v", len(requests), len(errs), errs[:min(len(errs), 3)])
-	}
+	requests := runNodeClients(t, app, 8, 10*time.Second)
 	// dd-trace posts each trace as it ends; then the app stops, and the
 	// collector's final report joins and sends what it holds.
 	time.Sleep(time.Second)
@@ -526,12 +487,6 @@ service:
 	sink.mu.Lock()
 	spans := sink.spans
 	sink.mu.Unlock()
-	traceRoute := map[string]string{} // trace id → route, from the spans
-	for _, s := range spans {
-		if s.route != "" {
-			traceRoute[s.trace] = s.route
-		}
-	}
 	var spanned, wrongSpan int
 	for _, r := range requests {
 		s, ok := spans[r.span]
@@ -549,133 +504,67 @@ service:
 		t.Errorf("spans: %d of %d requests arrived with their route (%d wrong)", spanned, len(requests), wrongSpan)
 	}
 
-	// The samples.
-	// right: linked to a span of their route; wrong: of another route;
-	// unknown: to a span that did not arrive.
-	type tally struct{ samples, linked, right, wrong, unknown int }
-	bySource := map[string]*tally{} // "" is all sources
-	byRoute := map[string]*tally{}
-	var total, background, backgroundLinked, withAttrs int
-	attrKeys := map[string]int{}
-	srv.mu.Lock()
-	for _, st := range srv.stacks {
-		n := len(st.times)
-		total += n
-		if len(st.attrs) > 0 {
-			withAttrs += n
-			for k := range st.attrs {
-				attrKeys[k] += n
-			}
-		}
-		route := ""
-		bg := false
-		for fn := range st.functions {
-			if r, ok := nodeRoutes[jsName(fn)]; ok {
-				route = r
-			}
-			bg = bg || jsName(fn) == "backgroundWork"
-		}
-		if route == "" {
-			if bg {
-				background += n
-				if st.linked {
-					backgroundLinked += n
+	// The samples, judged by the requests' slices. dd-trace's records
+	// carry the request's endpoint and its local root (the request's
+	// span: it has no parent in the process).
+	rootOf := map[string]bool{}
+	for _, r := range requests {
+		rootOf[r.span] = true
+	}
+	f := judgeNode(srv, int64(app.pid), requests, monoOffset(t), func(route string, attrs map[string]string) bool {
+		return attrs["datadog.trace_endpoint"] == "GET /"+route && rootOf[attrs["datadog.local_root_span_id"]]
+	})
+	t.Logf("dd-trace thread context %v: %v", ctx, f)
+	if f.burn < 500 {
+		t.Fatalf("only %d samples in the burn functions: are JS frames named? functions %v", f.burn, topFunctions(srv, 10))
+	}
+	if ctx {
+		checkNodeBar(t, f, true)
+		return
+	}
+	// The thread join links a sample only where one request was open on
+	// the thread, and then to that request.
+	if f.other > f.judged/100 {
+		t.Errorf("thread join: %d of %d judged burn samples linked to another request's span", f.other, f.judged)
+	}
+}
+
+// runNodeClients runs n clients against app for d, each cycling through
+// the routes from its own start, and returns the requests' ground truth.
+func runNodeClients(t *testing.T, app *nodeApp, n int, d time.Duration) []nodeRequest {
+	t.Helper()
+	routes := []string{"alpha", "beta", "gamma"}
+	var mu sync.Mutex
+	var requests []nodeRequest
+	var errs []error
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for c := 0; c < n; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; time.Now().Before(stop); i++ {
+				r := routes[i%len(routes)]
+				b, err := app.get("/" + r)
+				var req nodeRequest
+				if err == nil {
+					req, err = parseNodeResponse(r, b)
 				}
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					requests = append(requests, req)
+				}
+				mu.Unlock()
 			}
-			continue
-		}
-		var d tally
-		d.samples = n
-		if st.linked {
-			d.linked = n
-			lr, ok := traceRoute[hex.EncodeToString(st.trace[:])]
-			switch {
-			case !ok:
-				d.unknown = n
-			case lr == route:
-				d.right = n
-			default:
-				d.wrong = n
-			}
-		}
-		if bySource[""] == nil {
-			bySource[""] = &tally{}
-		}
-		ts := []*tally{bySource[""]}
-		if st.linked {
-			if bySource[st.source] == nil {
-				bySource[st.source] = &tally{}
-			}
-			ts = append(ts, bySource[st.source])
-		}
-		if byRoute[route] == nil {
-			byRoute[route] = &tally{}
-		}
-		ts = append(ts, byRoute[route])
-		for _, x := range ts {
-			x.samples += d.samples
-			x.linked += d.linked
-			x.right += d.right
-			x.wrong += d.wrong
-			x.unknown += d.unknown
-		}
+		}()
 	}
-	srv.mu.Unlock()
-	all := bySource[""]
-	if all == nil {
-		all = &tally{}
+	wg.Wait()
+	if len(errs) > 0 || len(requests) == 0 {
+		t.Fatalf("%d requests, %d errors: %v", len(requests), len(errs), errs[:min(len(errs), 3)])
 	}
-	pct := func(n, of int) float64 {
-		if of == 0 {
-			return 0
-		}
-		return 100 * float64(n) / float64(of)
-	}
-	t.Logf("%d samples; %d in a route's burn function; %d in backgroundWork, %.1f%% of them linked; %d carry string attributes %v",
-		total, all.samples, background, pct(backgroundLinked, background), withAttrs, attrKeys)
-	for _, r := range routes {
-		if x := byRoute[r]; x != nil {
-			t.Logf("  route %-5s %5d samples: %5.1f%% linked, %5.1f%% to a span of their route, %5.1f%% of another, %5.1f%% to an unknown span",
-				r, x.samples, pct(x.linked, x.samples), pct(x.right, x.samples), pct(x.wrong, x.samples), pct(x.unknown, x.samples))
-		}
-	}
-	sources := []string{}
-	for s := range bySource {
-		if s != "" {
-			sources = append(sources, s)
-		}
-	}
-	sort.Strings(sources)
-	for _, s := range sources {
-		x := bySource[s]
-		t.Logf("  source %-15s %5d samples linked (%5.1f%% of the burn samples): %5.1f%% to a span of their route, %5.1f%% of another, %5.1f%% to an unknown span",
-			s, x.linked, pct(x.linked, all.samples), pct(x.right, x.linked), pct(x.wrong, x.linked), pct(x.unknown, x.linked))
-	}
-	t.Logf("thread_id_attribute %q: burn samples linked %.1f%%; to a span of their route %.1f%% (want >= %.0f%%), of another or unknown %.1f%% (want <= %.0f%%); of the linked, %.1f%% right",
-		threadAttr, pct(all.linked, all.samples), pct(all.right, all.samples), 100*nodeMinRightRoute,
-		pct(all.wrong+all.unknown, all.samples), 100*nodeMaxWrongRoute, pct(all.right, all.linked))
-
-	// What works without the Node.js reader: samples of every route with
-	// the burn functions named from the perf map.
-	if all.samples < 500 {
-		t.Fatalf("only %d samples in the burn functions (of %d): are JS frames named? functions %v", all.samples, total, topFunctions(srv, 10))
-	}
-	for _, r := range routes {
-		if byRoute[r] == nil || byRoute[r].samples < 50 {
-			t.Errorf("route %s: too few samples in its burn function: %+v", r, byRoute[r])
-		}
-	}
-
-	// TARGET (issue 29): fails until perfprof reads Node.js thread contexts
-	// at the sample (the eBPF walk of otel_thread_ctx_nodejs_v1).
-	if f := float64(all.right) / float64(all.samples); f < nodeMinRightRoute {
-		t.Errorf("TARGET (issue 29): %.1f%% of the burn samples linked to a span of their route, want >= %.0f%%",
-			100*f, 100*nodeMinRightRoute)
-	}
-	if f := float64(all.wrong+all.unknown) / float64(all.samples); f > nodeMaxWrongRoute {
-		t.Errorf("TARGET (issue 29): %.1f%% of the burn samples linked to a span of another route or an unknown one, want <= %.0f%%",
-			100*f, 100*nodeMaxWrongRoute)
-	}
+	return requests
 }
 
 // topFunctions returns the n functions with the most samples, for a

@@ -25,8 +25,14 @@
 // concurrent requests interleave on the one JS thread. Each sets http.route
 // on its span, as a router would (dd-trace sets it from the frameworks it
 // instruments, and node:http has none): dd-trace then puts the endpoint
-// "GET /alpha" in the span's thread context record. A request's response is
-// "ROUTE TRACE_ID SPAN_ID" (hex, dd-trace's ids of the request's span).
+// "GET /alpha" in the span's thread context record. After its second slice a
+// request blocks its thread for BLOCK_MS in blockInRequest (Atomics.wait:
+// off CPU inside the span). A request's response is
+// "ROUTE TRACE_ID SPAN_ID BURNS BLOCKS" (hex, dd-trace's ids of the
+// request's span; BURNS and BLOCKS the CLOCK_MONOTONIC intervals, ns, of
+// its burn slices and of its block, as START:END,START:END...): the ground
+// truth the test judges each sample's link by, as the thread ran one
+// request at a time.
 //
 // Route /hold sets its route, prints "held TRACE_ID SPAN_ID" and blocks the
 // JS thread inside the request (Atomics.wait, as a sample finds a thread
@@ -42,6 +48,7 @@ const tracer = require('dd-trace');
 const dir = process.argv[2] || '.';
 const SLICES = 4;
 const SLICE_MS = 2;
+const BLOCK_MS = 2;
 
 // Each burn function runs arithmetic for ms milliseconds of wall time in a
 // loop of its own (no call but the clock's every 20 000 iterations), so
@@ -90,18 +97,35 @@ function ids() {
   return c.toTraceId(true) + ' ' + c.toSpanId(true);
 }
 
+const sab = new Int32Array(new SharedArrayBuffer(4));
+function blockInRequest(ms) {
+  Atomics.wait(sab, 0, 0, ms);
+}
+
+// process.hrtime.bigint is libuv's uv_hrtime: CLOCK_MONOTONIC, the clock
+// of perf's sample times.
+const now = () => process.hrtime.bigint();
+
 let seed = 1;
 async function route(name, res) {
   tracer.scope().active()?.setTag('http.route', '/' + name);
   const burn = burns[name];
+  const slices = [];
+  let block = '';
   for (let i = 0; i < SLICES; i++) {
+    const t0 = now();
     seed = burn(SLICE_MS, seed) & 0xffff;
+    slices.push(t0 + ':' + now());
+    if (i === 1) {
+      const b0 = now();
+      blockInRequest(BLOCK_MS);
+      block = b0 + ':' + now();
+    }
     if (i < SLICES - 1) await pauses[i % pauses.length]();
   }
-  res.end(name + ' ' + ids() + '\n');
+  res.end(name + ' ' + ids() + ' ' + slices.join(',') + ' ' + block + '\n');
 }
 
-const sab = new Int32Array(new SharedArrayBuffer(4));
 function hold(res) {
   tracer.scope().active()?.setTag('http.route', '/hold');
   console.log('held ' + ids());

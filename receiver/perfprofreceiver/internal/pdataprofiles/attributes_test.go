@@ -33,9 +33,13 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 		ContainerID: "3f4e5d6c7b8a", PodUID: "6b1f2c3d-0000-4000-8000-000000000001",
 		Stacks:  [][]*profiler.Location{locs},
 		Threads: map[uint32]string{7: "worker"},
+		// A thread context record's attributes go on the samples under
+		// the names its process's key map gives: the README lists them
+		// as one row.
+		ContextAttrs: [][]profiler.Attr{nil, {{Key: recordAttr, Value: "GET /"}}},
 		Samples: []profiler.Sample{
 			{Time: 10, Weight: 20_000, Tid: 7, CPU: 1, Stack: 0,
-				Link: profiler.Link{Linked: true, TraceID: [16]byte{1}, SpanID: [8]byte{1}, Worker: 2, Root: "GET /"}},
+				Link: profiler.Link{Linked: true, TraceID: [16]byte{1}, SpanID: [8]byte{1}, Worker: 2, Root: "GET /", Attrs: 1}},
 			{Time: 20, Weight: 10_000_000, Tid: 7, Stack: 0, State: sched.Blocked, Link: profiler.Link{Worker: -1}},
 		},
 	}
@@ -72,15 +76,27 @@ func TestREADMEListsEveryAttribute(t *testing.T) {
 		}
 	}
 
+	if where, ok := emitted[recordAttr]; ok {
+		delete(emitted, recordAttr)
+		emitted[recordAttrRow] = where
+	}
 	readme, err := os.ReadFile("../../README.md") // the receiver's
 	require.NoError(t, err)
-	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+)` \\| (resource|profile|sample|location|mapping) \\|")
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_.]+|<[a-z ]+>)` \\| (resource|profile|sample|location|mapping) \\|")
 	listed := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
 		listed[m[1]] = m[2]
 	}
 	require.Equal(t, sorted(emitted), sorted(listed), "README attribute table (key and where) against what Build emits")
 }
+
+// recordAttr is a thread context record's attribute in the snapshot of
+// TestREADMEListsEveryAttribute, and recordAttrRow the README's row of
+// all such attributes.
+const (
+	recordAttr    = "http.route"
+	recordAttrRow = "<record attribute>"
+)
 
 func forEachSample(p pprofile.Profile, fn func(pprofile.Sample)) {
 	for i := range p.Samples().Len() {

@@ -292,7 +292,11 @@ func (st *procState) readProcessContext(e *engine, once bool) (announce bool) {
 	switch {
 	case err == nil:
 		if r.PublishedAt != c.at || c.facts.Load() == nil {
-			c.facts.Store(&pctxFacts{attrs: r.Attributes, schema: r.SchemaVersion(), keys: r.KeyMap()})
+			keys := r.KeyMap()
+			// A record's key index is a byte: the names past 256 name
+			// nothing (a hostile map may hold a megabyte of them).
+			keys = keys[:min(len(keys), 256):min(len(keys), 256)]
+			c.facts.Store(&pctxFacts{attrs: r.Attributes, schema: r.SchemaVersion(), keys: keys})
 		}
 		// A new publication naming a schema announces thread contexts
 		// (again); one that could not be read yet is tried again, as

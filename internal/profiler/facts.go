@@ -295,7 +295,9 @@ func (st *procState) readProcessContext(e *engine, once bool) (announce bool) {
 			keys := r.KeyMap()
 			// A record's key index is a byte: the names past 256 name
 			// nothing (a hostile map may hold a megabyte of them).
-			keys = keys[:min(len(keys), 256):min(len(keys), 256)]
+			if len(keys) > 256 {
+				keys = append([]string(nil), keys[:256]...)
+			}
 			c.facts.Store(&pctxFacts{attrs: r.Attributes, schema: r.SchemaVersion(), keys: keys})
 		}
 		// A new publication naming a schema announces thread contexts

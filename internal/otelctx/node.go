@@ -132,8 +132,9 @@ func NodeRecord(mem io.ReaderAt, structAddr uint64) (uint64, error) {
 // table (untagged): a FixedArray of element count, deleted count and
 // bucket count (Smis), the bucket heads, then the entries (key, value,
 // chain). Every count and index is checked against the array's length,
-// and the chain walk is bounded; a table whose element count is a pointer
-// (a rehash forwarded it) fails rather than being followed.
+// and the chain walk is bounded (a chain that goes on past the bound
+// fails); a table whose element count is a pointer (a rehash forwarded
+// it) fails rather than being followed.
 func lookupOrderedHashMap(mem io.ReaderAt, table, key uint64, hash int32) (uint64, error) {
 	var hdr [5 * 8]byte // map, length, elements, deleted, buckets
 	if _, err := mem.ReadAt(hdr[:], int64(table)); err != nil {
@@ -177,6 +178,12 @@ func lookupOrderedHashMap(mem io.ReaderAt, table, key uint64, hash int32) (uint6
 			return 0, err
 		}
 		e, ok = smi(next)
+	}
+	if ok && e >= 0 && e < used {
+		// The chain goes on past the bound (it loops, or is longer
+		// than a frame's): the walk gave up, as the eBPF one does
+		// (counted as NodeChain there).
+		return 0, fmt.Errorf("%w: bucket chain longer than %d entries", ErrNodeWalk, nodeMaxChain)
 	}
 	return 0, ErrNoContext // the storage has no value in this frame
 }

@@ -102,7 +102,7 @@ func TestNodeRecord(t *testing.T) {
 		{"more elements than the buckets hold", func(h heap) { h[tableWord(2)] = smiWord(9) }, ErrNodeWalk},
 		{"table shorter than its buckets say", func(h heap) { h[tableWord(1)] = smiWord(4) }, ErrNodeWalk},
 		{"frame not a heap object", func(h heap) { h[fCPED] = smiWord(7) }, ErrNodeWalk},
-		{"chain that loops", func(h heap) { h[tableWord(5+2+2)] = smiWord(0); h[tableWord(5+2+3)] = 0xbbbb | 1 }, ErrNoContext},
+		{"chain that loops", func(h heap) { h[tableWord(5+2+2)] = smiWord(0); h[tableWord(5+2+3)] = 0xbbbb | 1 }, ErrNodeWalk},
 		{"unreadable wrapper", func(h heap) { delete(h, fWrapper+32) }, io.ErrUnexpectedEOF},
 	}
 	for _, tt := range tests {

@@ -165,3 +165,36 @@ func Churn(tb testing.TB) string {
 	built[key] = out
 	return out
 }
+
+// NodeForge builds, once per test binary, the C program of
+// internal/testchild/otelctx_c/nodeforge.c, which publishes its spans as a
+// Node.js 24 thread does (schema nodejs_v1_dev) with V8's objects forged
+// in its own memory, well formed or malformed as its variant says, and
+// returns its path. Run it as "PATH VARIANT"; see nodeforge.c for the
+// variants, the functions that give the truth of each sample, and its
+// output.
+func NodeForge(tb testing.TB) string {
+	tb.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		NeedRuntime(tb, "gcc not installed: %v", err)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	const key = "\x00nodeforge"
+	if p, ok := built[key]; ok {
+		return p
+	}
+	ensureBuildDir(tb)
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "otelctx_c")
+	out := filepath.Join(buildDir, "nodeforge")
+	// -fno-ipa-icf: the truth functions must stay apart even where their
+	// code is the same.
+	args := []string{"-O2", "-Wall", "-fno-ipa-icf", "-I", src, "-o", out,
+		filepath.Join(src, "nodeforge.c"), "-Wl,--export-dynamic-symbol=otel_thread_ctx_nodejs_v1"}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		tb.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	built[key] = out
+	return out
+}

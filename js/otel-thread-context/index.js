@@ -43,10 +43,16 @@ const defaultLog = (msg) => console.warn(msg);
 const HEX = new Uint8Array(128);
 for (let i = 0; i < 16; i++) HEX['0123456789abcdef'.charCodeAt(i)] = i;
 for (let i = 10; i < 16; i++) HEX['ABCDEF'.charCodeAt(i - 10)] = i;
-function hexBytes(hex, n) {
-  const b = new Uint8Array(n);
-  if (hex.length !== 2 * n) return b;
-  for (let i = 0; i < n; i++) b[i] = (HEX[hex.charCodeAt(2 * i) & 127] << 4) | HEX[hex.charCodeAt(2 * i + 1) & 127];
+// The ids are copied into the record by the ThreadContext constructor, so
+// one pair of buffers serves every span.
+const traceIdBuf = new Uint8Array(16);
+const spanIdBuf = new Uint8Array(8);
+function hexBytes(hex, b) {
+  if (hex.length !== 2 * b.length) {
+    b.fill(0);
+    return b;
+  }
+  for (let i = 0; i < b.length; i++) b[i] = (HEX[hex.charCodeAt(2 * i) & 127] << 4) | HEX[hex.charCodeAt(2 * i + 1) & 127];
   return b;
 }
 
@@ -170,7 +176,7 @@ class ThreadContextBridge {
     if (attrs) {
       for (let i = 0; i < this.attributes.length; i++) values[i + 1] = attrString(attrs[this.attributes[i]]);
     }
-    const tc = new this._api.ThreadContext(hexBytes(sc.traceId, 16), hexBytes(sc.spanId, 8), sc.traceFlags & 0xff, values);
+    const tc = new this._api.ThreadContext(hexBytes(sc.traceId, traceIdBuf), hexBytes(sc.spanId, spanIdBuf), sc.traceFlags & 0xff, values);
     this._states.set(span, new SpanState(tc, values));
     this._patch(Object.getPrototypeOf(span));
   }

@@ -18,6 +18,7 @@
 //   resource, published once at start and again with the SDK's resource at
 //   the first span.
 
+const { isMainThread } = require('node:worker_threads');
 const { context: contextApi, trace } = require('@opentelemetry/api');
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const writer = require('./lib/writer');
@@ -114,7 +115,10 @@ class ThreadContextBridge {
     this.contextManager = new ThreadContextManager(this);
     this.spanProcessor = new ThreadContextSpanProcessor(this);
 
-    this._publishing = this.enabled && options.processContext !== false;
+    // One process context per process: a worker thread's bridge writes its
+    // records with the same key map, and leaves the publication to the
+    // main thread's.
+    this._publishing = this.enabled && options.processContext !== false && isMainThread;
     this._resource = resourceFromEnv();
     if (options.serviceName) this._resource['service.name'] = options.serviceName;
     if (this._publishing && !options._deferPublish) this._publish();

@@ -198,3 +198,30 @@ test('attach() and its token (the experimental context API)', async () => {
 test('spans are exported as usual', () => {
   assert.ok(exporter.getFinishedSpans().length >= 10);
 });
+
+test('a worker thread (its own isolate and thread context) runs its own bridge', async () => {
+  const { Worker } = require('node:worker_threads');
+  const code = `
+    const { parentPort } = require('node:worker_threads');
+    const { trace } = require('@opentelemetry/api');
+    const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
+    const { create } = require(${JSON.stringify(require.resolve('..'))});
+    const { current } = require(${JSON.stringify(require.resolve('./helpers'))});
+    const b = create({ attributes: ['http.route'] });
+    new NodeTracerProvider({ spanProcessors: [b.spanProcessor] }).register({ contextManager: b.contextManager });
+    trace.getTracer('w').startActiveSpan('in-worker', { attributes: { 'http.route': '/w' } }, async (s) => {
+      await new Promise((r) => setTimeout(r, 1));
+      parentPort.postMessage({ enabled: b.enabled, span: s.spanContext().spanId, rec: current(b.keyMap) });
+      s.end();
+    });`;
+  const msg = await new Promise((resolve, reject) => {
+    const w = new Worker(code, { eval: true });
+    w.once('message', (m) => { resolve(m); w.terminate(); });
+    w.once('error', reject);
+  });
+  assert.equal(msg.enabled, true);
+  assert.equal(msg.rec.spanId, msg.span);
+  assert.equal(msg.rec.attrs['http.route'], '/w');
+  assert.equal(current(km), undefined, 'the main thread runs no span');
+  assert.equal(require('./helpers').processContextOf(), undefined, 'a worker leaves the process context to the main thread');
+});

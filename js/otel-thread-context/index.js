@@ -120,6 +120,7 @@ class ThreadContextBridge {
     // main thread's.
     this._publishing = this.enabled && options.processContext !== false && isMainThread;
     this._resource = resourceFromEnv();
+    this._serviceNameOption = options.serviceName;
     if (options.serviceName) this._resource['service.name'] = options.serviceName;
     if (this._publishing && !options._deferPublish) this._publish();
   }
@@ -156,6 +157,7 @@ class ThreadContextBridge {
     if (!attrs || !this._publishing) return;
     let changed = false;
     for (const k of ['service.name', 'service.version', 'service.instance.id', 'deployment.environment.name']) {
+      if (k === 'service.name' && this._serviceNameOption) continue; // the app's word wins
       const v = attrString(attrs[k]);
       if (v !== undefined && this._resource[k] !== v) {
         this._resource[k] = v;

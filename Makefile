@@ -15,6 +15,7 @@ CONFIG    ?= testdata/demo.yaml
 BENCHCOUNT ?= 5
 NODE24_VER := 24.21.0
 NODE24    := $(TOOLS)/node24/installed-$(NODE24_VER)
+JSBRIDGE_DEPS := js/otel-thread-context/node_modules/.package-lock.json
 
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*' -not -path './.tools/*') go.mod go.sum
 
@@ -85,13 +86,18 @@ browser-deps:
 	@[ -d test/browser/node_modules/playwright-core ] || (cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 
 ## node-deps: @datadog/pprof, pinned, for internal/otelctx's test of the Node.js thread context
-## walk against a real writer, and dd-trace, pinned, for test/e2e's service traced by it
-## (TestNodeDDTrace*), with its optional natives: all prebuilt, so no compiler and no install
-## scripts (none of dd-trace 6.21.0's dependencies has one). npm runs on Node.js 24, which
-## dd-trace 6 asks for (engines node >= 22)
-node-deps: $(NODE24)
+## walk against a real writer (its prebuilt addons: no compiler, no install scripts); dd-trace,
+## pinned, for test/e2e's service traced by it (TestNodeDDTrace*), with its optional natives: all
+## prebuilt (none of dd-trace 6.21.0's dependencies has an install script; npm runs on Node.js 24,
+## which dd-trace 6 asks for); and the dependencies of the OpenTelemetry JS bridge
+## js/otel-thread-context (its writer, its process context publisher, the OpenTelemetry JS SDK 2.x
+## its tests run), reinstalled when its lock changes
+node-deps: $(NODE24) $(JSBRIDGE_DEPS)
 	@[ -d internal/otelctx/testdata/nodectx/node_modules/@datadog/pprof ] || (cd internal/otelctx/testdata/nodectx && npm ci --ignore-scripts --no-audit --no-fund)
 	@[ -d test/e2e/testdata/nodeddtrace/node_modules/dd-trace ] || (cd test/e2e/testdata/nodeddtrace && PATH=$(TOOLS)/node24/bin:$$PATH npm ci --ignore-scripts --no-audit --no-fund)
+$(JSBRIDGE_DEPS): js/otel-thread-context/package-lock.json
+	cd js/otel-thread-context && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
 
 ## e2e: only the end-to-end test
 e2e: $(OCB)

@@ -2,6 +2,10 @@ module github.com/perfprof/perfprof
 
 go 1.26.0
 
+// npm's installs (test/browser, internal/otelctx/testdata/nodectx,
+// js/otel-thread-context) are no Go packages.
+ignore node_modules
+
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724

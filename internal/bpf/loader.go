@@ -625,10 +625,28 @@ type Stats struct {
 	// programs, for every sample of every event they are attached to and
 	// every context switch (targets or not). Zero without
 	// Options.RunStats, or when they could not be enabled (they need
-	// CAP_SYS_ADMIN).
+	// CAP_SYS_ADMIN). Runs has them per program.
 	RunCount uint64
 	RunTime  time.Duration
+	Runs     [NumPrograms]ProgramRuns
 }
+
+// ProgramRuns are the kernel's run-time statistics of one program.
+type ProgramRuns struct {
+	Count uint64
+	Time  time.Duration
+}
+
+// The programs, as Stats.Runs indexes them.
+const (
+	ProgSample = iota // on the cpu-clock events: a sample's span
+	ProgSwitch        // on perf's context-switch events (when the scheduler program cannot run)
+	ProgSched         // the scheduler program (sched_switch)
+	NumPrograms
+)
+
+// ProgramNames are the programs' names in telemetry.
+var ProgramNames = [NumPrograms]string{"sampling", "switch_out", "scheduler"}
 
 // Must match the STAT_* enum in spanctx.h.
 const (
@@ -670,12 +688,16 @@ func (p *Program) Stats() (Stats, error) {
 			*dst[i] += v
 		}
 	}
-	progs := []*ebpf.Program{p.objs.Sample, p.objs.Switch}
+	progs := [NumPrograms]*ebpf.Program{p.objs.Sample, p.objs.Switch}
 	if p.sched != nil {
-		progs = append(progs, p.sched.SchedSwitch)
+		progs[ProgSched] = p.sched.SchedSwitch
 	}
-	for _, prog := range progs {
+	for i, prog := range progs {
+		if prog == nil {
+			continue
+		}
 		if ps, err := prog.Stats(); err == nil {
+			s.Runs[i] = ProgramRuns{Count: ps.RunCount, Time: ps.Runtime}
 			s.RunCount += ps.RunCount
 			s.RunTime += ps.Runtime
 		}

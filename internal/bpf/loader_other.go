@@ -52,9 +52,28 @@ type Stats struct {
 	Others, SchedDropped                                      uint64
 	SchedShort, SchedDeferred, SchedCaptured, SchedUncaptured uint64
 	SchedNoState                                              uint64
+	NodeSlot, NodeTag, NodeRehash, NodeTable, NodeChain       uint64
 	RunCount                                                  uint64
 	RunTime                                                   time.Duration
+	Runs                                                      [NumPrograms]ProgramRuns
 }
+
+// ProgramRuns are the kernel's run-time statistics of one program.
+type ProgramRuns struct {
+	Count uint64
+	Time  time.Duration
+}
+
+// The programs, as Stats.Runs indexes them.
+const (
+	ProgSample = iota
+	ProgSwitch
+	ProgSched
+	NumPrograms
+)
+
+// ProgramNames are the programs' names in telemetry.
+var ProgramNames = [NumPrograms]string{"sampling", "switch_out", "scheduler"}
 
 // Load fails with ErrNotSupported.
 func Load(Options) (*Program, error) {

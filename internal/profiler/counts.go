@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"github.com/perfprof/perfprof/internal/bpf"
 	"github.com/perfprof/perfprof/internal/counter"
 	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/unwind"
@@ -42,8 +43,6 @@ var (
 	cSwitchRead         = counter.Define("receiver_perfprof_sched_switch_outs", "stack", "read")
 	cSwitchNotRead      = counter.Define("receiver_perfprof_sched_switch_outs", "stack", "not_read")
 	CountEBPFDropped    = counter.Define("receiver_perfprof_ebpf_records_dropped")
-	cEBPFRuns           = counter.Define("receiver_perfprof_ebpf_runs")
-	cEBPFRunTime        = counter.Define("receiver_perfprof_ebpf_run_time")
 	cUnwindComplete     = counter.Define("receiver_perfprof_unwound_samples", "result", "complete")
 	cUnwindSpliced      = counter.Define("receiver_perfprof_unwound_samples", "result", "spliced")
 	cUnwindPending      = counter.Define("receiver_perfprof_unwound_samples", "result", "pending")
@@ -61,12 +60,18 @@ var (
 	cAttrsSets          = counter.Define("receiver_perfprof_context_attributes_dropped", "reason", "sets")
 	cAttrsEntries       = counter.Define("receiver_perfprof_context_attributes_dropped", "reason", "entries")
 	cAttrsTruncated     = counter.Define("receiver_perfprof_context_attributes_dropped", "reason", "truncated")
+	cEBPFRuns           [bpf.NumPrograms]*counter.Def
+	cEBPFRunTime        [bpf.NumPrograms]*counter.Def
 	cLinked             [SourceThreadLatest + 1]*counter.Def // emitted_samples{join=span} by source
 	cUnwindStopped      [len(UnwindStats{}.Stopped)]*counter.Def
 	cLimits             [limits.NumKinds]*counter.Def
 )
 
 func init() {
+	for i, name := range bpf.ProgramNames {
+		cEBPFRuns[i] = counter.Define("receiver_perfprof_ebpf_runs", "program", name)
+		cEBPFRunTime[i] = counter.Define("receiver_perfprof_ebpf_run_time", "program", name)
+	}
 	for src := range cLinked {
 		cLinked[src] = counter.Define("receiver_perfprof_emitted_samples", "join", "span", "source", LinkSource(src).String())
 	}
@@ -97,8 +102,10 @@ func (p *Profiler) StoreTotals() {
 	if p.plan.labels != nil {
 		prog := p.plan.labels.stats()
 		t.Store(CountEBPFDropped, int64(prog.Dropped))
-		t.Store(cEBPFRuns, int64(prog.RunCount))
-		t.Store(cEBPFRunTime, int64(prog.RunTime))
+		for i, r := range prog.Runs {
+			t.Store(cEBPFRuns[i], int64(r.Count))
+			t.Store(cEBPFRunTime[i], int64(r.Time))
+		}
 		t.Store(CountOffCPURingFull, int64(prog.SchedDropped))
 		t.Store(cOffCPUNoState, int64(prog.SchedNoState))
 		t.Store(cOffCPUMaxRate, int64(prog.SchedDeferred))

@@ -106,13 +106,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEbpfRunTime, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_ebpf_run_time",
-		metric.WithDescription("Time the kernel spent in the eBPF programs, from its BPF run-time statistics (when ebpf_run_stats is on), in the threads they interrupted; divided by receiver_perfprof_ebpf_runs, their cost per run. [Development]"),
+		metric.WithDescription("Time the kernel spent in the eBPF programs, by program (sampling - on the cpu-clock events, reading the sample's span; switch_out - on perf's context-switch events; scheduler - the sched_switch program), from its BPF run-time statistics (when ebpf_run_stats is on), in the threads they interrupted; divided by receiver_perfprof_ebpf_runs of the same program, its cost per run. [Development]"),
 		metric.WithUnit("ns"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ReceiverPerfprofEbpfRuns, err = builder.meter.Int64Counter(
 		"otelcol_receiver_perfprof_ebpf_runs",
-		metric.WithDescription("Runs of the eBPF programs, one per sample of the events they are attached to and per context switch (0 unless ebpf_run_stats is on, or when the kernel's BPF run-time statistics cannot be enabled, which needs CAP_SYS_ADMIN). [Development]"),
+		metric.WithDescription("Runs of the eBPF programs, by program (as receiver_perfprof_ebpf_run_time), one per sample of the events they are attached to and per context switch (0 unless ebpf_run_stats is on, or when the kernel's BPF run-time statistics cannot be enabled, which needs CAP_SYS_ADMIN). [Development]"),
 		metric.WithUnit("{run}"),
 	)
 	errs = errors.Join(errs, err)

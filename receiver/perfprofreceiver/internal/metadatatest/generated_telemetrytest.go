@@ -88,7 +88,7 @@ func AssertEqualReceiverPerfprofEbpfRecordsDropped(t *testing.T, tt *componentte
 func AssertEqualReceiverPerfprofEbpfRunTime(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_ebpf_run_time",
-		Description: "Time the kernel spent in the eBPF programs, from its BPF run-time statistics (when ebpf_run_stats is on), in the threads they interrupted; divided by receiver_perfprof_ebpf_runs, their cost per run. [Development]",
+		Description: "Time the kernel spent in the eBPF programs, by program (sampling - on the cpu-clock events, reading the sample's span; switch_out - on perf's context-switch events; scheduler - the sched_switch program), from its BPF run-time statistics (when ebpf_run_stats is on), in the threads they interrupted; divided by receiver_perfprof_ebpf_runs of the same program, its cost per run. [Development]",
 		Unit:        "ns",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -104,7 +104,7 @@ func AssertEqualReceiverPerfprofEbpfRunTime(t *testing.T, tt *componenttest.Tele
 func AssertEqualReceiverPerfprofEbpfRuns(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_perfprof_ebpf_runs",
-		Description: "Runs of the eBPF programs, one per sample of the events they are attached to and per context switch (0 unless ebpf_run_stats is on, or when the kernel's BPF run-time statistics cannot be enabled, which needs CAP_SYS_ADMIN). [Development]",
+		Description: "Runs of the eBPF programs, by program (as receiver_perfprof_ebpf_run_time), one per sample of the events they are attached to and per context switch (0 unless ebpf_run_stats is on, or when the kernel's BPF run-time statistics cannot be enabled, which needs CAP_SYS_ADMIN). [Development]",
 		Unit:        "{run}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,7 +34,7 @@ are "(none)". Without --by the report does so for http.route and
 datadog.trace_endpoint when the samples carry them. An ATTR no sample carries
 is an error (exit 1). With a selector, the selection's samples are grouped.`
 
-// attrList is a repeatable string flag.
+// attrList is a repeatable string flag; a name given twice counts once.
 type attrList []string
 
 func (l *attrList) String() string { return strings.Join(*l, ",") }
@@ -42,7 +43,9 @@ func (l *attrList) Set(v string) error {
 	if v == "" {
 		return usageError{"--by: want a context attribute name"}
 	}
-	*l = append(*l, v)
+	if !slices.Contains(*l, v) {
+		*l = append(*l, v)
+	}
 	return nil
 }
 

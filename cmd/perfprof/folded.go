@@ -16,17 +16,21 @@ func init() {
 		summary: "print folded stacks \"root;…;leaf COUNT\" (identical stacks merged, inlined frames expanded) " +
 			"for flamegraph.pl, inferno or speedscope",
 		help: selectHelp + "\n\nWith a selector only the selection's samples are folded.\n\n" +
+			"--by span, worker or thread puts a frame naming the sample's span (its name), worker or\n" +
+			"thread at the root of each stack; --by ATTR, any other name, the value of the sample's\n" +
+			"context attribute ATTR (\"http.route GET /alpha\"), \"(no ATTR)\" for samples without it: a\n" +
+			"flame graph per route, with no span in the files. An ATTR no sample carries is an error.\n\n" +
 			"Each stack is one line and each frame one field, whatever the names hold: a ';' in a\n" +
 			"name becomes ',', and control characters (newlines too), DEL and invalid UTF-8 are\n" +
 			"escaped Go-style, as \\n, \\x1b, \\u009b or \\xff.",
-		usage: "[--source cpu|offcpu] [--by span|worker|thread] [--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [-o FILE] FILE|DIR…",
+		usage: "[--source cpu|offcpu] [--by span|worker|thread|ATTR] [--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [-o FILE] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags
 			var sf selectFlags
 			in.declare(fs)
 			sf.declare(fs)
 			source := fs.String("source", "cpu", "cpu: on-CPU samples, counted; offcpu: off-CPU samples, weighted by value_ns (ns) when present, else counted")
-			by := fs.String("by", "", "prefix each stack with a frame naming its span (span name), worker or thread")
+			by := fs.String("by", "", "prefix each stack with a frame naming its span (span name), worker or thread, or the value of a context attribute (http.route, ...)")
 			out := fs.String("o", "-", "output file")
 			return func(e *env, args []string) error {
 				if err := sf.check(); err != nil {
@@ -119,7 +123,16 @@ func folded(t *analysis.Trace, sel *analysis.Selection, source, by string) ([]fo
 			add(t.Folded(rest, none))
 		}
 	default:
-		return nil, usageError{fmt.Sprintf("--by %q: want span, worker or thread", by)}
+		if err := checkAttrs(t, []string{by}); err != nil {
+			return nil, fmt.Errorf("--by %s: %w", by, err)
+		}
+		gs, rest := t.AggregateBy(filter, weight, t.ByAttr(by))
+		for _, gr := range gs {
+			add(t.Folded(gr.Agg, by+" "+attrValue(gr.Name)))
+		}
+		if rest.Samples > 0 {
+			add(t.Folded(rest, "(no "+by+")"))
+		}
 	}
 	out := make([]foldedLine, 0, len(merged))
 	for k, v := range merged {

@@ -52,7 +52,7 @@ func hostileFile(t *testing.T) string {
 		must(w.Write(wire.CpuSampleExtSchema, start+100+uint64(i)*1_000_000, wire.VarintValue(0), wire.U32Value(7),
 			wire.U8Value(0), wire.PooledStringValue(hostile.thread), wire.PooledStackValue([]uint64{0x1000, 0x2000, 0x3000}),
 			wire.VarintValue(1), wire.PooledStringValue(trace), wire.PooledStringValue(span),
-			wire.PooledStringValue(hostile.span), wire.Absent, wire.Absent, wire.U32Value(42), wire.Absent, wire.Absent))
+			wire.PooledStringValue(hostile.span), wire.Absent, wire.Absent, wire.U32Value(42), wire.Absent, wire.Absent, wire.Absent))
 	}
 	must(w.Flush())
 	path := filepath.Join(t.TempDir(), "hostile.bin")

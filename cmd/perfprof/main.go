@@ -3,7 +3,7 @@
 // files or directories of rotated segments), and prints what they hold:
 //
 //	perfprof dump FILE…      every event as JSON lines
-//	perfprof report FILE…    sample counts, hot functions, long polls, blocking, scheduling delay
+//	perfprof report FILE…    sample counts, hot functions (per span, per route), long polls, blocking, scheduling delay
 //	perfprof folded FILE…    folded stacks for flamegraph.pl and speedscope
 //	perfprof pprof FILE… -o out.pb.gz   a pprof profile for go tool pprof
 //	perfprof html FILE… -o out.html     a self-contained page: flamegraphs and a timeline

@@ -16,8 +16,13 @@ func init() {
 	register(&command{
 		name: "pprof",
 		summary: "write a pprof profile (samples/count of on-CPU samples; off_cpu_samples/count when there are off-CPU samples, " +
-			"and off_cpu/nanoseconds when they carry value_ns) with labels thread, tid, worker, span, root_span, trace_id, pid",
-		help:  selectHelp + "\n\nWith a selector the profile holds only the selection's samples; its comments name the selector.",
+			"and off_cpu/nanoseconds when they carry value_ns) with labels thread, tid, worker, span, root_span, trace_id, pid " +
+			"and the samples' context attributes (http.route, ...)",
+		help: selectHelp + "\n\nWith a selector the profile holds only the selection's samples; its comments name the selector.\n\n" +
+			"A sample's context attributes (those of the thread context it was read in: http.route,\n" +
+			"datadog.trace_endpoint, ...) are string labels under their names, so that\n" +
+			"go tool pprof -tagfocus='http.route=GET /alpha' or -tagroot=http.route work without spans;\n" +
+			"an attribute named as one of the labels above is left out.",
 		usage: "-o OUT.pb.gz [--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var in inputFlags
@@ -72,7 +77,8 @@ const (
 )
 
 // buildProfile converts the samples of sel (nil: all) into a pprof
-// profile. Samples with the same stack, thread, worker and span are merged.
+// profile. Samples with the same stack, thread, worker, span and context
+// attributes are merged.
 func buildProfile(t *analysis.Trace, sel *analysis.Selection) (*profile.Profile, error) {
 	hasOff, hasNs := offCPUValues(t, sel)
 	p := &profile.Profile{
@@ -221,8 +227,13 @@ func (b *profileBuilder) add(s *analysis.TraceSample, hasNs bool) {
 	}
 }
 
-// sampleLabels labels ps with the thread, worker and span of s: the parts
-// of its key that pprof can show.
+// ownLabels are the labels sampleLabels gives: a context attribute of one
+// of these names does not replace them.
+var ownLabels = map[string]bool{"thread": true, "tid": true, "pid": true, "worker": true, "span": true, "root_span": true,
+	convention.GoLabelTraceID: true}
+
+// sampleLabels labels ps with the thread, worker, span and context
+// attributes of s: the parts of its key that pprof can show.
 func sampleLabels(ps *profile.Sample, t *analysis.Trace, s *analysis.TraceSample) {
 	th := t.Threads[s.Thread]
 	ps.Label["thread"] = []string{th.Label()}
@@ -239,6 +250,11 @@ func sampleLabels(ps *profile.Sample, t *analysis.Trace, s *analysis.TraceSample
 	}
 	if s.Link < 0 {
 		return
+	}
+	for _, kv := range t.Attrs(s) {
+		if !ownLabels[kv.Key] {
+			ps.Label[kv.Key] = []string{kv.Value}
+		}
 	}
 	l := t.Links[s.Link]
 	if name, ok := t.SpanName(s); ok {

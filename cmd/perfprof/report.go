@@ -17,7 +17,8 @@ func init() {
 	register(&command{
 		name: "report",
 		summary: "print a text report: samples, span names (count, percentiles, where their time went), hot functions " +
-			"overall, per worker, per span and root span, top stacks, long polls, blocking stacks, scheduling delay",
+			"overall, per worker, per span and root span, per route (http.route or another context attribute, --by), " +
+			"top stacks, long polls, blocking stacks, scheduling delay",
 		help: selectHelp + `
 
 With a selector the report starts with the chosen spans (longest first, at
@@ -27,8 +28,10 @@ observed. Function tables, groups and top stacks then count the selection's
 samples only. Long polls, blocking stacks and scheduling delay are left out:
 they are about workers and threads, not spans, and for a selection the
 breakdown's blocked and runnable lines and its off-CPU stacks say the same.
-The Spans section always covers the whole trace.`,
-		usage: "[--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [--top N] [--long DURATION] [--groups N] " +
+The Spans section always covers the whole trace.
+
+` + attrHelp,
+		usage: "[--span NAME] [--trace-id ID] [--span-id ID] [--slowest N] [--by ATTR]… [--top N] [--long DURATION] [--groups N] " +
 			"[--polls N] [--stacks N] [--depth N] FILE|DIR…",
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			var o reportOpts
@@ -36,7 +39,8 @@ The Spans section always covers the whole trace.`,
 			o.sel.declare(fs)
 			fs.IntVar(&o.top, "top", 20, "functions per table")
 			fs.DurationVar(&o.long, "long", time.Millisecond, "polls longer than this are long polls")
-			fs.IntVar(&o.groups, "groups", 10, "groups (workers, spans, root spans, span names, selected spans) shown per section")
+			fs.Var(&o.by, "by", "group samples by the context attribute `ATTR` (http.route, user.name, ...): samples, CPU time and hot functions per value; repeatable (default: http.route and datadog.trace_endpoint when the samples carry them)")
+			fs.IntVar(&o.groups, "groups", 10, "groups (workers, spans, root spans, span names, selected spans, attribute values) shown per section")
 			fs.IntVar(&o.polls, "polls", 10, "long polls shown")
 			fs.IntVar(&o.stacks, "stacks", 5, "stacks shown per long poll, in the top stacks and in the blocking section")
 			fs.IntVar(&o.depth, "depth", 12, "frames shown per stack")
@@ -48,6 +52,7 @@ The Spans section always covers the whole trace.`,
 type reportOpts struct {
 	in                                inputFlags
 	sel                               selectFlags
+	by                                attrList
 	top, groups, polls, stacks, depth int
 	long                              time.Duration
 }
@@ -62,6 +67,9 @@ func report(e *env, args []string, o *reportOpts) error {
 	}
 	sel, err := o.sel.selection(t)
 	if err != nil {
+		return err
+	}
+	if err := checkAttrs(t, o.by); err != nil {
 		return err
 	}
 	bw := bufio.NewWriter(e.stdout)
@@ -83,6 +91,7 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 	writeTimeRange(w, t)
 	writeMetadata(w, t)
 	writeSampleCounts(w, all)
+	writeAttrKeys(w, t)
 	writeDropped(w, t)
 	writeEventCounts(w, t)
 	writeSpanNames(w, t, sel != nil, o)
@@ -90,6 +99,7 @@ func writeReport(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *rep
 	sc := newReportScope(sel, all)
 	onAgg := writeOnCPUFunctions(w, t, sel, sc, o)
 	offAgg := writeOffCPUFunctions(w, t, sel, sc, o)
+	writeAttrSections(w, t, sel, sc, o)
 	writeTopStacks(w, t, sc, onAgg, offAgg, o)
 	if sel != nil {
 		// Polls, blocking and scheduling delay are per worker and thread;

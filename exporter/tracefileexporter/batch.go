@@ -60,6 +60,11 @@ type sampleGroup struct {
 	// none) and span.link.source ("": none).
 	cpuDelta   uint64
 	linkSource string
+	// ctx are the attributes of the thread context the sample was read
+	// in; set is the id of their ContextAttributeSet in the segment,
+	// given when the batch is encoded.
+	ctx []pprofiledict.KV
+	set wire.Opt[uint64]
 }
 
 // spanEv is one span that said where it ran.
@@ -304,7 +309,7 @@ func (b *batch) addProfile(prof pprofile.Profile, res resource, clk clock.Fixed)
 		l := b.dict.Labels(s.AttributeIndices())
 		g := sampleGroup{stack: b.addStack(s.StackIndex()), tid: l.Tid, name: l.ThreadName, root: l.Root,
 			state: convention.ThreadStateCode(l.State), worker: convention.NoWorker, pid: res.pid, link: b.dict.Link(s.LinkIndex()),
-			cpuDelta: l.CPUDelta, linkSource: l.LinkSource}
+			cpuDelta: l.CPUDelta, linkSource: l.LinkSource, ctx: l.Context}
 		if off {
 			g.source = convention.SourceOffCPU
 		}

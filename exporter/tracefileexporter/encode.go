@@ -33,7 +33,8 @@ func (e *traceFile) chains(b *batch) (addrs []uint64, chains [][]uint64) {
 }
 
 // encode writes batch b as one TRC stream: the symbols its stacks need and
-// the segment lacks (timestamp 0), then its events in time order.
+// the segment lacks (timestamp 0), the context attribute sets its samples
+// need and the segment lacks, then its events in time order.
 func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 	addrs, chains := e.chains(b)
 	for i := range b.locs {
@@ -53,6 +54,11 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			c.symbols++
 		}
 		e.emitted[a] = true
+	}
+	left, err := e.ctxSets.assign(w, b)
+	c.ctxLeftOut += left
+	if err != nil {
+		return err
 	}
 
 	named := map[uint32]string{} // thread names already in this stream
@@ -107,6 +113,7 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			if g.linkSource != "" {
 				x.LinkSource = wire.Some(g.linkSource)
 			}
+			x.ContextSetID = g.set
 			err = w.WriteCpuSampleExt(s, x)
 			c.samples++
 		case kSpan:

@@ -58,6 +58,7 @@ type traceFile struct {
 	legacyBase uint64 // CLOCK_MONOTONIC ns of legacy timestamp 0
 	addrs      addrTable
 	emitted    map[uint64]bool // addresses with symbols in the active TRC segment
+	ctxSets    contextSets     // context attribute sets written in the active TRC segment
 	spawnLocs  map[string]uint16
 	busy       map[uint64]*intervals // per worker: polls and parks written
 	meta       metaSets
@@ -310,6 +311,7 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 		err = e.rot.WriteSegmentBatch(func(w *wire.Writer, fresh bool) error {
 			if fresh {
 				clear(e.emitted)
+				e.ctxSets.newSegment()
 			}
 			counts = eventCounts{}
 			return e.encode(w, b, &counts)
@@ -317,11 +319,14 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	}
 	if err == nil {
 		counts.addTo(e.counts)
+		e.countSkipped(ctx, "context_attribute", int(counts.ctxLeftOut))
 	}
 	e.recordStats()
 	if err != nil {
-		// The symbols of the batch are not in the segment: write them again.
+		// The symbols and attribute sets of the batch are not in the
+		// segment: write them again.
 		clear(e.emitted)
+		e.ctxSets.forget()
 		e.tb.ExporterTracefileFailedBatches.Add(ctx, 1)
 		e.logError("write", err)
 		return fmt.Errorf("tracefile: %w", err)

@@ -28,8 +28,11 @@ var (
 )
 
 // eventCounts are what one batch wrote, counted once it is in a segment.
+// ctxLeftOut are context attributes left out of their samples' sets, which
+// go to the skipped metric.
 type eventCounts struct {
 	samples, symbols, spans, polls, parks, truncated int64
+	ctxLeftOut                                       int64
 }
 
 func (c *eventCounts) addTo(s *counter.Set) {

@@ -24,6 +24,11 @@ type builder struct {
 	threads map[Thread]int32
 	links   map[Link]int32
 	syms    map[uint64][]symEntry
+	// ctxSets are the file's ContextAttributeSets so far: set_id -> index
+	// in t.AttrSets. unresolvedSets counts the samples that named an id
+	// no set defined before them.
+	ctxSets        map[uint64]int32
+	unresolvedSets int
 
 	openPoll map[uint64]int32 // worker -> index of its open poll in t.Polls
 	openPark map[uint64]int32
@@ -67,6 +72,8 @@ func newBuilder(path string) *builder {
 			Dropped:  map[string]uint64{},
 			Metadata: map[string]string{},
 			spanByID: map[string]int32{},
+			AttrSets: []AttrSet{nil},
+			attrIdx:  map[string]int32{},
 		},
 		info:     FileInfo{Path: path},
 		stackIdx: map[string]int32{},

@@ -165,6 +165,9 @@ func (b *builder) event(ev *wire.Event) {
 	case wire.KindSpan:
 		b.time(ts)
 		b.span(k.l.Span(ev))
+	case wire.KindContextAttributeSet:
+		b.time(ts)
+		b.contextSet(k.l.ContextAttributeSet(ev))
 	default:
 		b.time(ts)
 	}
@@ -190,10 +193,11 @@ func (b *builder) sample(cs *wire.CpuSampleRead) {
 		s.State = x.ThreadState.V
 	}
 	s.Thread = b.thread(e.Tid, x.Pid.V, e.ThreadName.V)
+	attrs := b.contextAttrs(x.ContextSetID)
 	if x.SpanID.Valid {
-		s.Link = b.link(Link{TraceID: x.TraceID.V, SpanID: x.SpanID.V, RootName: x.SpanRootName.V})
-	} else if x.SpanRootName.Valid {
-		s.Link = b.link(Link{RootName: x.SpanRootName.V})
+		s.Link = b.link(Link{TraceID: x.TraceID.V, SpanID: x.SpanID.V, RootName: x.SpanRootName.V, Attrs: attrs})
+	} else if x.SpanRootName.Valid || attrs != 0 {
+		s.Link = b.link(Link{RootName: x.SpanRootName.V, Attrs: attrs})
 	}
 	if cs.Pooled {
 		s.Stack = b.pooledStack(cs.StackID, e.Callchain)

@@ -14,6 +14,11 @@
 // exporter gives conflicting addresses synthetic values numbered per segment,
 // and dial9 appends each segment's symbol table at its end.
 //
+// Samples keep the context attributes of the thread context they were read
+// in (http.route, ...; ContextAttributeSet events) through their Link, which
+// the samples of one span share; ByAttr groups samples by one of them,
+// which needs no span in the files.
+//
 // Both layouts are read as one stream of events: wire.Reader for TRC and
 // wire.LegacyEventReader, wire's one interpretation of legacy records, for
 // TOKIOTRC; fields are read through wire's typed readers (wire.Layout, and

@@ -145,6 +145,10 @@ func loadFile(path string, read *atomic.Int64) (*Trace, error) {
 	if b.unpaired > 0 {
 		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%s: %d poll or park starts without an end", path, b.unpaired))
 	}
+	if b.unresolvedSets > 0 {
+		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%s: %d samples name a context attribute set that no ContextAttributeSet "+
+			"defined before them (read as without attributes)", path, b.unresolvedSets))
+	}
 	t := b.t
 	t.pending = &pending{pollEnds: b.pollEnds, unparks: b.unparks, samples: append(b.sampleChunks, t.Samples)}
 	t.Samples = nil
@@ -172,6 +176,8 @@ func newMerger() *merger {
 			Dropped:  map[string]uint64{},
 			Metadata: map[string]string{},
 			spanByID: map[string]int32{},
+			AttrSets: []AttrSet{nil},
+			attrIdx:  map[string]int32{},
 		},
 		frames:   map[Frame]int32{},
 		locs:     map[string]int32{},
@@ -242,6 +248,13 @@ func (m *merger) add(p *Trace) {
 		stackMap[i] = g
 	}
 	threadMap := mergeTable(&t.Threads, m.threads, p.Threads)
+	attrMap := make([]int32, len(p.AttrSets))
+	for i, a := range p.AttrSets {
+		attrMap[i] = t.internAttrs(a)
+	}
+	for i := range p.Links {
+		p.Links[i].Attrs = attrMap[p.Links[i].Attrs]
+	}
 	linkMap := mergeTable(&t.Links, m.links, p.Links)
 	n := 0
 	for _, c := range p.pending.samples {

@@ -35,7 +35,7 @@ type TraceSample struct {
 	Value  uint64 // value_ns: off-CPU ns this sample stands for; 0 if unknown
 	Stack  int32  // index into Trace.Stacks
 	Thread int32  // index into Trace.Threads
-	Link   int32  // index into Trace.Links; -1 = not linked to a span
+	Link   int32  // index into Trace.Links; -1 = not linked to a span and no context attributes
 	Worker uint32 // worker id; NoWorker, BlockingWorker
 	CPU    int32  // -1 if unknown
 	Source uint8  // SourceCPU or SourceOffCPU
@@ -65,11 +65,34 @@ func (t Thread) Label() string {
 	return fmt.Sprintf("tid %d", t.Tid)
 }
 
-// Link is the span a sample is linked to (perfprof's extra fields).
+// Link is the span a sample is linked to (perfprof's extra fields) and
+// the attributes of the thread context it was read in: what the samples of
+// one span share.
 type Link struct {
 	TraceID  string
 	SpanID   string
 	RootName string // span_root_name
+	// Attrs is the index of the sample's context attributes in
+	// Trace.AttrSets; 0, the empty set, when it has none.
+	Attrs int32
+}
+
+// Linked reports whether l names a span, by its ids or its root's name;
+// a Link of context attributes alone does not.
+func (l *Link) Linked() bool { return l.TraceID != "" || l.SpanID != "" || l.RootName != "" }
+
+// AttrSet is a set of context attributes (ContextAttributeSet): key/value
+// pairs in the order of the record they came from, each key once.
+type AttrSet []KV
+
+// Get returns the value of key in the set.
+func (a AttrSet) Get(key string) (string, bool) {
+	for _, kv := range a {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return "", false
 }
 
 // Frame is one function frame of a location.
@@ -158,6 +181,9 @@ type Trace struct {
 	Frames    []Frame
 	Threads   []Thread
 	Links     []Link
+	// AttrSets are the context attribute sets of the links; AttrSets[0] is
+	// the empty set.
+	AttrSets []AttrSet
 
 	Spans    []Span
 	Polls    []Poll
@@ -169,7 +195,8 @@ type Trace struct {
 	Start, End uint64 // time range of timestamped events (ns monotonic)
 
 	spanByID map[string]int32
-	pending  *pending // of a partial trace: ends whose start is in an earlier file
+	attrIdx  map[string]int32 // AttrSets by setKey
+	pending  *pending         // of a partial trace: ends whose start is in an earlier file
 	derived  derived
 }
 

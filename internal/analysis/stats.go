@@ -456,7 +456,7 @@ func (t *Trace) Blocking() (a *Agg, weighted bool) {
 		if s.Source != SourceOffCPU || s.State == StateRunnable {
 			continue
 		}
-		if s.Link < 0 && pollIn(t, wp[s.Worker], s.Time) < 0 {
+		if (s.Link < 0 || !t.Links[s.Link].Linked()) && pollIn(t, wp[s.Worker], s.Time) < 0 {
 			continue
 		}
 		if s.Value > 0 {

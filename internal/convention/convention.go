@@ -64,6 +64,26 @@ func SampleAttribute(key string) bool {
 	return false
 }
 
+// Bounds of the thread context attributes a sample carries (the
+// attributes of the OTEP 4947 record it was read in, under their key map
+// names): at most ContextAttrsMax a sample, keys and values cut at
+// ContextAttrMaxBytes. The receiver applies them when it decodes a
+// record, the tracefile exporter again to what it writes, whatever sent
+// the profile.
+const (
+	ContextAttrsMax     = 16
+	ContextAttrMaxBytes = 128
+)
+
+// Context attributes that name what a request does, as publishers of
+// thread contexts set them: the route of an HTTP server span, and
+// dd-trace's endpoint of the local root span ("GET /alpha"). perfprof
+// report groups samples by them without being asked.
+const (
+	HTTPRoute            = "http.route"
+	DatadogTraceEndpoint = "datadog.trace_endpoint"
+)
+
 // Values of LinkSource.
 const (
 	// LinkSourceThread: the (thread, time) join of the spans received.

@@ -248,11 +248,13 @@ type joined struct {
 // Bounds of the thread context attributes a report carries: a sample
 // carries at most maxSampleAttrs (a record holds at most bpf.AttrsMax
 // bytes of them), a process's report at most maxAttrSets sets; a key's
-// name is cut at maxAttrKey bytes (the key map is the process's).
+// name and a value are cut at maxAttrBytes (the key map is the
+// process's). The per-sample bounds are the convention's, which the
+// tracefile exporter applies too.
 const (
-	maxSampleAttrs = 16 // past it, and reserved names: cAttrsEntries
+	maxSampleAttrs = convention.ContextAttrsMax // past it, and reserved names: cAttrsEntries
 	maxAttrSets    = 1024
-	maxAttrKey     = 128
+	maxAttrBytes   = convention.ContextAttrMaxBytes
 )
 
 // attrSets decodes and interns the attrs-data of one process's contexts
@@ -288,7 +290,7 @@ func (a *attrSets) get(e *engine, raw string) int32 {
 			e.tel.Add(cAttrsEntries, 1)
 			break
 		}
-		set = append(set, Attr{Key: validUTF8(at.Name, maxAttrKey), Value: validUTF8(at.Value, len(at.Value))})
+		set = append(set, Attr{Key: validUTF8(at.Name, maxAttrBytes), Value: validUTF8(at.Value, maxAttrBytes)})
 	}
 	if len(set) == 0 {
 		return 0

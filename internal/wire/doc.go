@@ -21,8 +21,8 @@
 // first time an event type appears in the stream, a timestamp reset when
 // the 24-bit delta cannot express the timestamp, then the event. It never
 // writes annotation frames. Typed methods write the built-in runtime events
-// (events.go) and perfprof's own fields and SpanEvent (ext.go) without
-// building Values.
+// (events.go) and perfprof's own fields, SpanEvent and ContextAttributeSet
+// (ext.go) without building Values.
 //
 // The typed readers are the other half of the typed writers: a [Layout],
 // found once per schema ([LayoutOf]), reads a decoded Event into the struct

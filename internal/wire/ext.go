@@ -7,9 +7,9 @@ import (
 )
 
 // The events perfprof adds to dial9 trace files, as docs/trace-conventions.md
-// describes them: extra optional fields on CpuSampleEvent and its own
-// SpanEvent. Readers that look fields up by name and skip unknown events read
-// these files as plain dial9 traces.
+// describes them: extra optional fields on CpuSampleEvent, its own
+// SpanEvent and ContextAttributeSet. Readers that look fields up by name and
+// skip unknown events read these files as plain dial9 traces.
 
 var (
 	// CpuSampleExtSchema is CpuSampleEvent with perfprof's optional fields
@@ -20,13 +20,23 @@ var (
 		{FieldTraceID, Optional(PooledString)}, {FieldSpanID, Optional(PooledString)},
 		{FieldSpanRootName, Optional(PooledString)}, {FieldValueNs, Optional(Varint)},
 		{FieldThreadState, Optional(U8)}, {FieldPid, Optional(U32)},
-		{FieldCPUTimeDeltaNs, Optional(Varint)}, {FieldLinkSource, Optional(PooledString)}}}
+		{FieldCPUTimeDeltaNs, Optional(Varint)}, {FieldLinkSource, Optional(PooledString)},
+		{FieldContextSetID, Optional(Varint)}}}
 	// SpanSchema is perfprof's SpanEvent: one span that ran on a thread or
 	// worker, at its start time.
 	SpanSchema = &Schema{Name: NameSpan, HasTimestamp: true, Fields: []Field{
 		{FieldTraceID, PooledString}, {FieldSpanID, PooledString}, {FieldParentSpanID, Optional(PooledString)},
 		{FieldName, PooledString}, {FieldDurationNs, Varint}, {FieldTid, Optional(U32)},
 		{FieldWorkerID, Optional(Varint)}, {FieldService, Optional(PooledString)}, {FieldPid, Optional(U32)}}}
+	// ContextAttributeSetSchema is perfprof's ContextAttributeSet: a set of
+	// context attributes that CPU samples of the same file refer to by id
+	// (their context_set_id), written once before the first of them. It
+	// has no timestamp: it is a definition, not something that happened,
+	// and dial9's viewer bounds a trace by the timestamps of every event
+	// it does not know, so a timestamp 0 would stretch its time line to
+	// the clock's origin.
+	ContextAttributeSetSchema = &Schema{Name: NameContextAttributeSet, Fields: []Field{
+		{FieldSetID, Varint}, {FieldAttributes, StringMap}}}
 )
 
 // Thread states of CpuSampleExt.ThreadState: the codes of the convention's
@@ -50,6 +60,18 @@ type CpuSampleExt struct {
 	// LinkSource says how the link was found: a convention.LinkSource*
 	// value.
 	LinkSource Opt[string]
+	// ContextSetID is the id of the ContextAttributeSet holding the
+	// attributes of the thread context the sample was read in.
+	ContextSetID Opt[uint64]
+}
+
+// ContextAttributeSet is a set of context attributes (key/value pairs, in
+// the order of the record they came from) that samples refer to by ID. An
+// ID means the set most recently defined under it in the file: a writer
+// may define an ID again, with other attributes, for the samples after.
+type ContextAttributeSet struct {
+	ID         uint64
+	Attributes []StringPair
 }
 
 // SpanEvent is a span that ran on a thread or a runtime worker.
@@ -97,7 +119,22 @@ func (w *Writer) WriteCpuSampleExt(e CpuSampleEvent, x CpuSampleExt) error {
 	b = appendOptU32(b, x.Pid.Valid, x.Pid.V)
 	b = appendOptVarint(b, x.CPUTimeDeltaNs)
 	b = appendOptU32(b, x.LinkSource.Valid, linkSource)
+	b = appendOptVarint(b, x.ContextSetID)
 	w.buf = b
+	return w.maybeFlush()
+}
+
+// WriteContextAttributeSet writes e with ContextAttributeSetSchema.
+func (w *Writer) WriteContextAttributeSet(e ContextAttributeSet) error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.begin(ContextAttributeSetSchema, 0); err != nil {
+		return err
+	}
+	w.buf = binary.AppendUvarint(w.buf, e.ID)
+	v := Value{Type: StringMap, Map: e.Attributes}
+	w.appendValue(&v)
 	return w.maybeFlush()
 }
 

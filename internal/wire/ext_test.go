@@ -15,7 +15,8 @@ func TestExtTypedMatchesGeneric(t *testing.T) {
 		x CpuSampleExt
 	}{
 		{CpuSampleEvent{Timestamp: 1e9, WorkerID: 255, Tid: 7, ThreadName: Some("main"), Callchain: stack, CPU: Some[uint64](3)},
-			CpuSampleExt{Pid: Some[uint32](42), CPUTimeDeltaNs: Some[uint64](1_003_000), LinkSource: Some("goroutine_labels")}},
+			CpuSampleExt{Pid: Some[uint32](42), CPUTimeDeltaNs: Some[uint64](1_003_000), LinkSource: Some("goroutine_labels"),
+				ContextSetID: Some[uint64](300)}},
 		{CpuSampleEvent{Timestamp: 1e9 + 500, WorkerID: 1, Tid: 8, Source: 1, Callchain: stack},
 			CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
 				SpanRootName: Some("GET /"), ValueNs: Some[uint64](123456), ThreadState: Some[uint8](ThreadRunnable)}},
@@ -45,10 +46,18 @@ func TestExtTypedMatchesGeneric(t *testing.T) {
 			opt(s.e.ThreadName, PooledString), PooledStackValue(s.e.Callchain), optU(s.e.CPU, Varint),
 			opt(s.x.TraceID, PooledString), opt(s.x.SpanID, PooledString), opt(s.x.SpanRootName, PooledString),
 			optU(s.x.ValueNs, Varint), optU(Opt[uint64]{uint64(s.x.ThreadState.V), s.x.ThreadState.Valid}, U8),
-			optU(Opt[uint64]{uint64(s.x.Pid.V), s.x.Pid.Valid}, U32), optU(s.x.CPUTimeDeltaNs, Varint), opt(s.x.LinkSource, PooledString))
+			optU(Opt[uint64]{uint64(s.x.Pid.V), s.x.Pid.Valid}, U32), optU(s.x.CPUTimeDeltaNs, Varint), opt(s.x.LinkSource, PooledString),
+			optU(s.x.ContextSetID, Varint))
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	set := ContextAttributeSet{ID: 300, Attributes: []StringPair{{"http.route", "GET /a"}, {"user.name", "ünï"}}}
+	if err := tw.WriteContextAttributeSet(set); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Write(ContextAttributeSetSchema, 0, VarintValue(set.ID), StringMapValue(set.Attributes)); err != nil {
+		t.Fatal(err)
 	}
 	if err := tw.WriteSpan(span); err != nil {
 		t.Fatal(err)
@@ -70,9 +79,19 @@ func TestExtTypedMatchesGeneric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 3 {
+	if len(evs) != 4 {
 		t.Fatalf("%d events", len(evs))
 	}
+	if id, _ := evs[0].Uint("context_set_id"); id != 300 {
+		t.Errorf("context_set_id %d", id)
+	}
+	if _, ok := evs[1].Uint("context_set_id"); ok {
+		t.Error("absent context_set_id read as present")
+	}
+	if m := evs[2].Field("attributes"); evs[2].Name() != "ContextAttributeSet" || m == nil || len(m.Map) != 2 || m.Map[1].Value != "ünï" {
+		t.Errorf("attribute set read back as %s %+v", evs[2].Name(), evs[2].Values)
+	}
+	evs = append(evs[:2], evs[3])
 	if v, _ := evs[1].Uint("value_ns"); v != 123456 {
 		t.Errorf("value_ns %d", v)
 	}

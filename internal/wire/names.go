@@ -16,6 +16,9 @@ const (
 	NameClockSync        = "ClockSyncEvent"
 	NameSegmentMetadata  = "SegmentMetadataEvent"
 	NameSpan             = "SpanEvent" // perfprof's own
+	// NameContextAttributeSet is perfprof's own: an interned set of
+	// context attributes that samples refer to by id.
+	NameContextAttributeSet = "ContextAttributeSet"
 
 	// dial9 events perfprof passes over, named here for the legacy records
 	// that the adapter presents under them.
@@ -64,6 +67,12 @@ const (
 	FieldName           = "name"
 	FieldDurationNs     = "duration_ns"
 	FieldService        = "service"
+	// FieldContextSetID is a CpuSampleEvent's reference to the
+	// ContextAttributeSet whose FieldSetID it is; FieldAttributes that
+	// set's key/value pairs.
+	FieldContextSetID = "context_set_id"
+	FieldSetID        = "set_id"
+	FieldAttributes   = "attributes"
 )
 
 // Field names of the legacy records' own events (legacy_events.go).

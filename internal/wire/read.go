@@ -22,8 +22,8 @@ type Kind uint8
 
 // Kinds. A schema has the kind of its name only if its identifying fields
 // are there (worker_id for the runtime events, callchain for a CPU sample,
-// addr and symbol_name for a symbol, realtime_ns, entries, span_id);
-// otherwise it is KindOther.
+// addr and symbol_name for a symbol, realtime_ns, entries, span_id, set_id
+// and attributes); otherwise it is KindOther.
 const (
 	KindOther Kind = iota
 	KindPollStart
@@ -35,6 +35,7 @@ const (
 	KindClockSync
 	KindSegmentMetadata
 	KindSpan
+	KindContextAttributeSet
 )
 
 // slots: the fields the typed forms read, by position in Layout.idx.
@@ -70,6 +71,9 @@ const (
 	sService
 	sCPUDelta
 	sLinkSource
+	sContextSetID
+	sSetID
+	sAttributes
 	sLocation // legacy CallframeDef: "file:line"
 	nSlots
 )
@@ -83,25 +87,28 @@ var slotFields = [nSlots]string{
 	sSpanID: FieldSpanID, sRoot: FieldSpanRootName, sValue: FieldValueNs, sState: FieldThreadState,
 	sPid: FieldPid, sParent: FieldParentSpanID, sName: FieldName, sDuration: FieldDurationNs,
 	sService: FieldService, sCPUDelta: FieldCPUTimeDeltaNs, sLinkSource: FieldLinkSource,
+	sContextSetID: FieldContextSetID, sSetID: FieldSetID, sAttributes: FieldAttributes,
 }
 
 var kindsByName = map[string]Kind{
 	NamePollStart: KindPollStart, NamePollEnd: KindPollEnd, NameWorkerPark: KindWorkerPark,
 	NameWorkerUnpark: KindWorkerUnpark, NameCpuSample: KindCpuSample, NameSymbolTableEntry: KindSymbol,
 	NameClockSync: KindClockSync, NameSegmentMetadata: KindSegmentMetadata, NameSpan: KindSpan,
+	NameContextAttributeSet: KindContextAttributeSet,
 }
 
 // identifying fields of each kind: without them a schema is KindOther.
 var kindNeeds = map[Kind][]int{
-	KindCpuSample:       {sCallchain},
-	KindPollStart:       {sWorker},
-	KindPollEnd:         {sWorker},
-	KindWorkerPark:      {sWorker},
-	KindWorkerUnpark:    {sWorker},
-	KindSymbol:          {sAddr, sSymName},
-	KindClockSync:       {sRealtime},
-	KindSegmentMetadata: {sEntries},
-	KindSpan:            {sSpanID},
+	KindCpuSample:           {sCallchain},
+	KindPollStart:           {sWorker},
+	KindPollEnd:             {sWorker},
+	KindWorkerPark:          {sWorker},
+	KindWorkerUnpark:        {sWorker},
+	KindSymbol:              {sAddr, sSymName},
+	KindClockSync:           {sRealtime},
+	KindSegmentMetadata:     {sEntries},
+	KindSpan:                {sSpanID},
+	KindContextAttributeSet: {sSetID, sAttributes},
 }
 
 // Layout says where the events of one schema keep the fields of their
@@ -159,7 +166,7 @@ func LayoutOf(s *Schema) *Layout {
 			if t != StackFrames && t != PooledStackFrames {
 				l.idx[i] = -1
 			}
-		case i == sEntries:
+		case i == sEntries || i == sAttributes:
 			if t != StringMap {
 				l.idx[i] = -1
 			}
@@ -173,8 +180,8 @@ func LayoutOf(s *Schema) *Layout {
 	return l
 }
 
-// strSlots are the slots that read a string; callchain and entries read
-// their own types; the others read an integer.
+// strSlots are the slots that read a string; callchain, entries and
+// attributes read their own types; the others read an integer.
 var strSlots = [nSlots]bool{sSpawnLoc: true, sThreadName: true, sSymName: true, sSrcFile: true, sTraceID: true,
 	sSpanID: true, sRoot: true, sParent: true, sName: true, sService: true, sLocation: true, sLinkSource: true}
 
@@ -277,6 +284,7 @@ func (l *Layout) CpuSample(ev *Event, e *CpuSampleEvent, x *CpuSampleExt) {
 	x.Pid = l.optU32(ev, sPid)
 	x.CPUTimeDeltaNs = l.optU64(ev, sCPUDelta)
 	x.LinkSource = l.optStr(ev, sLinkSource)
+	x.ContextSetID = l.optU64(ev, sContextSetID)
 }
 
 // StackID returns the stack-pool id of ev's callchain, if it is a pooled
@@ -322,6 +330,16 @@ func (l *Layout) SegmentMetadata(ev *Event) SegmentMetadataEvent {
 	e := SegmentMetadataEvent{Timestamp: ev.Timestamp}
 	if v := l.value(ev, sEntries); v != nil {
 		e.Entries = v.Map
+	}
+	return e
+}
+
+// ContextAttributeSet reads ev as a ContextAttributeSet. Attributes share
+// memory with ev.
+func (l *Layout) ContextAttributeSet(ev *Event) ContextAttributeSet {
+	e := ContextAttributeSet{ID: l.u64(ev, sSetID)}
+	if v := l.value(ev, sAttributes); v != nil {
+		e.Attributes = v.Map
 	}
 	return e
 }

@@ -50,7 +50,7 @@ const (
 // fastTargets are the slots Layout.CpuSample reads, and where they go.
 var fastTargets = [nSlots]fastTarget{sWorker: {toWorker, 0}, sTid: {toTid, 0}, sSource: {toSource, 0},
 	sState: {toState, 0}, sPid: {toPid, 0}, sCallchain: {toStack, 0},
-	sCPU: {toOptU64, 0}, sValue: {toOptU64, 1}, sCPUDelta: {toOptU64, 2},
+	sCPU: {toOptU64, 0}, sValue: {toOptU64, 1}, sCPUDelta: {toOptU64, 2}, sContextSetID: {toOptU64, 3},
 	sThreadName: {toOptStr, 0}, sTraceID: {toOptStr, 1}, sSpanID: {toOptStr, 2}, sRoot: {toOptStr, 3},
 	sLinkSource: {toOptStr, 4}}
 
@@ -151,7 +151,7 @@ func (r *Reader) readCpuSample(sc *Schema, l *Layout, out *CpuSampleRead) bool {
 	e, x := &out.E, &out.X
 	e.Timestamp = ts
 	e.WorkerID = convention.NoWorker
-	u64s := [...]*Opt[uint64]{&e.CPU, &x.ValueNs, &x.CPUTimeDeltaNs}
+	u64s := [...]*Opt[uint64]{&e.CPU, &x.ValueNs, &x.CPUTimeDeltaNs, &x.ContextSetID}
 	strs := [...]*Opt[string]{&e.ThreadName, &x.TraceID, &x.SpanID, &x.SpanRootName, &x.LinkSource}
 	for _, f := range l.fast {
 		if f.opt {

@@ -95,11 +95,13 @@ func sampleTrace(t testing.TB) []byte {
 		{FieldSource, Bool}}}
 	for i := range uint64(2) {
 		ts := 1e9 + i*1e6
+		must(t, w.WriteContextAttributeSet(ContextAttributeSet{ID: 1 << 35, Attributes: []StringPair{{"http.route", "GET /"}}}))
 		must(t, w.WriteCpuSampleExt(CpuSampleEvent{Timestamp: ts, WorkerID: 1, Tid: 1001, ThreadName: Some("w"),
 			Callchain: stack, CPU: Some[uint64](2)},
 			CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
 				SpanRootName: Some("GET /"), ValueNs: Some[uint64](1 << 40), ThreadState: Some[uint8](ThreadRunnable),
-				Pid: Some[uint32](9), CPUTimeDeltaNs: Some[uint64](7000), LinkSource: Some("thread_context")}))
+				Pid: Some[uint32](9), CPUTimeDeltaNs: Some[uint64](7000), LinkSource: Some("thread_context"),
+				ContextSetID: Some[uint64](1 << 35)}))
 		must(t, w.WriteCpuSampleExt(CpuSampleEvent{Timestamp: ts + 1, WorkerID: 1 << 40, Source: 1, Callchain: nil},
 			CpuSampleExt{SpanRootName: Some("GET /")}))
 		must(t, w.WritePollStart(PollStartEvent{Timestamp: ts + 2, WorkerID: 1, TaskID: 7, SpawnLoc: "a.rs:1"}))

@@ -56,6 +56,10 @@ func readTyped(t *testing.T, rd interface{ ReadEvent(*Event) error }) []any {
 			out = append(out, e)
 		case KindSpan:
 			out = append(out, l.Span(&ev))
+		case KindContextAttributeSet:
+			e := l.ContextAttributeSet(&ev)
+			e.Attributes = append([]StringPair(nil), e.Attributes...)
+			out = append(out, e)
 		default:
 			out = append(out, ev.Name())
 		}
@@ -79,8 +83,9 @@ func TestTypedRoundTrip(t *testing.T) {
 	ext := [2]any{CpuSampleEvent{Timestamp: 1e9 + 3, WorkerID: 255, Tid: 1002, Source: 1, Callchain: stack},
 		CpuSampleExt{TraceID: Some("0102030405060708090a0b0c0d0e0f10"), SpanID: Some("1112131415161718"),
 			SpanRootName: Some("GET /"), ValueNs: Some[uint64](5000), ThreadState: Some[uint8](ThreadBlocked), Pid: Some[uint32](9),
-			CPUTimeDeltaNs: Some[uint64](7000), LinkSource: Some("thread_context")}}
+			CPUTimeDeltaNs: Some[uint64](7000), LinkSource: Some("thread_context"), ContextSetID: Some[uint64](1)}}
 	events := []typedEvent{
+		typed((*Writer).WriteContextAttributeSet, ContextAttributeSet{ID: 1, Attributes: []StringPair{{"http.route", "GET /a"}}}),
 		typed((*Writer).WriteClockSync, ClockSyncEvent{Timestamp: 1e9, RealtimeNs: 1_700_000_000_000_000_000}),
 		typed((*Writer).WriteSegmentMetadata, SegmentMetadataEvent{Timestamp: 1e9, Entries: []StringPair{{"service", "svc"}, {"host", "h"}}}),
 		typed((*Writer).WritePollStart, PollStartEvent{Timestamp: 1e9 + 1, WorkerID: 1, LocalQueue: 3, TaskID: 77, SpawnLoc: "src/main.rs:1:2"}),
@@ -127,6 +132,8 @@ func TestLayoutKinds(t *testing.T) {
 		{legacySchemas[LegacyCallframeDef], KindSymbol},
 		{legacySchemas[LegacyCpuSample], KindCpuSample},
 		{SpanSchema, KindSpan},
+		{ContextAttributeSetSchema, KindContextAttributeSet},
+		{&Schema{Name: NameContextAttributeSet, Fields: []Field{{FieldSetID, Varint}}}, KindOther},
 	} {
 		if got := LayoutOf(c.s).Kind; got != c.want {
 			t.Errorf("%s %v: kind %d, want %d", c.s.Name, c.s.Fields, got, c.want)
@@ -190,6 +197,53 @@ func TestLegacyEvents(t *testing.T) {
 	for _, c := range []LegacyCode{LegacyPollStart, LegacyCallframeDef, LegacyWakeEvent} {
 		if s := legacySchema(c); LegacyEventName(c) != s.Name || !LayoutOf(s).Legacy {
 			t.Errorf("%v: name %q, schema %q", c, LegacyEventName(c), s.Name)
+		}
+	}
+}
+
+// TestContextAttributeSets: samples refer to sets by id; a sample of the
+// schema before context_set_id existed reads as one without attributes, on
+// both read paths; a set, having no timestamp, neither carries nor moves
+// the timestamp base, so that dial9's readers give it no time.
+func TestContextAttributeSets(t *testing.T) {
+	old := &Schema{Name: NameCpuSample, HasTimestamp: true,
+		Fields: CpuSampleExtSchema.Fields[:len(CpuSampleExtSchema.Fields)-1]}
+	if old.Fields[len(old.Fields)-1].Name != FieldLinkSource {
+		t.Fatalf("the schema before context_set_id ends with %s", old.Fields[len(old.Fields)-1].Name)
+	}
+	stack := []uint64{0x401000}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	vals := []Value{VarintValue(255), U32Value(7), U8Value(0), Absent, PooledStackValue(stack), Absent}
+	for range len(old.Fields) - len(vals) {
+		vals = append(vals, Absent)
+	}
+	must(t, w.Write(old, 1e9, vals...))
+	must(t, w.WriteContextAttributeSet(ContextAttributeSet{ID: 5, Attributes: []StringPair{{"http.route", "GET /a"}}}))
+	must(t, w.WriteCpuSampleExt(CpuSampleEvent{Timestamp: 1e9 + 10, WorkerID: 255, Tid: 7, Callchain: stack},
+		CpuSampleExt{ContextSetID: Some[uint64](5)}))
+	must(t, w.Flush())
+	// The set's frame: tag, type id 1, no delta, set_id 5, a map of 1.
+	if !bytes.Contains(buf.Bytes(), []byte{tagEvent, 1, 0, 5, 1, 0, 0, 0}) {
+		t.Errorf("no timestamp-less set frame in %x", buf.Bytes())
+	}
+	for _, fast := range []bool{false, true} {
+		got, _, err := readSamples(NewReader(bytes.NewReader(buf.Bytes())), fast)
+		if err != io.EOF {
+			t.Fatal(err)
+		}
+		if len(got) != 7 {
+			t.Fatalf("fast %v: read %v", fast, got)
+		}
+		first, second := got[1].(CpuSampleRead), got[6].(CpuSampleRead)
+		if first.X.ContextSetID.Valid || first.E.Timestamp != 1e9 {
+			t.Errorf("fast %v: old sample read as %+v", fast, first)
+		}
+		if second.X.ContextSetID != Some[uint64](5) || second.E.Timestamp != 1e9+10 {
+			t.Errorf("fast %v: sample with a set read as %+v", fast, second)
+		}
+		if got[2] != NameContextAttributeSet || got[3] != uint64(0) {
+			t.Errorf("fast %v: set read as %v at %v", fast, got[2], got[3])
 		}
 	}
 }

@@ -176,7 +176,7 @@ func writeBigSegment(name string, b Big, seg int, stacks [][]uint64) (samples, p
 			wire.PooledStringValue(names[th]), wire.PooledStackValue(st), wire.VarintValue(uint64(th%2)),
 			opt(wire.PooledStringValue(TraceID), linked), opt(wire.PooledStringValue(span), linked),
 			opt(wire.PooledStringValue(RootName), linked), opt(wire.VarintValue(50_000+rnd()%100_000), src == 1),
-			opt(wire.U8Value(uint8(1+rnd()%2)), src == 1), wire.U32Value(4242), wire.Absent, wire.Absent)
+			opt(wire.U8Value(uint8(1+rnd()%2)), src == 1), wire.U32Value(4242), wire.Absent, wire.Absent, wire.Absent)
 		if err != nil {
 			return 0, 0, 0, err
 		}

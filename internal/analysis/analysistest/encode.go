@@ -79,7 +79,7 @@ func (s Synth) writeTRC(w *wire.Writer, samples []sample, polls []poll) error {
 				wire.PooledStringValue(sm.name), wire.PooledStackValue(sm.stack), wire.VarintValue(uint64(sm.tid%2)),
 				opt(wire.PooledStringValue(TraceID), sm.span != ""), opt(wire.PooledStringValue(sm.span), sm.span != ""),
 				opt(wire.PooledStringValue(RootName), sm.span != ""), opt(wire.VarintValue(sm.valueNs), sm.valueNs > 0),
-				opt(wire.U8Value(sm.state), sm.source == 1), wire.U32Value(4242), wire.Absent, wire.Absent)
+				opt(wire.U8Value(sm.state), sm.source == 1), wire.U32Value(4242), wire.Absent, wire.Absent, wire.Absent)
 		}
 		if err != nil {
 			return err

@@ -212,7 +212,7 @@ func (q Requests) WriteTRC(out io.Writer) (RequestsTruth, error) {
 			wire.PooledStringValue(sm.name), wire.PooledStackValue(sm.stack), wire.VarintValue(uint64(sm.tid%2)),
 			wire.PooledStringValue(ev.trace), wire.PooledStringValue(sm.span), wire.PooledStringValue(root),
 			opt(wire.VarintValue(sm.valueNs), sm.valueNs > 0), opt(wire.U8Value(sm.state), sm.source == 1),
-			wire.U32Value(4242), wire.Absent, wire.Absent); err != nil {
+			wire.U32Value(4242), wire.Absent, wire.Absent, wire.Absent); err != nil {
 			return tr, err
 		}
 	}

@@ -78,13 +78,21 @@ type nodeApp struct {
 // 24 or dd-trace is not installed.
 func startNodeApp(t *testing.T, env []string) *nodeApp {
 	t.Helper()
-	node := testchild.Node24(t)
 	appDir := filepath.Join(root, "test", "e2e", "testdata", "nodeddtrace")
 	if _, err := os.Stat(filepath.Join(appDir, "node_modules", "dd-trace", "package.json")); err != nil {
 		testchild.NeedRuntime(t, "dd-trace is not installed in %s: run make node-deps (make test does): %v", appDir, err)
 	}
+	return startNode(t, appDir, []string{"--require", "dd-trace/init", "app.js"}, env)
+}
+
+// startNode runs a Node.js 24 script (args: the flags after nodeAppFlags
+// and the script) in dir, with its DIR argument, env as startNodeApp, and
+// waits for its "ready PID PORT" line.
+func startNode(t *testing.T, appDir string, args, env []string) *nodeApp {
+	t.Helper()
+	node := testchild.Node24(t)
 	a := &nodeApp{dir: t.TempDir(), lines: make(chan string, 64)}
-	args := append(slices.Clone(nodeAppFlags), "--require", "dd-trace/init", "app.js", a.dir)
+	args = append(append(slices.Clone(nodeAppFlags), args...), a.dir)
 	a.cmd = exec.Command(node, args...)
 	a.cmd.Dir = appDir
 	for _, kv := range os.Environ() {
@@ -116,7 +124,7 @@ func startNodeApp(t *testing.T, env []string) *nodeApp {
 		}
 		close(a.lines)
 	}()
-	// dd-trace loads its instrumentations first: 1-2 s here.
+	// A tracer loads its instrumentations first: 1-2 s here.
 	line := a.line(t, 30*time.Second)
 	var pid int
 	if _, err := fmt.Sscanf(line, "ready %d %d", &pid, &a.port); err != nil || pid != a.pid {
@@ -352,6 +360,7 @@ func waitStopped(t *testing.T, pid int) {
 // nodeSpan is a span dd-trace exported, as the collector passed it on.
 type nodeSpan struct {
 	trace, name, route string
+	start, end         uint64 // Unix ns
 }
 
 // nodeSpanSink is an OTLP/gRPC traces endpoint that keeps dd-trace's spans
@@ -369,7 +378,7 @@ func (s *nodeSpanSink) Export(_ context.Context, req ptraceotlp.ExportRequest) (
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, sp := range ss.Spans().All() {
 				tid, sid := sp.TraceID(), sp.SpanID()
-				d := nodeSpan{trace: hex.EncodeToString(tid[:]), name: sp.Name()}
+				d := nodeSpan{trace: hex.EncodeToString(tid[:]), name: sp.Name(), start: uint64(sp.StartTimestamp()), end: uint64(sp.EndTimestamp())}
 				if v, ok := sp.Attributes().Get("http.route"); ok {
 					d.route = strings.TrimPrefix(v.Str(), "/")
 				}
@@ -511,7 +520,8 @@ service:
 	for _, r := range requests {
 		rootOf[r.span] = true
 	}
-	f := judgeNode(srv, int64(app.pid), requests, monoOffset(t), func(route string, attrs map[string]string) bool {
+	offset := monoOffset(t)
+	f := judgeNode(srv, int64(app.pid), requests, spanLives(spans, offset), offset, func(route string, attrs map[string]string) bool {
 		return attrs["datadog.trace_endpoint"] == "GET /"+route && rootOf[attrs["datadog.local_root_span_id"]]
 	})
 	t.Logf("dd-trace thread context %v: %v", ctx, f)

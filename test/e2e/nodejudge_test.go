@@ -82,6 +82,19 @@ func monoOffset(t *testing.T) int64 {
 	return best
 }
 
+// spanLives returns the intervals the spans were open, in CLOCK_MONOTONIC
+// (offset: Unix − monotonic), widened by the guard.
+func spanLives(spans map[string]nodeSpan, offset int64) []interval {
+	var out []interval
+	for _, s := range spans {
+		if s.start == 0 || s.end < s.start {
+			continue
+		}
+		out = append(out, interval{uint64(int64(s.start)-offset) - nodeGuard, uint64(int64(s.end)-offset) + nodeGuard})
+	}
+	return out
+}
+
 // hasJS reports whether a stack has a JavaScript frame.
 func hasJS(fns map[string]bool) bool {
 	for fn := range fns {
@@ -108,10 +121,9 @@ type nodeFigures struct {
 	// Samples in backgroundWork (no span runs it), and linked.
 	background, backgroundLinked int
 	// Off-CPU samples whose switch-out was inside a request's block, linked,
-	// linked to its own request's span; off-CPU samples outside any
-	// request's life (from its first slice to its last, with a
-	// millisecond on either side), with no JavaScript on the stack: the
-	// loop waiting, no request open; and linked.
+	// linked to its own request's span; off-CPU samples outside any span's
+	// life, with no JavaScript on the stack: the loop waiting, no request
+	// open; and linked.
 	blocked, blockedLinked, blockedOwn int
 	idle, idleLinked                   int
 	bySource                           map[string]int // linked burn samples by span.link.source
@@ -143,7 +155,11 @@ func pct(n, of int) float64 {
 // V8's) run no request's JS.
 // attrOK says whether a burn sample's string attributes carry what its
 // route's records hold (nil: not judged).
-func judgeNode(srv *profileServer, pid int64, requests []nodeRequest, offset int64, attrOK func(route string, attrs map[string]string) bool) nodeFigures {
+//
+// lives are the intervals (CLOCK_MONOTONIC) during which a span of the
+// service was open, from the spans it sent (spanLives): off-CPU time
+// outside them is the loop's own, which no span runs.
+func judgeNode(srv *profileServer, pid int64, requests []nodeRequest, lives []interval, offset int64, attrOK func(route string, attrs map[string]string) bool) nodeFigures {
 	type slice struct {
 		interval
 		req *nodeRequest
@@ -163,8 +179,8 @@ func judgeNode(srv *profileServer, pid int64, requests []nodeRequest, offset int
 	}
 	sortSlices(burns)
 	sortSlices(blocks)
-	// The union of the requests' lives, sorted.
-	var lives []interval
+	// The union of the spans' lives and of the requests' (from their first
+	// slice to their last, for requests whose span did not arrive), sorted.
 	for _, r := range requests {
 		if len(r.burns) > 0 {
 			lives = append(lives, interval{r.burns[0].lo - 1_000_000, r.burns[len(r.burns)-1].hi + 1_000_000})

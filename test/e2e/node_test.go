@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,9 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-	"google.golang.org/grpc"
 
 	"github.com/perfprof/perfprof/internal/otelctx"
 	"github.com/perfprof/perfprof/internal/testchild"
@@ -427,19 +424,7 @@ func TestNodeDDTraceSpanAttribution(t *testing.T) {
 // testNodeDDTrace runs TestNodeDDTraceSpanAttribution with dd-trace's
 // thread context on (ctx) or off.
 func testNodeDDTrace(t *testing.T, ctx bool) {
-	// One gRPC server takes the profiles and the spans the collector passes on.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &profileServer{functions: map[string]int{}, pids: map[int64]int{}, roots: map[string]int{}}
-	sink := &nodeSpanSink{spans: map[string]nodeSpan{}}
-	g := grpc.NewServer()
-	pprofileotlp.RegisterGRPCServer(g, srv)
-	ptraceotlp.RegisterGRPCServer(g, sink)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-
+	srv, sink, sinkAddr := nodeSinks(t)
 	spansAddr := freeAddr(t)
 	env := ddTraceEnv("http://" + spansAddr + "/v1/traces")
 	threadAttr := ""
@@ -448,23 +433,7 @@ func testNodeDDTrace(t *testing.T, ctx bool) {
 		threadAttr = ", thread_id_attribute: process_id"
 	}
 	app := startNodeApp(t, env)
-	config := fmt.Sprintf(`receivers:
-  perfprof:
-    targets: {pids: [%d]}
-    frequency: 999
-    report_interval: 1s
-    protocols:
-      http: {endpoint: %s}
-    correlation: {window: 3s%s}
-exporters:
-  otlp_grpc:
-    endpoint: %s
-    tls: {insecure: true}
-service:
-  pipelines:
-    profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
-    traces: {receivers: [perfprof], exporters: [otlp_grpc]}
-`, app.pid, spansAddr, threadAttr, lis.Addr().String())
+	config := nodeConfig([]int{app.pid}, spansAddr, sinkAddr, threadAttr, "", "")
 	cmd, out := runCollector(t, config, nil)
 	waitFor(t, out, "Everything is ready", 20*time.Second)
 	if strings.Contains(out.String(), "Spans are read at sample time only with eBPF") {

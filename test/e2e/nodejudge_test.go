@@ -3,14 +3,67 @@ package e2e
 import (
 	"encoding/hex"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
 )
+
+// nodeSinks starts one gRPC server that takes the profiles and the spans
+// the collector passes on, and returns them with its address.
+func nodeSinks(t *testing.T) (*profileServer, *nodeSpanSink, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &profileServer{functions: map[string]int{}, pids: map[int64]int{}, roots: map[string]int{}}
+	sink := &nodeSpanSink{spans: map[string]nodeSpan{}}
+	g := grpc.NewServer()
+	pprofileotlp.RegisterGRPCServer(g, srv)
+	ptraceotlp.RegisterGRPCServer(g, sink)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return srv, sink, lis.Addr().String()
+}
+
+// nodeConfig is the collector's configuration in the Node.js tests: the
+// perfprof receiver samples pids at 999 Hz and takes spans over OTLP/HTTP at
+// spansAddr, with correlation (its correlation block's settings) and extra
+// (lines of its own, indented under it); both pipelines export to sinkAddr;
+// telemetry is the service's telemetry block ("" for the default).
+func nodeConfig(pids []int, spansAddr, sinkAddr, correlation, extra, telemetry string) string {
+	list := make([]string, len(pids))
+	for i, p := range pids {
+		list[i] = strconv.Itoa(p)
+	}
+	return fmt.Sprintf(`receivers:
+  perfprof:
+    targets: {pids: [%s]}
+    frequency: 999
+    report_interval: 1s
+    protocols:
+      http: {endpoint: %s}
+    correlation: {window: 3s%s}
+%s
+exporters:
+  otlp_grpc:
+    endpoint: %s
+    tls: {insecure: true}
+service:
+%s
+  pipelines:
+    profiles: {receivers: [perfprof], exporters: [otlp_grpc]}
+    traces: {receivers: [perfprof], exporters: [otlp_grpc]}
+`, strings.Join(list, ", "), spansAddr, correlation, extra, sinkAddr, telemetry)
+}
 
 // The Node.js services of these tests (dd-trace's app.js, the OTel SDK's
 // with the bridge) answer each request with the ground truth of where its

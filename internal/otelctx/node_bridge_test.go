@@ -73,23 +73,7 @@ func TestNodeBridgeLive(t *testing.T) {
 		t.Fatalf("key map %q", keyMap)
 	}
 
-	v, err := LocateTLSSymbol(child.Pid, NodeTLSSymbol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := ThreadPointer(child.Pid, child.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := openMemory(child.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	addr, err := v.Address(mem, tp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, addr, _ := nodeStruct(t, child.Pid)
 
 	var labels []string
 	spans := map[string]string{} // span id → the label of its first stop

@@ -123,6 +123,31 @@ func TestNodeRecord(t *testing.T) {
 	}
 }
 
+// nodeStruct locates the Node.js discovery struct of pid's main thread:
+// the memory it is read from (closed with the test), its address, and the
+// variable as LocateTLSSymbol found it.
+func nodeStruct(t *testing.T, pid int) (*memory, uint64, TLSVar) {
+	t.Helper()
+	v, err := LocateTLSSymbol(pid, NodeTLSSymbol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := ThreadPointer(pid, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := openMemory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	addr, err := v.Address(mem, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, addr, v
+}
+
 // TestNodeRecordLive walks a real Node.js 24 thread, stopped inside a span
 // that @datadog/pprof 5.20.0 (the writer dd-trace uses) runs as a thread
 // context, to the record the writer built: its trace id, span id, flags
@@ -139,24 +164,8 @@ func TestNodeRecordLive(t *testing.T) {
 	flags := t.TempDir()
 	child := testchild.Start(t, node, filepath.Join(dir, "writer.js"), flags)
 
-	v, err := LocateTLSSymbol(child.Pid, NodeTLSSymbol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := ThreadPointer(child.Pid, child.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := openMemory(child.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	addr, err := v.Address(mem, tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: %+v, at %#x (thread pointer %#x)", NodeTLSSymbol, v, addr, tp)
+	mem, addr, v := nodeStruct(t, child.Pid)
+	t.Logf("%s: %+v, at %#x", NodeTLSSymbol, v, addr)
 
 	rec, err := NodeRecord(mem, addr)
 	if err != nil {

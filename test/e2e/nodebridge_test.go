@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -327,4 +329,104 @@ func ebpfRunStats(t *testing.T, addr string) map[string]runStats {
 		t.Logf("no eBPF run counts in the collector's metrics")
 	}
 	return out
+}
+
+// TestNodeWorkerThreadContexts profiles a Node.js process whose main
+// thread and two worker threads (each its own V8 isolate, with its own
+// discovery struct and AsyncContextFrame) run spans with the OpenTelemetry
+// SDK and the bridge (testdata/nodeotel/workers.js): on each thread two
+// open spans take turns every millisecond, each burning in a function of
+// its own. Every sample in one of those functions must be linked, read in
+// the process, to that span, whichever thread it ran on: ≥ 99%, none to
+// another span.
+func TestNodeWorkerThreadContexts(t *testing.T) {
+	requirePerf(t)
+	requireBridgeDeps(t, filepath.Join(root, "js", "otel-thread-context"))
+	node := testchild.Node24(t)
+	srv, _, sinkAddr := nodeSinks(t)
+	script := filepath.Join(root, "test", "e2e", "testdata", "nodeotel", "workers.js")
+	child := testchild.Start(t, node, append(slices.Clone(nodeAppFlags), script)...)
+	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", child.Pid)) })
+	want := map[string]string{} // function → span id (hex)
+	for range 6 {
+		f := strings.Fields(child.Line(t, 30*time.Second))
+		if len(f) != 5 || f[0] != "span" {
+			t.Fatalf("workers.js: %q, want span ISOLATE A|B TRACE SPAN", f)
+		}
+		isolate := map[string]string{"main": "Main", "w1": "W1", "w2": "W2"}[f[1]]
+		want["burn"+isolate+f[2]] = f[4]
+	}
+
+	cmd, out := runCollector(t, nodeConfig([]int{child.Pid}, freeAddr(t), sinkAddr, "", "", ""), nil)
+	waitFor(t, out, "Everything is ready", 20*time.Second)
+	if strings.Contains(out.String(), "Spans are read at sample time only with eBPF") {
+		testchild.Unavailable(t, "the collector could not load its eBPF program, which reads thread contexts:\n%s", out.String())
+	}
+	waitFor(t, out, "Node.js thread context", 15*time.Second)
+	// Samples from before the reader attached are joined by thread: only
+	// those after are judged.
+	attached := uint64(time.Now().UnixNano())
+	time.Sleep(6 * time.Second)
+	stopCollector(t, cmd)
+
+	type tally struct{ n, right, wrong, unlinked int }
+	byFn := map[string]*tally{}
+	tids := map[string]map[int64]bool{}
+	srv.mu.Lock()
+	for _, sc := range srv.stacks {
+		if sc.pid != int64(child.Pid) {
+			continue
+		}
+		fn := ""
+		for name := range sc.functions {
+			if _, ok := want[jsName(name)]; ok {
+				fn = jsName(name)
+			}
+		}
+		if fn == "" {
+			continue
+		}
+		if byFn[fn] == nil {
+			byFn[fn], tids[fn] = &tally{}, map[int64]bool{}
+		}
+		x := byFn[fn]
+		n := 0
+		for _, tm := range sc.times {
+			if tm >= attached {
+				n++
+			}
+		}
+		x.n += n
+		tids[fn][sc.tid] = true
+		switch {
+		case !sc.linked:
+			x.unlinked += n
+		case hex.EncodeToString(sc.span[:]) == want[fn] && sc.source == "thread_context":
+			x.right += n
+		default:
+			x.wrong += n
+		}
+	}
+	srv.mu.Unlock()
+	threads := map[int64]bool{}
+	for _, fn := range slices.Sorted(maps.Keys(want)) {
+		x := byFn[fn]
+		if x == nil {
+			t.Errorf("%s: no samples", fn)
+			continue
+		}
+		t.Logf("%-9s %5d samples on threads %v: %.2f%% linked to its span, %d to another, %d unlinked", fn, x.n, slices.Sorted(maps.Keys(tids[fn])), pct(x.right, x.n), x.wrong, x.unlinked)
+		for tid := range tids[fn] {
+			threads[tid] = true
+		}
+		if x.n < 100 {
+			t.Errorf("%s: only %d samples", fn, x.n)
+		}
+		if x.wrong > 0 || float64(x.right) < 0.99*float64(x.n) {
+			t.Errorf("%s: %.2f%% linked to its span (%d to another), want ≥ 99%% and none", fn, pct(x.right, x.n), x.wrong)
+		}
+	}
+	if len(threads) != 3 {
+		t.Errorf("the spans' samples ran on %d threads, want 3 (the main thread and two workers)", len(threads))
+	}
 }

@@ -19,24 +19,34 @@ import (
 // publisher.c for its modes and output.
 func OTelCtxPublisher(tb testing.TB) string {
 	tb.Helper()
+	return gccOnce(tb, "otelctx-publisher", func(src, out string) []string {
+		return []string{"-O2", "-Wall", "-pthread", "-I", src, "-o", out,
+			filepath.Join(src, "publisher.c"), filepath.Join(src, "threadctx.c"),
+			"-Wl,--export-dynamic-symbol=otel_thread_ctx_v1"}
+	})
+}
+
+// gccOnce builds, once per test binary, the program gcc makes with the
+// arguments args gives for the sources in internal/testchild/otelctx_c
+// (src) and the output out, and returns its path; it skips the test (or
+// fails it under PERFPROF_REQUIRE_RUNTIMES=1) without gcc.
+func gccOnce(tb testing.TB, name string, args func(src, out string) []string) string {
+	tb.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		NeedRuntime(tb, "gcc not installed: %v", err)
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	const key = "\x00otelctx-publisher"
+	key := "\x00" + name
 	if p, ok := built[key]; ok {
 		return p
 	}
 	ensureBuildDir(tb)
 	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), "otelctx_c")
-	out := filepath.Join(buildDir, "otelctx-publisher")
-	args := []string{"-O2", "-Wall", "-pthread", "-I", src, "-o", out,
-		filepath.Join(src, "publisher.c"), filepath.Join(src, "threadctx.c"),
-		"-Wl,--export-dynamic-symbol=otel_thread_ctx_v1"}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	out := filepath.Join(buildDir, name)
+	argv := args(filepath.Join(filepath.Dir(self), "otelctx_c"), out)
+	if b, err := exec.Command("gcc", argv...).CombinedOutput(); err != nil {
+		tb.Fatalf("gcc %s: %v\n%s", strings.Join(argv, " "), err, b)
 	}
 	built[key] = out
 	return out
@@ -175,26 +185,10 @@ func Churn(tb testing.TB) string {
 // output.
 func NodeForge(tb testing.TB) string {
 	tb.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		NeedRuntime(tb, "gcc not installed: %v", err)
-	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	const key = "\x00nodeforge"
-	if p, ok := built[key]; ok {
-		return p
-	}
-	ensureBuildDir(tb)
-	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), "otelctx_c")
-	out := filepath.Join(buildDir, "nodeforge")
-	// -fno-ipa-icf: the truth functions must stay apart even where their
-	// code is the same.
-	args := []string{"-O2", "-Wall", "-fno-ipa-icf", "-I", src, "-o", out,
-		filepath.Join(src, "nodeforge.c"), "-Wl,--export-dynamic-symbol=otel_thread_ctx_nodejs_v1"}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
-	built[key] = out
-	return out
+	return gccOnce(tb, "nodeforge", func(src, out string) []string {
+		// -fno-ipa-icf: the truth functions must stay apart even where
+		// their code is the same.
+		return []string{"-O2", "-Wall", "-fno-ipa-icf", "-I", src, "-o", out,
+			filepath.Join(src, "nodeforge.c"), "-Wl,--export-dynamic-symbol=otel_thread_ctx_nodejs_v1"}
+	})
 }

@@ -2,8 +2,6 @@ package tracefileexporter
 
 import (
 	"encoding/binary"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/wire"
@@ -102,7 +100,7 @@ next:
 			left++
 			continue
 		}
-		k := boundString(kv.Key)
+		k := convention.BoundContextAttr(kv.Key)
 		for _, p := range dst {
 			if p.Key == k {
 				left++
@@ -113,24 +111,9 @@ next:
 			left++
 			continue
 		}
-		dst = append(dst, wire.StringPair{Key: k, Value: boundString(kv.Value)})
+		dst = append(dst, wire.StringPair{Key: k, Value: convention.BoundContextAttr(kv.Value)})
 	}
 	return dst, left
-}
-
-// boundString cuts s at convention.ContextAttrMaxBytes, at a character's
-// start, and replaces what is not UTF-8.
-func boundString(s string) string {
-	if n := convention.ContextAttrMaxBytes; len(s) > n {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return s
 }
 
 // setKey appends the identity of a set to dst: each key and value with its

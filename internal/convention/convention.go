@@ -11,6 +11,11 @@
 // pkg/pprofiledict writes and reads them.
 package convention
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // Resource attributes.
 const (
 	ProcessPid            = "process.pid"             // int
@@ -74,6 +79,22 @@ const (
 	ContextAttrsMax     = 16
 	ContextAttrMaxBytes = 128
 )
+
+// BoundContextAttr cuts a context attribute's key or value at
+// ContextAttrMaxBytes, at a character's start, and replaces what is not
+// UTF-8 (pdata and trace-file strings must be).
+func BoundContextAttr(s string) string {
+	if n := ContextAttrMaxBytes; len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
 
 // Context attributes that name what a request does, as publishers of
 // thread contexts set them: the route of an HTTP server span, and

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/counter"
 	"github.com/perfprof/perfprof/internal/limits"
 	"github.com/perfprof/perfprof/internal/otelctx"
 	"github.com/perfprof/perfprof/internal/tidmap"
@@ -254,7 +253,6 @@ type joined struct {
 const (
 	maxSampleAttrs = convention.ContextAttrsMax // past it, and reserved names: cAttrsEntries
 	maxAttrSets    = 1024
-	maxAttrBytes   = convention.ContextAttrMaxBytes
 )
 
 // attrSets decodes and interns the attrs-data of one process's contexts
@@ -270,7 +268,7 @@ type attrSets struct {
 // as OTEP 4947 asks, and those named as the receiver's own sample
 // attributes (counted); values that are not UTF-8 are made so (pdata
 // strings must be).
-func (a *attrSets) get(e *engine, raw string) int32 {
+func (a *attrSets) get(tel *counter.Set, raw string) int32 {
 	if raw == "" || len(a.keys) == 0 {
 		return 0
 	}
@@ -278,7 +276,7 @@ func (a *attrSets) get(e *engine, raw string) int32 {
 		return i
 	}
 	if len(a.sets) > maxAttrSets {
-		e.tel.Add(cAttrsSets, 1)
+		tel.Add(cAttrsSets, 1)
 		return 0
 	}
 	var set []Attr
@@ -286,11 +284,15 @@ func (a *attrSets) get(e *engine, raw string) int32 {
 		if at.Name == "" {
 			continue
 		}
-		if len(set) == maxSampleAttrs || convention.SampleAttribute(at.Name) {
-			e.tel.Add(cAttrsEntries, 1)
+		if convention.SampleAttribute(at.Name) {
+			tel.Add(cAttrsEntries, 1) // the receiver's own name: the others still count
+			continue
+		}
+		if len(set) == maxSampleAttrs {
+			tel.Add(cAttrsEntries, 1)
 			break
 		}
-		set = append(set, Attr{Key: validUTF8(at.Name, maxAttrBytes), Value: validUTF8(at.Value, maxAttrBytes)})
+		set = append(set, Attr{Key: convention.BoundContextAttr(at.Name), Value: convention.BoundContextAttr(at.Value)})
 	}
 	if len(set) == 0 {
 		return 0
@@ -303,21 +305,6 @@ func (a *attrSets) get(e *engine, raw string) int32 {
 	a.sets = append(a.sets, set)
 	a.index[raw] = i
 	return i
-}
-
-// validUTF8 returns s cut at n bytes (at a rune's start) with any byte
-// that is not UTF-8 replaced.
-func validUTF8(s string, n int) string {
-	if len(s) > n {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // join looks up, for every sample of b older than the watermark, the span
@@ -356,7 +343,7 @@ func (e *engine) join(st *procState, b *batch, watermark uint64) joined {
 				}
 				if !sc.CPUOnly {
 					if sc.Attrs != "" {
-						l.Attrs = attrs.get(e, sc.Attrs)
+						l.Attrs = attrs.get(e.tel, sc.Attrs)
 						if sc.AttrsCut {
 							e.tel.Add(cAttrsTruncated, 1)
 						}

@@ -244,7 +244,11 @@ func (e *engine) handle(rec *perf.Record) {
 			return
 		}
 		st.threads[rec.Comm.Tid] = string(rec.Comm.Comm)
-		if rec.Misc&perf.MiscCommExec != 0 && rec.Comm.Pid == rec.Comm.Tid {
+		// An exec before the attach is the one that made the image
+		// discovery found (its record can be read after the attach: the
+		// rings are read late, one CPU after the other). Taking it for a
+		// new image would read the process anew and ask a JVM again.
+		if rec.Misc&perf.MiscCommExec != 0 && rec.Comm.Pid == rec.Comm.Tid && rec.ID.Time >= st.attachedAt {
 			e.exec(st, string(rec.Comm.Comm), rec.ID.Time)
 		}
 	case perf.RecordMmap2:

@@ -405,7 +405,7 @@ func TestExecStartsANewImage(t *testing.T) {
 	src.Push(profilertest.Sample(100, 100, now-20*s, 0x401000))
 	src.Sync()
 	pr.Start(perf.Process{Pid: 100, StartTime: 1, Exe: "/usr/bin/other", Comm: "other"})
-	src.Push(profilertest.Exec(100, "other"), profilertest.Sample(100, 100, now-19*s, 0x401000))
+	src.Push(profilertest.Exec(100, clock.Monotonic(), "other"), profilertest.Sample(100, 100, now-19*s, 0x401000))
 	src.Sync()
 	snaps := p.Take(false)
 	if len(snaps) != 2 {
@@ -417,6 +417,24 @@ func TestExecStartsANewImage(t *testing.T) {
 	}
 	if st := p.Stats(); st.Processes != 1 || st.Execs != 1 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// The record of the exec that made the image discovery found can be read
+// after the attach: it is not a new image (which would read the process
+// anew and ask a JVM again).
+func TestExecBeforeAttachIsTheImageFound(t *testing.T) {
+	before := clock.Monotonic()
+	p, src, _ := open(t, nil)
+	now := clock.Monotonic()
+	src.Push(profilertest.Exec(100, before, "app"), profilertest.Sample(100, 100, now-19*s, 0x401000))
+	src.Sync()
+	snaps := p.Take(false)
+	if len(snaps) != 1 || len(snaps[0].Samples) != 1 {
+		t.Fatalf("%d snapshots; want the image found, with its sample", len(snaps))
+	}
+	if st := p.Stats(); st.Processes != 1 || st.Execs != 0 {
+		t.Errorf("stats %+v; want no exec", st)
 	}
 }
 

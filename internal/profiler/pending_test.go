@@ -209,6 +209,7 @@ func TestPendingQueueSplitByReport(t *testing.T) {
 func TestPendingQueueExec(t *testing.T) {
 	for _, stored := range []bool{false, true} {
 		e, old := pendingEngine(t, 0)
+		old.attachedAt = 0 // the records' times are of a clock that starts at 0
 		pid := old.info.Pid
 		var times []uint64
 		handle := func(i int) {
@@ -225,8 +226,7 @@ func TestPendingQueueExec(t *testing.T) {
 		if stored {
 			e.syms.refresh([]*procState{old}, true) // the worker, up to its store
 		}
-		exec := profilertest.Exec(pid, "next")
-		exec.ID.Time = 2500
+		exec := profilertest.Exec(pid, 2500, "next")
 		e.handle(&exec)
 		cur := e.live[pid]
 		if cur == old || old.pending.samples != nil || !cur.mapsDirty || len(cur.pending.samples) != 1 || old.movedOut != 1 {

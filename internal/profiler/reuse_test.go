@@ -113,7 +113,7 @@ func TestReleaseSeesNewProcess(t *testing.T) {
 	pr.Start(perf.Process{Pid: app.Pid, StartTime: tick, Exe: "/usr/bin/other", Comm: "other"})
 	src.Push(
 		profilertest.Sample(app.Pid, app.Pid, started+1*ms, 0x501000),
-		profilertest.Exec(app.Pid, "other"),
+		profilertest.Exec(app.Pid, started+1*ms+ms/2, "other"),
 		profilertest.Sample(app.Pid, app.Pid, started+2*ms, 0x501000),
 	)
 	src.Sync()

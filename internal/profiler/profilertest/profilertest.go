@@ -333,10 +333,13 @@ func SwitchIn(pid, tid int, t uint64) perf.Record {
 	return rec
 }
 
-// Exec returns the record of pid replacing its program by comm.
-func Exec(pid int, comm string) perf.Record {
+// Exec returns the record of pid replacing its program by comm at t. The
+// engine takes an exec before it attached pid for the one that made the
+// image it found.
+func Exec(pid int, t uint64, comm string) perf.Record {
 	rec := perf.Record{Type: perf.RecordComm, Misc: perf.MiscCommExec}
 	rec.Comm = perf.Comm{Pid: uint32(pid), Tid: uint32(pid), Comm: []byte(comm)}
+	rec.ID = perf.SampleID{Pid: uint32(pid), Tid: uint32(pid), Time: t}
 	return rec
 }
 

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ var (
 	CUploadedBytes = counter.Define("exporter_tracefile_uploaded_bytes")
 	CPending       = counter.Define("exporter_tracefile_upload_pending")
 )
+
+// errNotReady is a segment still being compressed when its upload began.
+var errNotReady = errors.New("s3upload: segment not ready")
 
 // PutAPI is the part of *s3.Client the uploader uses.
 type PutAPI interface {
@@ -200,11 +204,18 @@ func (u *Uploader) pending() ([]seg, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
 	var out []seg
 	for _, e := range ents {
 		n, gz, ok := sealedIndex(e.Name(), u.opts.FilePrefix, u.opts.GzipOnly)
 		if !ok || !e.Type().IsRegular() {
 			continue
+		}
+		if gz && names[strings.TrimSuffix(e.Name(), ".gz")] {
+			continue // being compressed: the .gz is not whole yet
 		}
 		info, err := e.Info()
 		if err != nil {
@@ -242,6 +253,8 @@ func (u *Uploader) pass(ctx context.Context) bool {
 		}
 		err := u.upload(ctx, s)
 		switch {
+		case errors.Is(err, errNotReady):
+			// Seen again at the next scan.
 		case errors.Is(err, fs.ErrNotExist):
 			// Retention deleted it before its upload.
 			u.st.forget(s.id)
@@ -302,6 +315,18 @@ func (u *Uploader) upload(ctx context.Context, s seg) error {
 		return err
 	}
 	defer f.Close()
+	// The rotator removes the .bin once its .gz is whole and synced: with
+	// the .bin gone, the size of the open .gz is final.
+	if s.gz {
+		if _, err := os.Stat(strings.TrimSuffix(path, ".gz")); err == nil {
+			return errNotReady
+		}
+	}
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if st.Size() != s.id.size {
+		return errNotReady
+	}
 	if err := u.st.intend(s.id, key); err != nil {
 		return err
 	}

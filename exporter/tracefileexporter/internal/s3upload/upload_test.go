@@ -282,3 +282,41 @@ func TestRestart(t *testing.T) {
 		t.Errorf("segment uploaded before delete_after_upload was on: %v", err)
 	}
 }
+
+// TestCompressing: a .bin.gz next to its .bin is being written by the
+// rotator's compression and is not uploaded until the .bin is gone.
+func TestCompressing(t *testing.T) {
+	srv := s3test.Start(t, bucket)
+	dir := t.TempDir()
+	writeSegments(t, dir, 1, 0)
+	gz := filepath.Join(dir, "trace.0.bin.gz")
+	whole, err := os.ReadFile(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half written, its .bin still there.
+	if err := os.WriteFile(gz, whole[:len(whole)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "trace.0.bin"), []byte("raw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set := counter.NewSet()
+	u := newUploader(t, srv, dir, set)
+	time.Sleep(200 * time.Millisecond) // ten scans
+	if n := set.Load(CUploaded); n != 0 {
+		t.Fatalf("uploaded %d segments being compressed", n)
+	}
+	if err := os.WriteFile(gz, whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "trace.0.bin")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the upload", func() bool { return set.Load(CUploaded) == 1 })
+	closeUploader(t, u)
+	checkBucket(t, srv, local(t, dir, 1, 0))
+	if f := set.Load(CFailed); f != 0 {
+		t.Errorf("failed %d", f)
+	}
+}

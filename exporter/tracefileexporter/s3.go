@@ -101,12 +101,20 @@ func (e *traceFile) startUpload(ctx context.Context) error {
 	return nil
 }
 
-// stopUpload makes the uploader's last pass, bounded by ctx, and stops
-// it; what is left is uploaded after the next start.
+// lastPassTimeout bounds the uploads at shutdown (the collector's
+// shutdown context often has no deadline, and a backend that does not
+// answer would hold it for put_timeout per segment).
+const lastPassTimeout = 10 * time.Second
+
+// stopUpload makes the uploader's last pass, bounded by ctx and
+// lastPassTimeout, and stops it; what is left is uploaded after the next
+// start.
 func (e *traceFile) stopUpload(ctx context.Context) error {
 	if e.upl == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, lastPassTimeout)
+	defer cancel()
 	err := e.upl.Close(ctx)
 	e.upl = nil
 	return err

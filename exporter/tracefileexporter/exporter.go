@@ -125,7 +125,7 @@ func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 	e.counts = counter.NewSet()
 	// What recovery did at start is telemetry now, not at the first batch.
 	e.recordStats()
-	if err := e.startUpload(ctx); err != nil {
+	if err := e.startUpload(ctx, rot); err != nil {
 		rot.Close()
 		e.rot = nil
 		return err

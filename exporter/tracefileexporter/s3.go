@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/s3upload"
+	"github.com/perfprof/perfprof/internal/segment"
 )
 
 // newS3Client makes the client of the s3 block: the SDK's default chain
@@ -56,7 +57,7 @@ func bootID() string {
 
 // startUpload starts the uploader of the s3 block, if any. Called with mu
 // held, after the rotator and counts are made.
-func (e *traceFile) startUpload(ctx context.Context) error {
+func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error {
 	if !e.cfg.S3.HasValue() {
 		return nil
 	}
@@ -78,10 +79,12 @@ func (e *traceFile) startUpload(ctx context.Context) error {
 		Instance:          c.Instance,
 		DefaultBoot:       e.boot,
 		DeleteAfterUpload: c.DeleteAfterUpload,
-		FileMode:          os.FileMode(e.cfg.FileMode),
-		Counts:            e.counts,
-		PutTimeout:        c.PutTimeout,
-		MaxBackoff:        c.MaxBackoff,
+		// Retention no longer counts a segment deleted once uploaded.
+		OnDelete:   rot.Forget,
+		FileMode:   os.FileMode(e.cfg.FileMode),
+		Counts:     e.counts,
+		PutTimeout: c.PutTimeout,
+		MaxBackoff: c.MaxBackoff,
 		OnError: func(err error) {
 			logMu.Lock()
 			defer logMu.Unlock()

@@ -65,8 +65,10 @@ type Options struct {
 	// name, and DefaultBoot.
 	Service, Instance, Boot string
 	DefaultBoot             string
-	// DeleteAfterUpload deletes a segment once it is in the bucket.
+	// DeleteAfterUpload deletes a segment once it is in the bucket, and
+	// tells OnDelete its number (the rotator's retention forgets it).
 	DeleteAfterUpload bool
+	OnDelete          func(index int)
 	// FileMode is the state file's permission (0 = 0600).
 	FileMode os.FileMode
 	// Counts receives the counts (see the C… series); nil = not counted.
@@ -363,6 +365,9 @@ func (u *Uploader) upload(ctx context.Context, s seg) error {
 	if u.opts.DeleteAfterUpload {
 		if err := os.Remove(path); err == nil {
 			u.st.forget(s.id)
+			if u.opts.OnDelete != nil {
+				u.opts.OnDelete(s.index)
+			}
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			u.report(fmt.Errorf("s3upload: delete %s: %w", path, err))
 		}

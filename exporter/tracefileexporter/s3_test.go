@@ -8,11 +8,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/s3upload"
 	"github.com/perfprof/perfprof/internal/s3test"
@@ -90,4 +96,80 @@ func TestS3Upload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metricValues returns the data points of an int sum by their attributes
+// (attribute=value, "" without attributes).
+func metricValues(t *testing.T, tt *componenttest.Telemetry, name string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	m, err := tt.GetMetric(name)
+	if err != nil {
+		return out
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		k := ""
+		for _, kv := range dp.Attributes.ToSlice() {
+			k = string(kv.Key) + "=" + kv.Value.Emit()
+		}
+		out[k] = dp.Value
+	}
+	return out
+}
+
+// TestS3Outage: with the server down the exporter keeps writing, the
+// sealed segments stay pending on disk and failed uploads are counted;
+// once the server is back they are uploaded, each once, and the
+// collector's metrics say so.
+func TestS3Outage(t *testing.T) {
+	awsTestEnv(t)
+	srv := s3test.Start(t, "perfprof-exporter")
+	srv.Stop(t)
+	dir := t.TempDir()
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tt.NewTelemetrySettings()
+	e := startTestFile(t, dir, func(c *Config) {
+		c.MaxFileSize = 64 << 10
+		c.MaxTotalSize = 0
+		s := defaultS3Config()
+		s.Bucket = srv.Bucket
+		s.Endpoint = srv.Endpoint
+		s.PathStyle = true
+		s.MaxBackoff = time.Second
+		c.S3 = configoptional.Some(s)
+	}, set)
+	for range 6 {
+		require.NoError(t, e.pushProfiles(t.Context(), benchProfiles(2000)))
+	}
+	require.Eventually(t, func() bool {
+		return e.counts.Load(s3upload.CFailed) >= 2 && e.counts.Load(s3upload.CPending) >= 3
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Zero(t, e.counts.Load(s3upload.CUploaded))
+	// The collector's metrics follow within a tick.
+	require.Eventually(t, func() bool {
+		return metricValues(t, tt, "otelcol_exporter_tracefile_upload_pending")[""] >= 3 &&
+			metricValues(t, tt, "otelcol_exporter_tracefile_uploads")["outcome=failed"] >= 2
+	}, 5*time.Second, 10*time.Millisecond)
+	// Writing went on meanwhile.
+	require.NoError(t, e.pushProfiles(t.Context(), benchProfiles(2000)))
+
+	srv.Restart(t)
+	require.NoError(t, e.shutdown(t.Context()))
+	files := segmentFiles(t, dir)
+	n := int64(len(files))
+	require.Equal(t, n, e.counts.Load(s3upload.CUploaded), "uploaded once the server is back")
+	require.Zero(t, e.counts.Load(s3upload.CPending))
+	out, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(srv.Bucket)})
+	require.NoError(t, err)
+	require.Len(t, out.Contents, len(files), "one object per segment")
+	var size int64
+	for _, o := range out.Contents {
+		size += *o.Size
+	}
+	up := metricValues(t, tt, "otelcol_exporter_tracefile_uploads")
+	require.Equal(t, n, up["outcome=uploaded"])
+	require.Equal(t, size, metricValues(t, tt, "otelcol_exporter_tracefile_uploaded_bytes")[""])
+	require.Zero(t, metricValues(t, tt, "otelcol_exporter_tracefile_upload_pending")[""])
 }

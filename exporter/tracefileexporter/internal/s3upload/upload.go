@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -95,7 +96,11 @@ type Uploader struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	final  chan context.Context
-	mu     sync.Mutex // st
+	mu     sync.Mutex // st, plainPut
+	// plainPut: the store refused If-None-Match (501 NotImplemented, as
+	// stores without conditional writes answer); puts go without it, and a
+	// put again after a crash overwrites the object with the same bytes.
+	plainPut bool
 }
 
 // New opens the state of Dir and starts uploading.
@@ -338,18 +343,30 @@ func (u *Uploader) upload(ctx context.Context, s seg) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, u.opts.PutTimeout+time.Duration(s.id.size>>20)*time.Second)
 	defer cancel()
-	_, err = u.opts.Client.PutObject(pctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket:        aws.String(u.opts.Bucket),
 		Key:           aws.String(key),
 		Body:          f,
 		ContentLength: aws.Int64(s.id.size),
 		ContentType:   aws.String(ctype),
+		Metadata:      map[string]string{"segment-index": strconv.Itoa(s.index)},
+	}
+	if !u.plainPut {
 		// Exactly once: a put of a key already there (after a crash
 		// between the put and its done record) is refused.
-		IfNoneMatch: aws.String("*"),
-		Metadata:    map[string]string{"segment-index": strconv.Itoa(s.index)},
-	})
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err = u.opts.Client.PutObject(pctx, in)
 	var ae smithy.APIError
+	if in.IfNoneMatch != nil && errors.As(err, &ae) && ae.ErrorCode() == "NotImplemented" {
+		u.plainPut = true
+		u.report(fmt.Errorf("s3upload: the store does not take conditional puts (%w); putting without If-None-Match", err))
+		if _, err = f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		in.IfNoneMatch = nil
+		_, err = u.opts.Client.PutObject(pctx, in)
+	}
 	switch {
 	case err == nil:
 		u.opts.Counts.Add(CUploaded, 1)

@@ -110,7 +110,7 @@ func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 		MaxTotalSize: int64(e.cfg.MaxTotalSize),
 		Compress:     e.cfg.Compress,
 		FileMode:     os.FileMode(e.cfg.FileMode),
-		Metadata:     e.meta.entries(e.host),
+		Metadata:     e.meta.entries(e.host, e.boot),
 		Now:          e.now,
 	}
 	if e.cfg.Format == FormatTokioTRC {
@@ -294,7 +294,7 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	b.sort()
 	e.meta.newSegment(e.rot.Stats())
 	if e.meta.add(b) {
-		e.rot.SetMetadata(e.meta.entries(e.host))
+		e.rot.SetMetadata(e.meta.entries(e.host, e.boot))
 	}
 	if n := e.meta.left; n > 0 {
 		e.meta.left = 0
@@ -432,8 +432,8 @@ func joinSorted(m map[string]bool, numeric bool) string {
 	return strings.Join(keys, ",")
 }
 
-func (m *metaSets) entries(defaultHost string) map[string]string {
-	out := map[string]string{convention.MetaHost: defaultHost}
+func (m *metaSets) entries(defaultHost, boot string) map[string]string {
+	out := map[string]string{convention.MetaHost: defaultHost, convention.MetaBootID: boot}
 	if len(m.hosts) > 0 {
 		out[convention.MetaHost] = joinSorted(m.hosts, false)
 	}

@@ -108,6 +108,7 @@ func TestExportTRC(t *testing.T) {
 	assert.Equal(t, "1", meta[convention.MetaWorkers])
 	assert.Equal(t, "1000000", meta[convention.MetaSamplePeriod])
 	assert.NotEmpty(t, meta[convention.MetaHost])
+	assert.Regexp(t, `^[a-z]{4}-[0-9]+$`, meta[convention.MetaBootID])
 
 	// Symbols: the inlined location has two entries, outermost at depth 0.
 	syms := symbolTable(evs)

@@ -44,15 +44,16 @@ func newS3Client(ctx context.Context, c *S3Config) (*s3.Client, error) {
 	}), nil
 }
 
-// bootID names this run of the collector in the keys of segments whose
-// metadata has no boot_id: dial9's form, four letters and digits.
+// bootID names this run of the collector, in the segment metadata
+// (boot_id) and so in the S3 keys: dial9's form, four lower-case letters,
+// a dash and the pid ("qmxz-481").
 func bootID() string {
 	var b [4]byte
 	rand.Read(b[:])
 	for i := range b {
 		b[i] = 'a' + b[i]%26
 	}
-	return string(b[:]) + "-" + strconv.FormatInt(time.Now().Unix(), 10)
+	return string(b[:]) + "-" + strconv.Itoa(os.Getpid())
 }
 
 // startUpload starts the uploader of the s3 block, if any. Called with mu

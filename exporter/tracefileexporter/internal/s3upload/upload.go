@@ -304,7 +304,7 @@ func (u *Uploader) key(path string, s seg) (string, error) {
 		Prefix:   u.opts.Prefix,
 		Service:  pick(u.opts.Service, h.meta[convention.MetaService], "unknown"),
 		Instance: pick(u.opts.Instance, h.meta[convention.MetaHost], host),
-		Boot:     pick(u.opts.Boot, h.meta["boot_id"], u.opts.DefaultBoot),
+		Boot:     pick(u.opts.Boot, h.meta[convention.MetaBootID], u.opts.DefaultBoot),
 		Epoch:    h.epoch,
 		Index:    s.index,
 		Gzip:     s.gz,

@@ -276,7 +276,13 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	if n := b.addWorkerEvents(e.busy); n > 0 {
 		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", "nested_worker_span")))
 	}
+	b.addThreadIntervals()
 	b.sort()
+	// Instance ids are never recycled for the collector's run (bootID):
+	// spans are numbered once, before the batch is written.
+	for i := range b.spans {
+		b.spans[i].inst = spanInstances.Add(1)
+	}
 	e.meta.newSegment(e.rot.Stats())
 	if e.meta.add(b) {
 		e.rot.SetMetadata(e.meta.entries(e.host))
@@ -418,7 +424,7 @@ func joinSorted(m map[string]bool, numeric bool) string {
 }
 
 func (m *metaSets) entries(defaultHost string) map[string]string {
-	out := map[string]string{convention.MetaHost: defaultHost}
+	out := map[string]string{convention.MetaHost: defaultHost, convention.MetaBootID: bootID()}
 	if len(m.hosts) > 0 {
 		out[convention.MetaHost] = joinSorted(m.hosts, false)
 	}

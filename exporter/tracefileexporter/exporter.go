@@ -47,7 +47,6 @@ type traceFile struct {
 	logger *zap.Logger
 	tb     *metadata.TelemetryBuilder
 	host   string             // collector host name, when the data names none
-	boot   string             // this run, in S3 keys (see bootID)
 	upl    *s3upload.Uploader // nil without s3, before start and after shutdown
 	// now is the segments' wall clock, which seals them by time; nil is
 	// time.Now. A test hook: time-based rotation without waiting.
@@ -94,7 +93,7 @@ func newTraceFile(cfg *Config, set exporter.Settings) (*traceFile, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &traceFile{cfg: cfg, logger: set.Logger, tb: tb, instruments: inst, counts: counter.NewSet(), host: host, boot: bootID()}, nil
+	return &traceFile{cfg: cfg, logger: set.Logger, tb: tb, instruments: inst, counts: counter.NewSet(), host: host}, nil
 }
 
 // start opens the rotator. An unwritable directory fails the collector's
@@ -110,7 +109,7 @@ func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 		MaxTotalSize: int64(e.cfg.MaxTotalSize),
 		Compress:     e.cfg.Compress,
 		FileMode:     os.FileMode(e.cfg.FileMode),
-		Metadata:     e.meta.entries(e.host, e.boot),
+		Metadata:     e.meta.entries(e.host),
 		Now:          e.now,
 	}
 	if e.cfg.Format == FormatTokioTRC {
@@ -291,10 +290,16 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	if n := b.addWorkerEvents(e.busy); n > 0 {
 		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", "nested_worker_span")))
 	}
+	b.addThreadIntervals()
 	b.sort()
+	// Instance ids are never recycled for the collector's run (bootID):
+	// spans are numbered once, before the batch is written.
+	for i := range b.spans {
+		b.spans[i].inst = spanInstances.Add(1)
+	}
 	e.meta.newSegment(e.rot.Stats())
 	if e.meta.add(b) {
-		e.rot.SetMetadata(e.meta.entries(e.host, e.boot))
+		e.rot.SetMetadata(e.meta.entries(e.host))
 	}
 	if n := e.meta.left; n > 0 {
 		e.meta.left = 0
@@ -432,8 +437,8 @@ func joinSorted(m map[string]bool, numeric bool) string {
 	return strings.Join(keys, ",")
 }
 
-func (m *metaSets) entries(defaultHost, boot string) map[string]string {
-	out := map[string]string{convention.MetaHost: defaultHost, convention.MetaBootID: boot}
+func (m *metaSets) entries(defaultHost string) map[string]string {
+	out := map[string]string{convention.MetaHost: defaultHost, convention.MetaBootID: bootID()}
 	if len(m.hosts) > 0 {
 		out[convention.MetaHost] = joinSorted(m.hosts, false)
 	}

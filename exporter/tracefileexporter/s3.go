@@ -2,10 +2,8 @@ package tracefileexporter
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -44,18 +42,6 @@ func newS3Client(ctx context.Context, c *S3Config) (*s3.Client, error) {
 	}), nil
 }
 
-// bootID names this run of the collector, in the segment metadata
-// (boot_id) and so in the S3 keys: dial9's form, four lower-case letters,
-// a dash and the pid ("qmxz-481").
-func bootID() string {
-	var b [4]byte
-	rand.Read(b[:])
-	for i := range b {
-		b[i] = 'a' + b[i]%26
-	}
-	return string(b[:]) + "-" + strconv.Itoa(os.Getpid())
-}
-
 // startUpload starts the uploader of the s3 block, if any. Called with mu
 // held, after the rotator and counts are made.
 func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error {
@@ -78,7 +64,7 @@ func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error
 		GzipOnly:          e.cfg.Compress,
 		Service:           c.Service,
 		Instance:          c.Instance,
-		DefaultBoot:       e.boot,
+		DefaultBoot:       bootID(),
 		DeleteAfterUpload: c.DeleteAfterUpload,
 		// Retention no longer counts a segment deleted once uploaded.
 		OnDelete:   rot.Forget,

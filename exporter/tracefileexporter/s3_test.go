@@ -85,6 +85,8 @@ func TestS3Upload(t *testing.T) {
 			for _, o := range out.Contents {
 				m := keyRE.FindStringSubmatch(*o.Key)
 				require.NotNil(t, m, "key %s", *o.Key)
+				// boot= is the segments' boot_id: this process's one.
+				require.Contains(t, *o.Key, "/boot="+bootID()+"/")
 				g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: o.Key})
 				require.NoError(t, err)
 				got, err := io.ReadAll(g.Body)

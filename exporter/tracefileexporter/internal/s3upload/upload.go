@@ -60,12 +60,14 @@ type Options struct {
 	Dir, FilePrefix string
 	// GzipOnly uploads .bin.gz only (the rotator compresses its .bin).
 	GzipOnly bool
-	// Service, Instance and Boot name the segments in the keys. A segment's
-	// own metadata wins where these are empty: service and host (the
-	// instance) and boot_id; then Service "unknown", Instance the host
-	// name, and DefaultBoot.
-	Service, Instance, Boot string
-	DefaultBoot             string
+	// Service and Instance name the segments in the keys. A segment's own
+	// metadata wins where these are empty: service and host (the
+	// instance); then Service "unknown", Instance the host name. Boot is
+	// always the segment metadata's boot_id (the run that wrote it), and
+	// DefaultBoot only for a segment whose metadata has none (written
+	// before boot_id was).
+	Service, Instance string
+	DefaultBoot       string
 	// DeleteAfterUpload deletes a segment once it is in the bucket, and
 	// tells OnDelete its number (the rotator's retention forgets it).
 	DeleteAfterUpload bool
@@ -304,7 +306,7 @@ func (u *Uploader) key(path string, s seg) (string, error) {
 		Prefix:   u.opts.Prefix,
 		Service:  pick(u.opts.Service, h.meta[convention.MetaService], "unknown"),
 		Instance: pick(u.opts.Instance, h.meta[convention.MetaHost], host),
-		Boot:     pick(u.opts.Boot, h.meta[convention.MetaBootID], u.opts.DefaultBoot),
+		Boot:     pick(h.meta[convention.MetaBootID], u.opts.DefaultBoot),
 		Epoch:    h.epoch,
 		Index:    s.index,
 		Gzip:     s.gz,

@@ -26,11 +26,14 @@ const (
 )
 
 // Event kinds, in the order events of equal timestamps are written: a
-// poll that ends where the next begins closes first.
+// poll that ends where the next begins closes first, and a span leaves its
+// thread and closes before the next enters it.
 const (
 	kPollEnd uint8 = iota
+	kSpanExit
+	kSpanClose
 	kUnpark
-	kSpan
+	kSpanEnter
 	kPollStart
 	kPark
 	kSample
@@ -79,6 +82,9 @@ type spanEv struct {
 	pid           wire.Opt[uint32]
 	park          bool
 	cpuTimeNs     uint64
+	// inst is the span's span_instance_id (and dial9 span_id), given
+	// when the batch is written.
+	inst uint64
 }
 
 // frame is one line of a location, outermost last as in pprof.
@@ -403,11 +409,58 @@ func (b *batch) addSpan(s ptrace.Span, res resource, clk clock.Fixed, keys Corre
 	}
 	si := int32(len(b.spans))
 	b.spans = append(b.spans, ev)
-	b.evs = append(b.evs, evRef{ts: ev.start, kind: kSpan, idx: si})
+	b.evs = append(b.evs, evRef{ts: ev.end, kind: kSpanClose, idx: si})
 	if ev.worker.Valid {
 		b.workers = append(b.workers, strconv.FormatUint(ev.worker.V, 10))
 		if ev.end > ev.start {
 			b.workerSpans = append(b.workerSpans, si)
+		}
+	}
+}
+
+// addThreadIntervals adds enter and exit events for the spans of the batch
+// that owned their thread: those with a thread id, of nonzero length, and
+// with no span of another trace open on the same thread (pid and tid) at
+// any time during them. Spans of one trace may nest on a thread: each of
+// them was entered for its whole lifecycle. Only the spans of one push are
+// compared.
+func (b *batch) addThreadIntervals() {
+	type key struct {
+		pid, tid uint32
+	}
+	var idx []int32
+	for i := range b.spans {
+		if s := &b.spans[i]; s.tid.Valid && s.end > s.start {
+			idx = append(idx, int32(i))
+		}
+	}
+	k := func(i int32) key { return key{b.spans[i].pid.V, b.spans[i].tid.V} }
+	slices.SortFunc(idx, func(x, y int32) int {
+		kx, ky := k(x), k(y)
+		if c := cmp.Compare(kx.pid, ky.pid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(kx.tid, ky.tid); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.spans[x].start, b.spans[y].start); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	shared := make([]bool, len(idx))
+	for i, si := range idx {
+		s := &b.spans[si]
+		for j := i + 1; j < len(idx) && k(idx[j]) == k(si) && b.spans[idx[j]].start < s.end; j++ {
+			if b.spans[idx[j]].trace != s.trace {
+				shared[i], shared[j] = true, true
+			}
+		}
+	}
+	for i, si := range idx {
+		if !shared[i] {
+			s := &b.spans[si]
+			b.evs = append(b.evs, evRef{ts: s.start, kind: kSpanEnter, idx: si}, evRef{ts: s.end, kind: kSpanExit, idx: si})
 		}
 	}
 }

@@ -3,6 +3,8 @@ package tracefileexporter
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +54,9 @@ type Config struct {
 	// as the perfprof receiver's correlation section does: give both
 	// components the same names.
 	Correlation CorrelationConfig `mapstructure:"correlation"`
+	// S3, when given, uploads sealed segments to a bucket in the
+	// background (see S3Config).
+	S3 configoptional.Optional[S3Config] `mapstructure:"s3"`
 
 	TimeoutConfig exporterhelper.TimeoutConfig                             `mapstructure:",squash"`
 	QueueConfig   configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
@@ -76,6 +81,76 @@ type CorrelationConfig struct {
 	_ struct{} // prevent unkeyed literals
 }
 
+// S3Config uploads sealed segments to S3 or an S3-compatible store under
+// dial9's S3 layout v1:
+// {prefix}/version=1/date=YYYY-MM-DD/service=S/time=HHMM/instance=I/boot=B/{epoch}-{index}.bin.gz.
+// Credentials come from the AWS SDK's default chain (environment, shared
+// files, web identity, container and instance roles).
+type S3Config struct {
+	// Bucket receives the segments.
+	Bucket string `mapstructure:"bucket"`
+	// Prefix starts every key, as given ("" = keys start at version=1).
+	Prefix string `mapstructure:"prefix"`
+	// Region of the bucket; "" = the default chain's (AWS_REGION, the
+	// profile).
+	Region string `mapstructure:"region"`
+	// Endpoint is the URL of an S3-compatible store ("" = AWS, or
+	// AWS_ENDPOINT_URL_S3).
+	Endpoint string `mapstructure:"endpoint"`
+	// PathStyle addresses buckets as ENDPOINT/BUCKET/KEY rather than
+	// BUCKET.ENDPOINT/KEY, as most S3-compatible stores need.
+	PathStyle bool `mapstructure:"path_style"`
+	// DeleteAfterUpload deletes a segment from Directory once it is in the
+	// bucket.
+	DeleteAfterUpload bool `mapstructure:"delete_after_upload"`
+	// Service and Instance name the segments in the keys; "" = the
+	// segment's metadata (its service, its host), else "unknown" and the
+	// collector's host name.
+	Service  string `mapstructure:"service"`
+	Instance string `mapstructure:"instance"`
+	// PutTimeout bounds one upload with the SDK's own attempts (plus one
+	// second per MiB of the segment).
+	PutTimeout time.Duration `mapstructure:"put_timeout"`
+	// MaxBackoff bounds the wait after failed uploads, which doubles from
+	// one second.
+	MaxBackoff time.Duration `mapstructure:"max_backoff"`
+
+	_ struct{} // prevent unkeyed literals
+}
+
+func defaultS3Config() S3Config {
+	return S3Config{PutTimeout: 30 * time.Second, MaxBackoff: time.Minute}
+}
+
+// bucketName is S3's rule for new buckets: 3 to 63 lower-case letters,
+// digits, dots and hyphens, starting and ending with a letter or digit.
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+func (c *S3Config) validate() error {
+	var errs []error
+	if c.Bucket == "" {
+		errs = append(errs, errors.New("s3.bucket: must name the bucket"))
+	} else if !bucketName.MatchString(c.Bucket) {
+		errs = append(errs, fmt.Errorf("s3.bucket %q: must be 3 to 63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit", c.Bucket))
+	}
+	if strings.HasPrefix(c.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("s3.prefix %q: must not start with a slash (keys are relative to the bucket)", c.Prefix))
+	}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("s3.endpoint %q: must be an http:// or https:// URL with a host", c.Endpoint))
+		}
+	}
+	if c.PutTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("s3.put_timeout %s: must be at least 1s", c.PutTimeout))
+	}
+	if c.MaxBackoff < time.Second {
+		errs = append(errs, fmt.Errorf("s3.max_backoff %s: must be at least 1s", c.MaxBackoff))
+	}
+	return errors.Join(errs...)
+}
+
 func createDefaultConfig() *Config {
 	return &Config{
 		Directory:        "./traces",
@@ -92,6 +167,7 @@ func createDefaultConfig() *Config {
 		// deliver) instead of holding the sender while the disk is full.
 		QueueConfig: configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
 		RetryConfig: retryOff(),
+		S3:          configoptional.Default(defaultS3Config()),
 		Correlation: CorrelationConfig{
 			ThreadIDAttribute: convention.ThreadID,
 			WorkerIDAttribute: convention.WorkerID,
@@ -137,6 +213,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Correlation.ThreadIDAttribute == "" {
 		errs = append(errs, errors.New("correlation.thread_id_attribute: must name a span attribute"))
+	}
+	if c.S3.HasValue() {
+		if err := c.S3.Get().validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

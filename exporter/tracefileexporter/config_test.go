@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
@@ -55,6 +56,26 @@ func TestLoadConfig(t *testing.T) {
 		{name: "small_total", wantErr: []string{"max_total_size (150MiB) must be at least twice max_file_size (100MiB)"}},
 		{name: "bad_prefix", wantErr: []string{`file_prefix "a/b" must be a non-empty file name without slashes`}},
 		{name: "short_interval", wantErr: []string{"rotation_interval 10ms: must be 0 (off) or at least 1s"}},
+		{name: "s3", want: withDefaults(func(c *Config) {
+			c.S3 = configoptional.Some(S3Config{
+				Bucket: "perfprof-traces", Prefix: "fleet/prod", Region: "eu-west-1",
+				Endpoint: "http://127.0.0.1:7070", PathStyle: true, DeleteAfterUpload: true,
+				Service: "checkout", Instance: "node-7", PutTimeout: time.Minute, MaxBackoff: 5 * time.Minute,
+			})
+		})},
+		{name: "s3_defaults", want: withDefaults(func(c *Config) {
+			s := defaultS3Config()
+			s.Bucket = "perfprof-traces"
+			c.S3 = configoptional.Some(s)
+		})},
+		{name: "s3_no_bucket", wantErr: []string{"s3.bucket: must name the bucket"}},
+		{name: "s3_bad", wantErr: []string{
+			`s3.bucket "My_Bucket": must be 3 to 63 lower-case letters`,
+			`s3.prefix "/fleet": must not start with a slash`,
+			`s3.endpoint "127.0.0.1:7070": must be an http:// or https:// URL with a host`,
+			"s3.put_timeout 10ms: must be at least 1s",
+			"s3.max_backoff 0s: must be at least 1s",
+		}},
 	}
 	for _, tt := range tests {
 		id := component.NewIDWithName(metadata.Type, tt.name)

@@ -116,18 +116,29 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			x.ContextSetID = g.set
 			err = w.WriteCpuSampleExt(s, x)
 			c.samples++
-		case kSpan:
+		case kSpanClose:
 			s := &b.spans[ev.idx]
-			se := wire.SpanEvent{Timestamp: s.start, TraceID: hex.EncodeToString(s.trace[:]), SpanID: hex.EncodeToString(s.span[:]),
-				Name: s.name, DurationNs: s.end - s.start, Tid: s.tid, WorkerID: s.worker, Pid: s.pid}
+			sc := wire.SpanClose{Timestamp: s.end, InstanceID: s.inst, StartNs: s.start, Name: s.name,
+				TraceID: hex.EncodeToString(s.trace[:]), SpanID: hex.EncodeToString(s.span[:]),
+				WorkerID: s.worker, Pid: s.pid}
 			if !s.parent.IsEmpty() {
-				se.ParentSpanID = wire.Some(hex.EncodeToString(s.parent[:]))
+				sc.ParentSpanID = wire.Some(hex.EncodeToString(s.parent[:]))
+			}
+			if s.tid.Valid {
+				sc.Tid = wire.Some(uint64(s.tid.V))
 			}
 			if s.service != "" {
-				se.Service = wire.Some(s.service)
+				sc.Service = wire.Some(s.service)
 			}
-			err = w.WriteSpan(se)
+			err = w.WriteSpanClose(sc)
 			c.spans++
+		case kSpanEnter:
+			s := &b.spans[ev.idx]
+			err = w.WriteSpanEnter(wire.SpanInterval{Timestamp: ev.ts, InstanceID: s.inst, Tid: uint64(s.tid.V),
+				WorkerID: s.worker, Name: s.name})
+		case kSpanExit:
+			s := &b.spans[ev.idx]
+			err = w.WriteSpanExit(wire.SpanInterval{Timestamp: ev.ts, InstanceID: s.inst, Tid: uint64(s.tid.V), Name: s.name})
 		case kPollStart:
 			s := &b.spans[ev.idx]
 			err = w.WritePollStart(wire.PollStartEvent{Timestamp: ev.ts, WorkerID: s.worker.V,
@@ -221,7 +232,7 @@ func (e *traceFile) encodeLegacy(w *wire.LegacyWriter, defs *wire.LegacyDefs, b 
 			s := &b.spans[ev.idx]
 			rec.Code, rec.Worker, rec.CPUUs = wire.LegacyWorkerUnpark, worker(s.worker.V), uint32(min(s.cpuTimeNs/1000, 1<<32-1))
 		default:
-			continue // SpanEvent has no legacy form
+			continue // spans have no legacy form
 		}
 		if err := w.Write(&rec); err != nil {
 			return err

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/s3upload"
 	"github.com/perfprof/perfprof/internal/clock"
 	"github.com/perfprof/perfprof/internal/convention"
 	"github.com/perfprof/perfprof/internal/counter"
@@ -45,7 +46,8 @@ type traceFile struct {
 	cfg    *Config
 	logger *zap.Logger
 	tb     *metadata.TelemetryBuilder
-	host   string // collector host name, when the data names none
+	host   string             // collector host name, when the data names none
+	upl    *s3upload.Uploader // nil without s3, before start and after shutdown
 	// now is the segments' wall clock, which seals them by time; nil is
 	// time.Now. A test hook: time-based rotation without waiting.
 	now func() time.Time
@@ -96,7 +98,7 @@ func newTraceFile(cfg *Config, set exporter.Settings) (*traceFile, error) {
 
 // start opens the rotator. An unwritable directory fails the collector's
 // start.
-func (e *traceFile) start(_ context.Context, _ component.Host) error {
+func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	opts := segment.Options{
@@ -122,6 +124,11 @@ func (e *traceFile) start(_ context.Context, _ component.Host) error {
 	e.counts = counter.NewSet()
 	// What recovery did at start is telemetry now, not at the first batch.
 	e.recordStats()
+	if err := e.startUpload(ctx, rot); err != nil {
+		rot.Close()
+		e.rot = nil
+		return err
+	}
 	e.clk = clock.NewMapper()
 	e.legacyBase = clock.Monotonic()
 	e.addrs = addrTable{}
@@ -151,6 +158,9 @@ func (e *traceFile) tick(stop, done chan struct{}) {
 			if err := e.rot.Tick(); err != nil {
 				e.logError("rotate", err)
 			}
+			if e.upl != nil {
+				e.upl.Notify()
+			}
 			e.recordStats()
 			e.mu.Unlock()
 		}
@@ -159,7 +169,7 @@ func (e *traceFile) tick(stop, done chan struct{}) {
 
 // shutdown stops the ticker and seals the active segment. Without a start
 // there is nothing to seal.
-func (e *traceFile) shutdown(context.Context) error {
+func (e *traceFile) shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	if e.rot == nil {
 		e.mu.Unlock()
@@ -172,12 +182,16 @@ func (e *traceFile) shutdown(context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	err := e.rot.Close()
+	if err != nil {
+		err = fmt.Errorf("tracefile: seal the last segment: %w", err)
+	}
+	// The segment just sealed goes to the bucket now, if ctx allows.
+	if uerr := e.stopUpload(ctx); uerr != nil && err == nil {
+		err = uerr
+	}
 	e.recordStats()
 	e.rot = nil
-	if err != nil {
-		return fmt.Errorf("tracefile: seal the last segment: %w", err)
-	}
-	return nil
+	return err
 }
 
 // logError logs write errors at most once per errLogEvery, saying how many
@@ -276,7 +290,13 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	if n := b.addWorkerEvents(e.busy); n > 0 {
 		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", "nested_worker_span")))
 	}
+	b.addThreadIntervals()
 	b.sort()
+	// Instance ids are never recycled for the collector's run (bootID):
+	// spans are numbered once, before the batch is written.
+	for i := range b.spans {
+		b.spans[i].inst = spanInstances.Add(1)
+	}
 	e.meta.newSegment(e.rot.Stats())
 	if e.meta.add(b) {
 		e.rot.SetMetadata(e.meta.entries(e.host))
@@ -418,7 +438,7 @@ func joinSorted(m map[string]bool, numeric bool) string {
 }
 
 func (m *metaSets) entries(defaultHost string) map[string]string {
-	out := map[string]string{convention.MetaHost: defaultHost}
+	out := map[string]string{convention.MetaHost: defaultHost, convention.MetaBootID: bootID()}
 	if len(m.hosts) > 0 {
 		out[convention.MetaHost] = joinSorted(m.hosts, false)
 	}

@@ -108,6 +108,7 @@ func TestExportTRC(t *testing.T) {
 	assert.Equal(t, "1", meta[convention.MetaWorkers])
 	assert.Equal(t, "1000000", meta[convention.MetaSamplePeriod])
 	assert.NotEmpty(t, meta[convention.MetaHost])
+	assert.Regexp(t, `^[a-z]{4}-[0-9]+$`, meta[convention.MetaBootID])
 
 	// Symbols: the inlined location has two entries, outermost at depth 0.
 	syms := symbolTable(evs)
@@ -168,20 +169,20 @@ func TestExportTRC(t *testing.T) {
 	}
 
 	// Spans: three said where they ran; the fourth is skipped.
-	spans := byName["SpanEvent"]
+	spans := byName[wire.NameSpanCloseOTel]
 	require.Len(t, spans, 3)
 	names := map[string]*wire.Event{}
 	for _, s := range spans {
-		n, _ := s.Str("name")
+		n, _ := s.Str(wire.FieldSpanName)
 		names[n] = s
 	}
 	poll := names["poll"]
 	require.NotNil(t, poll)
-	d, _ := poll.Uint("duration_ns")
-	assert.Equal(t, uint64(4_600_000), d)
-	parent, _ := poll.Str("parent_span_id")
+	start, _ := poll.Uint(wire.FieldStartTimestampNs)
+	assert.Equal(t, uint64(4_600_000), poll.Timestamp-start)
+	parent, _ := poll.Str(wire.FieldOTelParentSpanID)
 	assert.Equal(t, hex.EncodeToString(spanP[:]), parent)
-	_, hasParent := names["GET /cart"].Str("parent_span_id")
+	_, hasParent := names["GET /cart"].Str(wire.FieldOTelParentSpanID)
 	assert.False(t, hasParent)
 	_, hasWorker := names["GET /cart"].Uint("worker_id")
 	assert.False(t, hasWorker)
@@ -206,13 +207,13 @@ func TestExportTRC(t *testing.T) {
 	var order []string
 	for _, ev := range evs {
 		switch ev.Name() {
-		case "SpanEvent", "PollStartEvent", "PollEndEvent", "WorkerParkEvent", "WorkerUnparkEvent":
+		case wire.NameSpanCloseOTel, "PollStartEvent", "PollEndEvent", "WorkerParkEvent", "WorkerUnparkEvent":
 		default:
 			continue
 		}
 		assert.GreaterOrEqual(t, ev.Timestamp, last, "%s out of order", ev.Name())
 		last = ev.Timestamp
-		if ev.Name() != "SpanEvent" {
+		if ev.Name() != wire.NameSpanCloseOTel {
 			order = append(order, ev.Name())
 		}
 	}
@@ -437,7 +438,7 @@ func TestNestedWorkerSpans(t *testing.T) {
 	spans := 0
 	for _, ev := range readTRC(t, segmentFiles(t, dir)[0]) {
 		switch ev.Name() {
-		case "SpanEvent":
+		case wire.NameSpanCloseOTel:
 			spans++
 		case "PollStartEvent":
 			wk, _ := ev.Uint("worker_id")
@@ -452,7 +453,7 @@ func TestNestedWorkerSpans(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"step1", "other worker", "step2.inner", "next"}, polls)
-	assert.Equal(t, 6, spans, "every span is still a SpanEvent")
+	assert.Equal(t, 6, spans, "every span is still a span close")
 }
 
 // TestCorrelationAttributes: spans that say where they ran under the
@@ -480,8 +481,8 @@ func TestCorrelationAttributes(t *testing.T) {
 	var polls int
 	for _, ev := range readTRC(t, segmentFiles(t, dir)[0]) {
 		switch ev.Name() {
-		case "SpanEvent":
-			name, _ := ev.Str("name")
+		case wire.NameSpanCloseOTel:
+			name, _ := ev.Str(wire.FieldSpanName)
 			if tid, ok := ev.Uint("tid"); ok {
 				tids[name] = tid
 			}

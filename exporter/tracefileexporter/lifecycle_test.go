@@ -53,7 +53,7 @@ func TestLifecycleSharedInstance(t *testing.T) {
 		kinds[ev.Name()]++
 	}
 	assert.Equal(t, 7, kinds["CpuSampleEvent"])
-	assert.Equal(t, 3, kinds["SpanEvent"])
+	assert.Equal(t, 3, kinds[wire.NameSpanCloseOTel])
 	assert.Zero(t, instances.Len(), "instance kept after shutdown")
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadatatest"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/tracefiletest"
 	"github.com/perfprof/perfprof/internal/convention"
+	"github.com/perfprof/perfprof/internal/wire"
 )
 
 // TestRecoverAtStart: the exporter starts on a directory where a process
@@ -62,7 +63,7 @@ func TestRecoverAtStart(t *testing.T) {
 	require.Equal(t, two, sealed, "the sealed segment is the two whole batches")
 	spans := 0
 	for _, ev := range readTRC(t, filepath.Join(crashed, "trace.0.bin")) {
-		if ev.Name() == "SpanEvent" {
+		if ev.Name() == wire.NameSpanCloseOTel {
 			spans++
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/internal/segment"
+	"github.com/perfprof/perfprof/internal/wire"
 )
 
 // TestSharedInstanceLastStopSeals: the profiles and traces exporters of one
@@ -78,7 +79,7 @@ func TestSharedInstanceLastStopSeals(t *testing.T) {
 				samples *= 2
 			}
 			assert.Equal(t, samples, kinds["CpuSampleEvent"])
-			assert.Equal(t, spans, kinds["SpanEvent"])
+			assert.Equal(t, spans, kinds[wire.NameSpanCloseOTel])
 			assert.Zero(t, instances.Len(), "instance kept after the last stop")
 		})
 	}

@@ -165,6 +165,9 @@ func (b *builder) event(ev *wire.Event) {
 	case wire.KindSpan:
 		b.time(ts)
 		b.span(k.l.Span(ev))
+	case wire.KindSpanClose:
+		b.time(ts)
+		b.spanClose(k.l.SpanClose(ev))
 	case wire.KindContextAttributeSet:
 		b.time(ts)
 		b.contextSet(k.l.ContextAttributeSet(ev))
@@ -222,6 +225,19 @@ func (b *builder) span(e wire.SpanEvent) {
 	}
 	b.t.spanByID[sp.SpanID] = int32(len(b.t.Spans))
 	b.t.Spans = append(b.t.Spans, sp)
+}
+
+// spanClose adds a span from its close event (dial9's span contract):
+// the lifecycle [start_timestamp_ns, close), the OTel ids as a SpanEvent's.
+// Enter and exit events are not read: a span's interval is its lifecycle.
+func (b *builder) spanClose(e wire.SpanClose) {
+	se := wire.SpanEvent{Timestamp: min(e.StartNs, e.Timestamp), TraceID: e.TraceID, SpanID: e.SpanID,
+		ParentSpanID: e.ParentSpanID, Name: e.Name, DurationNs: e.Timestamp - min(e.StartNs, e.Timestamp),
+		WorkerID: e.WorkerID, Service: e.Service, Pid: e.Pid}
+	if e.Tid.Valid {
+		se.Tid = wire.Some(uint32(min(e.Tid.V, 1<<32-1)))
+	}
+	b.span(se)
 }
 
 // End returns the end time of the span.

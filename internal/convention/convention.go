@@ -215,6 +215,9 @@ const (
 	MetaPid          = "pid"
 	MetaWorkers      = "runtime.perfprof" // worker ids, "0,1,2" (the dial9 convention)
 	MetaSamplePeriod = "perfprof.sample_period_ns"
+	// MetaBootID is dial9's boot_id: the producer run's id,
+	// {4 lowercase letters}-{digits}, the same in all its segments.
+	MetaBootID = "boot_id"
 )
 
 // "No worker" has one spelling per encoding, and these are all: a Go value

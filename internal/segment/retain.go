@@ -114,3 +114,12 @@ func (r *Rotator) retain() {
 		}
 	}
 }
+
+// Forget drops sealed segment n (deleted from outside, e.g. once uploaded)
+// from retention's count, without counting it as deleted. Its files, if
+// still there, are left alone.
+func (r *Rotator) Forget(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sealed = slices.DeleteFunc(r.sealed, func(s file) bool { return s.n == n })
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,6 +49,39 @@ func TestRotatorRetention(t *testing.T) {
 	}
 	if len(last) == 0 || last[len(last)-1] != seq-1 {
 		t.Errorf("newest event missing")
+	}
+}
+
+// TestRotatorForget: segments deleted from outside and forgotten (an
+// upload that deletes them) no longer count against MaxTotalSize, so
+// retention deletes nothing while the rest fits, and does not count them
+// as deleted.
+func TestRotatorForget(t *testing.T) {
+	dir := t.TempDir()
+	const maxTotal = 40 << 10
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, MaxTotalSize: maxTotal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for range 200 {
+		if err := writeBatch(r, rotBatch(seq, 4, 250, 1e9+seq)); err != nil {
+			t.Fatal(err)
+		}
+		seq += 4
+		for _, name := range segments(t, dir) {
+			if strings.HasSuffix(name, ".active") {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			r.Forget(segNum(name))
+		}
+	}
+	r.Close()
+	if st := r.Stats(); st.Deleted != 0 || st.RotateErrors != 0 || st.Segments < 10 {
+		t.Fatalf("stats %+v: want no deletion by retention", st)
 	}
 }
 

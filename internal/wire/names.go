@@ -15,10 +15,21 @@ const (
 	NameSymbolTableEntry = "SymbolTableEntry"
 	NameClockSync        = "ClockSyncEvent"
 	NameSegmentMetadata  = "SegmentMetadataEvent"
-	NameSpan             = "SpanEvent" // perfprof's own
+	NameSpan             = "SpanEvent" // perfprof's own, written before the span contract
 	// NameContextAttributeSet is perfprof's own: an interned set of
 	// context attributes that samples refer to by id.
 	NameContextAttributeSet = "ContextAttributeSet"
+
+	// dial9's span wire contract (docs/dial9-span-contract.md): events
+	// named by a kind prefix and a {Type} suffix, one {Type} for the
+	// three. perfprof writes the OTel spans it receives as type OtelSpan.
+	NameSpanClosePrefix = "SpanClose__"
+	NameSpanEnterPrefix = "SpanEnter__"
+	NameSpanExitPrefix  = "SpanExit__"
+	SpanTypeOTel        = "OtelSpan"
+	NameSpanCloseOTel   = NameSpanClosePrefix + SpanTypeOTel
+	NameSpanEnterOTel   = NameSpanEnterPrefix + SpanTypeOTel
+	NameSpanExitOTel    = NameSpanExitPrefix + SpanTypeOTel
 
 	// dial9 events perfprof passes over, named here for the legacy records
 	// that the adapter presents under them.
@@ -73,6 +84,19 @@ const (
 	FieldContextSetID = "context_set_id"
 	FieldSetID        = "set_id"
 	FieldAttributes   = "attributes"
+)
+
+// Field names of dial9's span contract, and perfprof's OTel ids on its
+// span events. On SpanClose__/SpanEnter__/SpanExit__ events FieldSpanID
+// is dial9's varint span id (perfprof writes the instance id there), not
+// an OTel id: those are FieldTraceID, FieldOTelSpanID and
+// FieldOTelParentSpanID, lowercase hex.
+const (
+	FieldSpanInstanceID   = "span_instance_id"
+	FieldStartTimestampNs = "start_timestamp_ns"
+	FieldSpanName         = "span_name"
+	FieldOTelSpanID       = "otel_span_id"
+	FieldOTelParentSpanID = "otel_parent_span_id"
 )
 
 // Field names of the legacy records' own events (legacy_events.go).

@@ -36,6 +36,11 @@ const (
 	KindSegmentMetadata
 	KindSpan
 	KindContextAttributeSet
+	// KindSpanClose is a SpanClose__{Type} event of dial9's span contract
+	// with perfprof's OTel ids (spans.go); a close without them, or
+	// without the contract's span_instance_id, start_timestamp_ns and
+	// span_name, is KindOther.
+	KindSpanClose
 )
 
 // slots: the fields the typed forms read, by position in Layout.idx.
@@ -74,6 +79,11 @@ const (
 	sContextSetID
 	sSetID
 	sAttributes
+	sInstance
+	sStartTs
+	sSpanName
+	sOTelSpan
+	sOTelParent
 	sLocation // legacy CallframeDef: "file:line"
 	nSlots
 )
@@ -88,6 +98,8 @@ var slotFields = [nSlots]string{
 	sPid: FieldPid, sParent: FieldParentSpanID, sName: FieldName, sDuration: FieldDurationNs,
 	sService: FieldService, sCPUDelta: FieldCPUTimeDeltaNs, sLinkSource: FieldLinkSource,
 	sContextSetID: FieldContextSetID, sSetID: FieldSetID, sAttributes: FieldAttributes,
+	sInstance: FieldSpanInstanceID, sStartTs: FieldStartTimestampNs, sSpanName: FieldSpanName,
+	sOTelSpan: FieldOTelSpanID, sOTelParent: FieldOTelParentSpanID,
 }
 
 var kindsByName = map[string]Kind{
@@ -109,6 +121,7 @@ var kindNeeds = map[Kind][]int{
 	KindSegmentMetadata:     {sEntries},
 	KindSpan:                {sSpanID},
 	KindContextAttributeSet: {sSetID, sAttributes},
+	KindSpanClose:           {sInstance, sStartTs, sSpanName, sTraceID, sOTelSpan},
 }
 
 // Layout says where the events of one schema keep the fields of their
@@ -131,6 +144,9 @@ type Layout struct {
 // TRC file.
 func LayoutOf(s *Schema) *Layout {
 	l := &Layout{Kind: kindsByName[s.Name]}
+	if l.Kind == KindOther && strings.HasPrefix(s.Name, NameSpanClosePrefix) {
+		l.Kind = KindSpanClose
+	}
 	for c := LegacyCode(0); int(c) < len(legacySchemas); c++ {
 		if legacySchemas[c] == s {
 			l.Legacy = true
@@ -183,7 +199,8 @@ func LayoutOf(s *Schema) *Layout {
 // strSlots are the slots that read a string; callchain, entries and
 // attributes read their own types; the others read an integer.
 var strSlots = [nSlots]bool{sSpawnLoc: true, sThreadName: true, sSymName: true, sSrcFile: true, sTraceID: true,
-	sSpanID: true, sRoot: true, sParent: true, sName: true, sService: true, sLocation: true, sLinkSource: true}
+	sSpanID: true, sRoot: true, sParent: true, sName: true, sService: true, sLocation: true, sLinkSource: true,
+	sSpanName: true, sOTelSpan: true, sOTelParent: true}
 
 // value returns the value of slot i, or nil if the schema has no such
 // field (of a type the slot reads) or the value is absent.
@@ -350,4 +367,12 @@ func (l *Layout) Span(ev *Event) SpanEvent {
 		ParentSpanID: l.optStr(ev, sParent), Name: l.str(ev, sName), DurationNs: l.u64(ev, sDuration),
 		Tid: l.optU32(ev, sTid), WorkerID: l.optU64(ev, sWorker), Service: l.optStr(ev, sService),
 		Pid: l.optU32(ev, sPid)}
+}
+
+// SpanClose reads ev as a SpanClose.
+func (l *Layout) SpanClose(ev *Event) SpanClose {
+	return SpanClose{Timestamp: ev.Timestamp, InstanceID: l.u64(ev, sInstance), StartNs: l.u64(ev, sStartTs),
+		Name: l.str(ev, sSpanName), TraceID: l.str(ev, sTraceID), SpanID: l.str(ev, sOTelSpan),
+		ParentSpanID: l.optStr(ev, sOTelParent), Tid: l.optU64(ev, sTid), WorkerID: l.optU64(ev, sWorker),
+		Service: l.optStr(ev, sService), Pid: l.optU32(ev, sPid)}
 }

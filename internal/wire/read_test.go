@@ -56,6 +56,8 @@ func readTyped(t *testing.T, rd interface{ ReadEvent(*Event) error }) []any {
 			out = append(out, e)
 		case KindSpan:
 			out = append(out, l.Span(&ev))
+		case KindSpanClose:
+			out = append(out, l.SpanClose(&ev))
 		case KindContextAttributeSet:
 			e := l.ContextAttributeSet(&ev)
 			e.Attributes = append([]StringPair(nil), e.Attributes...)

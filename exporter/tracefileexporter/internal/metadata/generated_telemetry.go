@@ -33,6 +33,9 @@ type TelemetryBuilder struct {
 	ExporterTracefileSegments               metric.Int64Counter
 	ExporterTracefileSkipped                metric.Int64Counter
 	ExporterTracefileTruncatedStacks        metric.Int64Counter
+	ExporterTracefileUploadPending          metric.Int64UpDownCounter
+	ExporterTracefileUploadedBytes          metric.Int64Counter
+	ExporterTracefileUploads                metric.Int64Counter
 	ExporterTracefileWrittenBytes           metric.Int64Counter
 }
 
@@ -105,6 +108,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_tracefile_truncated_stacks",
 		metric.WithDescription("Stacks cut to the 255 frames that the legacy tokiotrc format can hold (outermost frames dropped). [Development]"),
 		metric.WithUnit("{stack}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileUploadPending, err = builder.meter.Int64UpDownCounter(
+		"otelcol_exporter_tracefile_upload_pending",
+		metric.WithDescription("Sealed segments on disk not yet in the S3 bucket (s3 configured), as of the uploader's last scan. [Development]"),
+		metric.WithUnit("{segment}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileUploadedBytes, err = builder.meter.Int64Counter(
+		"otelcol_exporter_tracefile_uploaded_bytes",
+		metric.WithDescription("Bytes of segments uploaded to the S3 bucket (as on disk, compressed when compress is set). [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileUploads, err = builder.meter.Int64Counter(
+		"otelcol_exporter_tracefile_uploads",
+		metric.WithDescription("Segment uploads to S3 by outcome (uploaded; already_present, a segment found in the bucket under its key after a restart, not put again; failed, an upload that failed and is retried after a backoff, the segment staying on disk; lost, a segment deleted by max_total_size retention before it could be uploaded). [Development]"),
+		metric.WithUnit("{segment}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterTracefileWrittenBytes, err = builder.meter.Int64Counter(

@@ -26,6 +26,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterTracefileSegments.Add(context.Background(), 1)
 	tb.ExporterTracefileSkipped.Add(context.Background(), 1)
 	tb.ExporterTracefileTruncatedStacks.Add(context.Background(), 1)
+	tb.ExporterTracefileUploadPending.Add(context.Background(), 1)
+	tb.ExporterTracefileUploadedBytes.Add(context.Background(), 1)
+	tb.ExporterTracefileUploads.Add(context.Background(), 1)
 	tb.ExporterTracefileWrittenBytes.Add(context.Background(), 1)
 	AssertEqualExporterTracefileEvents(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -46,6 +49,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileTruncatedStacks(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileUploadPending(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileUploadedBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileUploads(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileWrittenBytes(t, testTel,

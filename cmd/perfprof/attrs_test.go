@@ -132,7 +132,7 @@ func TestReportByAttribute(t *testing.T) {
 	if !strings.Contains(rep, "Context attributes: http.route (51 samples, 2 values), user.name (51 samples, 2 values)") {
 		t.Errorf("no context attribute line in the report:\n%s", rep)
 	}
-	if !strings.Contains(rep, "spans (SpanEvent): 0") {
+	if !strings.Contains(rep, "spans: 0") {
 		t.Errorf("the files hold spans:\n%s", rep)
 	}
 	rows, fns := attrSections(t, rep, convention.HTTPRoute)

@@ -263,7 +263,7 @@ func TestExporterFiles(t *testing.T) {
 			if format == tracefileexporter.FormatTRC {
 				checkExporterSelection(t, dir, ex)
 			} else if _, errs, code := perfprof(t, "report", "--span", "GET /checkout", dir); code != 1 ||
-				!strings.Contains(errs, "the trace has no SpanEvent") {
+				!strings.Contains(errs, "the trace has no span event") {
 				t.Errorf("--span on %s: exit %d, %q", format, code, errs)
 			}
 

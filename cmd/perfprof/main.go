@@ -238,7 +238,7 @@ func (f *selectFlags) selection(t *analysis.Trace) (*analysis.Selection, error) 
 // spanHint says which spans the trace has, for a selector that found none.
 func spanHint(t *analysis.Trace) string {
 	if len(t.Spans) == 0 {
-		return "the trace has no SpanEvent; only files of the perfprof tracefile exporter in TRC format carry spans"
+		return "the trace has no span event (SpanClose__, or SpanEvent in older files); only files of the perfprof tracefile exporter in TRC format carry spans"
 	}
 	names := t.SpanNames()
 	const show = 5

@@ -237,7 +237,7 @@ func writeEventCounts(w io.Writer, t *analysis.Trace) {
 	for _, k := range kinds {
 		printf(w, "  %10d  %s\n", t.Counts[k], k)
 	}
-	printf(w, "Polls: %d, parks: %d, spans (SpanEvent): %d\n", len(t.Polls), len(t.Parks), len(t.Spans))
+	printf(w, "Polls: %d, parks: %d, spans: %d\n", len(t.Polls), len(t.Parks), len(t.Spans))
 	if len(t.Warnings) > 0 {
 		printf(w, "Warnings:\n")
 		for _, wn := range t.Warnings {
@@ -275,7 +275,7 @@ func writeOnCPUFunctions(w io.Writer, t *analysis.Trace, sel *analysis.Selection
 	section(w, "On-CPU functions ("+sc.name+")")
 	funcTable(w, t, agg, o.top, "samples")
 	groups(w, t, "On-CPU per worker", onF, analysis.Count, t.ByWorker(), o, "samples", "")
-	groups(w, t, "On-CPU per span name (span_id -> SpanEvent name)", onF, analysis.Count, t.BySpan(), o, "samples",
+	groups(w, t, "On-CPU per span name (span_id -> the name its span event gives)", onF, analysis.Count, t.BySpan(), o, "samples",
 		"no on-CPU sample is linked to a span (no span_id fields)")
 	groups(w, t, "On-CPU per root span name (span_root_name)", onF, analysis.Count, t.ByRoot(), o, "samples",
 		"no on-CPU sample has span_root_name")

@@ -432,7 +432,7 @@ func TestSelectErrors(t *testing.T) {
 		{[]string{"--span-id", "ffffffffffffffff", path}, 1, `no span matches --span-id ffffffffffffffff`},
 		// Every selector given must match: this items request is no upload.
 		{[]string{"--span", analysistest.UploadSpan, "--trace-id", items.TraceID, path}, 1, `no span matches --span "POST /upload" --trace-id`},
-		{[]string{"--span", analysistest.UploadSpan, legacy}, 1, `the trace has no SpanEvent`},
+		{[]string{"--span", analysistest.UploadSpan, legacy}, 1, `the trace has no span event`},
 	}
 	for _, cmd := range []string{"report", "folded", "pprof"} {
 		for _, c := range cases {

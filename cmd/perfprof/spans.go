@@ -23,7 +23,7 @@ func writeSelection(w io.Writer, t *analysis.Trace, sel *analysis.Selection, o *
 	section(w, fmt.Sprintf("Selection: %s: %d span(s)", sel.Selector, len(sel.Spans)))
 	if len(sel.Spans) == 0 {
 		// Select chose a trace by its samples' trace_id alone.
-		p("  no SpanEvent of trace %s: its samples are counted, its wall time is unknown\n", sel.Selector.TraceID)
+		p("  no span event of trace %s in the files: its samples are counted, its wall time is unknown\n", sel.Selector.TraceID)
 	} else {
 		per := t.SpanBreakdowns()
 		shown := sel.Spans[:min(len(sel.Spans), max(o.groups, 0))]
@@ -98,7 +98,7 @@ func writeSpanNames(w io.Writer, t *analysis.Trace, selected bool, o *reportOpts
 	}
 	section(w, title)
 	if len(names) == 0 {
-		p("  no SpanEvent in the trace\n")
+		p("  no span event in the trace\n")
 		return
 	}
 	shown := names[:min(len(names), max(o.groups, 0))]

@@ -76,7 +76,7 @@ func (t *Trace) derive() *derived {
 		for i, l := range t.Links {
 			d.linkSpan[i], d.linkRoot[i] = -1, -1
 			if l.SpanID != "" {
-				name := "(span without SpanEvent)"
+				name := "(span without its span event)"
 				if sp, ok := t.SpanByID(l.SpanID); ok {
 					name = sp.Name
 				}

@@ -417,8 +417,7 @@ func (r *segmentReader) pass() {
 		}
 		var spans int
 		info, err := analysis.Scan(filepath.Join(r.dir, e.Name()), func(ev *wire.Event) error {
-			if ev.Name() == "SpanEvent" {
-				id, _ := ev.Str("span_id")
+			if id, _, ok := spanOf(ev); ok {
 				if _, ok := r.ids[id]; ok {
 					r.dups++
 				}
@@ -445,7 +444,7 @@ func (r *segmentReader) pass() {
 func countSpans(path string) (int, error) {
 	n := 0
 	info, err := analysis.Scan(path, func(ev *wire.Event) error {
-		if ev.Name() == "SpanEvent" {
+		if _, _, ok := spanOf(ev); ok {
 			n++
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/zap"
 
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/keep"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/s3upload"
 	"github.com/perfprof/perfprof/internal/segment"
 )
@@ -53,6 +54,14 @@ func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error
 	if err != nil {
 		return err
 	}
+	// Segments kept around slow spans stay on disk while kept, and the
+	// keeps' manifests follow their segments to the bucket.
+	var held func(int) bool
+	var manifests string
+	if e.keeper != nil {
+		held = e.keeper.Held
+		manifests = keep.ManifestDir(e.cfg.Directory, e.cfg.FilePrefix)
+	}
 	var logMu sync.Mutex
 	var last time.Time
 	u, err := s3upload.New(s3upload.Options{
@@ -67,11 +76,13 @@ func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error
 		DefaultBoot:       bootID(),
 		DeleteAfterUpload: c.DeleteAfterUpload,
 		// Retention no longer counts a segment deleted once uploaded.
-		OnDelete:   rot.Forget,
-		FileMode:   os.FileMode(e.cfg.FileMode),
-		Counts:     e.counts,
-		PutTimeout: c.PutTimeout,
-		MaxBackoff: c.MaxBackoff,
+		OnDelete:    rot.Forget,
+		Held:        held,
+		ManifestDir: manifests,
+		FileMode:    os.FileMode(e.cfg.FileMode),
+		Counts:      e.counts,
+		PutTimeout:  c.PutTimeout,
+		MaxBackoff:  c.MaxBackoff,
 		OnError: func(err error) {
 			logMu.Lock()
 			defer logMu.Unlock()
@@ -79,6 +90,12 @@ func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error
 				return
 			}
 			last = time.Now()
+			if hint := s3upload.ConfigProblem(err); hint != "" {
+				e.logger.Error("tracefile: S3 upload failed: "+hint+"; the segments stay on disk and are uploaded once it is fixed "+
+					"(otelcol_exporter_tracefile_uploads{outcome=\"failed\"} counts the failures)",
+					zap.Error(err), zap.String("bucket", c.Bucket))
+				return
+			}
 			e.logger.Warn("tracefile: S3 upload failed; the segments stay on disk and are uploaded later "+
 				"(otelcol_exporter_tracefile_uploads{outcome=\"failed\"} counts the failures)",
 				zap.Error(err), zap.String("bucket", c.Bucket))
@@ -88,7 +105,29 @@ func (e *traceFile) startUpload(ctx context.Context, rot *segment.Rotator) error
 		return fmt.Errorf("tracefile: %w", err)
 	}
 	e.upl = u
+	// A bucket that does not exist or credentials the store refuses are
+	// mistakes of the configuration, not an outage: say so at start,
+	// loudly, rather than only as failed uploads retried forever. The
+	// segments stay on disk either way, and the collector runs.
+	go checkBucket(client, c.Bucket, e.logger)
 	return nil
+}
+
+// checkBucket asks the store for the bucket once, and logs an error when
+// the answer says the configuration is wrong.
+func checkBucket(client *s3.Client, bucket string, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)})
+	if err == nil {
+		return
+	}
+	if hint := s3upload.ConfigProblem(err); hint != "" {
+		log.Error("tracefile: s3: "+hint+"; segments stay on disk (within max_total_size) and are uploaded once it is fixed",
+			zap.String("bucket", bucket), zap.Error(err))
+		return
+	}
+	log.Warn("tracefile: s3: cannot reach the bucket at start; uploads are retried", zap.String("bucket", bucket), zap.Error(err))
 }
 
 // lastPassTimeout bounds the uploads at shutdown (the collector's

@@ -39,6 +39,7 @@ var (
 	CLost          = counter.Define("exporter_tracefile_uploads", "outcome", "lost")
 	CUploadedBytes = counter.Define("exporter_tracefile_uploaded_bytes")
 	CPending       = counter.Define("exporter_tracefile_upload_pending")
+	CManifests     = counter.Define("exporter_tracefile_uploaded_manifests")
 )
 
 // errNotReady is a segment still being compressed when its upload began.
@@ -72,6 +73,13 @@ type Options struct {
 	// tells OnDelete its number (the rotator's retention forgets it).
 	DeleteAfterUpload bool
 	OnDelete          func(index int)
+	// Held, if set, reports the segments kept around slow spans: they are
+	// not deleted after upload until they are no longer held.
+	Held func(index int) bool
+	// ManifestDir, if set, holds the keeps' manifests (keep.ManifestDir):
+	// each complete one is uploaded to {Prefix}/dumps/{dump_id}.json once
+	// all its segments are in the bucket, their keys in its segments.
+	ManifestDir string
 	// FileMode is the state file's permission (0 = 0600).
 	FileMode os.FileMode
 	// Counts receives the counts (see the C… series); nil = not counted.
@@ -232,6 +240,10 @@ func (u *Uploader) pending() ([]seg, error) {
 		}
 		id := segID{e.Name(), info.Size()}
 		if u.st.done[id] {
+			// Deleted once no longer held (it was held at its upload).
+			if u.opts.DeleteAfterUpload && !u.held(n) {
+				u.remove(filepath.Join(u.opts.Dir, e.Name()), id, n)
+			}
 			continue
 		}
 		out = append(out, seg{id: id, index: n, gz: gz})
@@ -274,6 +286,11 @@ func (u *Uploader) pass(ctx context.Context) bool {
 			return false
 		}
 		u.opts.Counts.Store(CPending, int64(len(segs)-i-1))
+	}
+	if err := u.manifests(ctx); err != nil {
+		u.opts.Counts.Add(CFailed, 1)
+		u.report(err)
+		return false
 	}
 	return true
 }
@@ -381,15 +398,51 @@ func (u *Uploader) upload(ctx context.Context, s seg) error {
 	if err := u.st.uploaded(s.id); err != nil {
 		u.report(err)
 	}
-	if u.opts.DeleteAfterUpload {
-		if err := os.Remove(path); err == nil {
-			u.st.forget(s.id)
-			if u.opts.OnDelete != nil {
-				u.opts.OnDelete(s.index)
-			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			u.report(fmt.Errorf("s3upload: delete %s: %w", path, err))
-		}
+	if u.opts.DeleteAfterUpload && !u.held(s.index) {
+		u.remove(path, s.id, s.index)
 	}
 	return nil
+}
+
+func (u *Uploader) held(index int) bool { return u.opts.Held != nil && u.opts.Held(index) }
+
+// remove deletes an uploaded segment (delete_after_upload).
+func (u *Uploader) remove(path string, id segID, index int) {
+	if err := os.Remove(path); err == nil || errors.Is(err, fs.ErrNotExist) {
+		u.st.forget(id)
+		if u.opts.OnDelete != nil {
+			u.opts.OnDelete(index)
+		}
+	} else {
+		u.report(fmt.Errorf("s3upload: delete %s: %w", path, err))
+	}
+}
+
+// ConfigProblem says what is wrong with the configuration when err is an
+// answer of the store that no retry will change (the bucket does not
+// exist, the credentials or the region are refused); "" for other errors
+// (the store down or slow, a 5xx, throttling).
+func ConfigProblem(err error) string {
+	var ae smithy.APIError
+	var re interface{ HTTPStatusCode() int }
+	code, status := "", 0
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	switch {
+	case code == "NoSuchBucket" || (code == "NotFound" && status == 404) || (code == "" && status == 404):
+		return "the bucket does not exist"
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "InvalidToken" || code == "ExpiredToken":
+		return "the store refuses the credentials (" + code + ")"
+	case code == "AccessDenied" || code == "Forbidden" || status == 403:
+		return "access to the bucket is denied (credentials, bucket policy)"
+	case code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" || status == 301:
+		return "the bucket is in another region than s3.region (" + code + ")"
+	case code == "InvalidBucketName":
+		return "the store refuses the bucket name"
+	}
+	return ""
 }

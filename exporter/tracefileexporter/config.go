@@ -57,6 +57,9 @@ type Config struct {
 	// S3, when given, uploads sealed segments to a bucket in the
 	// background (see S3Config).
 	S3 configoptional.Optional[S3Config] `mapstructure:"s3"`
+	// Keep holds the segments around slow spans past max_total_size (see
+	// KeepConfig); off without rules.
+	Keep KeepConfig `mapstructure:"keep"`
 
 	TimeoutConfig exporterhelper.TimeoutConfig                             `mapstructure:",squash"`
 	QueueConfig   configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
@@ -118,6 +121,75 @@ type S3Config struct {
 	_ struct{} // prevent unkeyed literals
 }
 
+// KeepConfig holds the segments around slow spans: when a span over a
+// rule reaches the exporter, the segments with events from Lookback before
+// its start to its end are kept for For, whatever max_total_size says, and
+// listed in a manifest, Directory/PREFIX.kept/slow-TRACE-SPAN.json (with
+// s3, uploaded to {prefix}/dumps/ once its segments are in the bucket).
+type KeepConfig struct {
+	// Rules name the spans to keep; the first rule a span is over keeps it.
+	Rules []KeepRule `mapstructure:"rules"`
+	// Lookback is the time before a kept span's start that is kept with
+	// it.
+	Lookback time.Duration `mapstructure:"lookback"`
+	// Settle is how long after a kept span came the segments written with
+	// events in its time are still taken: its samples come after it, by
+	// the receiver's correlation window and report interval.
+	Settle time.Duration `mapstructure:"settle"`
+	// For is how long a kept span's segments are kept.
+	For time.Duration `mapstructure:"for"`
+	// MaxSize bounds the bytes of the segments kept; past it the oldest
+	// keeps are let go (exporter_tracefile_keeps{outcome="released"}).
+	// 0 = unbounded.
+	MaxSize ByteSize `mapstructure:"max_size"`
+
+	_ struct{} // prevent unkeyed literals
+}
+
+// KeepRule keeps the spans named SpanName ("" = any) that last longer
+// than MinDuration and, with Percentile, longer than that percentile of
+// the last few thousand durations of the name (the larger of the two).
+type KeepRule struct {
+	SpanName    string        `mapstructure:"span_name"`
+	MinDuration time.Duration `mapstructure:"min_duration"`
+	Percentile  float64       `mapstructure:"percentile"`
+
+	_ struct{} // prevent unkeyed literals
+}
+
+func defaultKeepConfig() KeepConfig {
+	return KeepConfig{Lookback: time.Second, Settle: 30 * time.Second, For: 24 * time.Hour, MaxSize: 1 << 30}
+}
+
+func (c *KeepConfig) validate() error {
+	var errs []error
+	for i, r := range c.Rules {
+		switch {
+		case r.Percentile < 0 || r.Percentile >= 100:
+			errs = append(errs, fmt.Errorf("keep.rules[%d].percentile %g: must be above 0 and below 100 (99 = the running p99)", i, r.Percentile))
+		case r.Percentile > 0 && r.SpanName == "":
+			errs = append(errs, fmt.Errorf("keep.rules[%d]: a percentile needs a span_name (the durations of one name)", i))
+		case r.MinDuration < 0:
+			errs = append(errs, fmt.Errorf("keep.rules[%d].min_duration %s: must not be negative", i, r.MinDuration))
+		case r.MinDuration == 0 && r.Percentile == 0:
+			errs = append(errs, fmt.Errorf("keep.rules[%d]: needs min_duration, percentile or both", i))
+		}
+	}
+	if c.Lookback < 0 {
+		errs = append(errs, fmt.Errorf("keep.lookback %s: must not be negative", c.Lookback))
+	}
+	if c.Settle < 0 {
+		errs = append(errs, fmt.Errorf("keep.settle %s: must not be negative", c.Settle))
+	}
+	if c.For < time.Minute {
+		errs = append(errs, fmt.Errorf("keep.for %s: must be at least 1m", c.For))
+	}
+	if c.MaxSize < 0 {
+		errs = append(errs, fmt.Errorf("keep.max_size %d: must not be negative", c.MaxSize))
+	}
+	return errors.Join(errs...)
+}
+
 func defaultS3Config() S3Config {
 	return S3Config{PutTimeout: 30 * time.Second, MaxBackoff: time.Minute}
 }
@@ -168,6 +240,7 @@ func createDefaultConfig() *Config {
 		QueueConfig: configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
 		RetryConfig: retryOff(),
 		S3:          configoptional.Default(defaultS3Config()),
+		Keep:        defaultKeepConfig(),
 		Correlation: CorrelationConfig{
 			ThreadIDAttribute: convention.ThreadID,
 			WorkerIDAttribute: convention.WorkerID,
@@ -218,6 +291,9 @@ func (c *Config) Validate() error {
 		if err := c.S3.Get().validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.Keep.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

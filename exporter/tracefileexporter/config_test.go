@@ -68,6 +68,22 @@ func TestLoadConfig(t *testing.T) {
 			s.Bucket = "perfprof-traces"
 			c.S3 = configoptional.Some(s)
 		})},
+		{name: "keep", want: withDefaults(func(c *Config) {
+			c.Keep = KeepConfig{
+				Rules: []KeepRule{
+					{SpanName: "GET /checkout", MinDuration: 250 * time.Millisecond, Percentile: 99},
+					{MinDuration: 2 * time.Second},
+				},
+				Lookback: 5 * time.Second, Settle: time.Minute, For: 72 * time.Hour, MaxSize: 4 << 30,
+			}
+		})},
+		{name: "keep_bad", wantErr: []string{
+			"keep.rules[0]: needs min_duration, percentile or both",
+			"keep.rules[1]: a percentile needs a span_name",
+			"keep.rules[2].percentile 100: must be above 0 and below 100",
+			"keep.for 10s: must be at least 1m",
+			"keep.lookback -1s: must not be negative",
+		}},
 		{name: "s3_no_bucket", wantErr: []string{"s3.bucket: must name the bucket"}},
 		{name: "s3_bad", wantErr: []string{
 			`s3.bucket "My_Bucket": must be 3 to 63 lower-case letters`,

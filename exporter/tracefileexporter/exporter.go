@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/keep"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/metadata"
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/s3upload"
 	"github.com/perfprof/perfprof/internal/clock"
@@ -48,6 +49,7 @@ type traceFile struct {
 	tb     *metadata.TelemetryBuilder
 	host   string             // collector host name, when the data names none
 	upl    *s3upload.Uploader // nil without s3, before start and after shutdown
+	keeper *keep.Keeper       // nil without keep rules, before start and after shutdown
 	// now is the segments' wall clock, which seals them by time; nil is
 	// time.Now. A test hook: time-based rotation without waiting.
 	now func() time.Time
@@ -58,13 +60,16 @@ type traceFile struct {
 	rot        *segment.Rotator // nil before start and after shutdown
 	clk        *clock.Mapper
 	legacyBase uint64 // CLOCK_MONOTONIC ns of legacy timestamp 0
-	addrs      addrTable
-	emitted    map[uint64]bool // addresses with symbols in the active TRC segment
-	ctxSets    contextSets     // context attribute sets written in the active TRC segment
-	spawnLocs  map[string]uint16
-	busy       map[uint64]*intervals // per worker: polls and parks written
-	meta       metaSets
-	metaWarned bool // the metadata_full warning was logged
+	// batchFrom and batchTo are the times (Unix ns) of the first and last
+	// event of the batch being written, for the keeper (rotator.OnBatch).
+	batchFrom, batchTo int64
+	addrs              addrTable
+	emitted            map[uint64]bool // addresses with symbols in the active TRC segment
+	ctxSets            contextSets     // context attribute sets written in the active TRC segment
+	spawnLocs          map[string]uint16
+	busy               map[uint64]*intervals // per worker: polls and parks written
+	meta               metaSets
+	metaWarned         bool // the metadata_full warning was logged
 	// counts holds what batches wrote and the rotator's totals until
 	// recordStats moves them into telemetry through instruments.
 	counts      *counter.Set
@@ -115,18 +120,29 @@ func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 	if e.cfg.Format == FormatTokioTRC {
 		opts.LegacyVersion = legacyVersion
 	}
+	// The rotator's totals start again from zero.
+	e.counts = counter.NewSet()
+	// The keeper first: the rotator's retention at start already passes
+	// over the segments that earlier runs kept.
+	if err := e.startKeep(); err != nil {
+		return err
+	}
+	if k := e.keeper; k != nil {
+		opts.Held = k.Held
+		opts.OnBatch = func(n int) { k.Wrote(n, e.batchFrom, e.batchTo) }
+	}
 	rot, err := segment.New(opts)
 	if err != nil {
+		e.stopKeep()
 		return fmt.Errorf("tracefile: %w", err)
 	}
 	e.rot = rot
-	// The rotator's totals start again from zero.
-	e.counts = counter.NewSet()
 	// What recovery did at start is telemetry now, not at the first batch.
 	e.recordStats()
 	if err := e.startUpload(ctx, rot); err != nil {
 		rot.Close()
 		e.rot = nil
+		e.stopKeep()
 		return err
 	}
 	e.clk = clock.NewMapper()
@@ -162,7 +178,11 @@ func (e *traceFile) tick(stop, done chan struct{}) {
 				e.upl.Notify()
 			}
 			e.recordStats()
+			k := e.keeper
 			e.mu.Unlock()
+			if k != nil {
+				k.Tick()
+			}
 		}
 	}
 }
@@ -185,10 +205,15 @@ func (e *traceFile) shutdown(ctx context.Context) error {
 	if err != nil {
 		err = fmt.Errorf("tracefile: seal the last segment: %w", err)
 	}
-	// The segment just sealed goes to the bucket now, if ctx allows.
+	// The keeps settle on the segment just sealed, and their manifests
+	// go to the bucket after it, if ctx allows.
+	if e.keeper != nil {
+		e.keeper.Tick()
+	}
 	if uerr := e.stopUpload(ctx); uerr != nil && err == nil {
 		err = uerr
 	}
+	e.stopKeep()
 	e.recordStats()
 	e.rot = nil
 	return err
@@ -292,6 +317,9 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	}
 	b.addThreadIntervals()
 	b.sort()
+	if e.keeper != nil {
+		e.offerKeep(b)
+	}
 	// Instance ids are never recycled for the collector's run (bootID):
 	// spans are numbered once, before the batch is written.
 	for i := range b.spans {

@@ -450,6 +450,41 @@ func TestSegments(t *testing.T) {
 	}
 }
 
+// A keep manifest stands for the segment files it lists, in its parent
+// directory; one not complete, or naming a path, is refused.
+func TestExpandManifest(t *testing.T) {
+	dir := t.TempDir()
+	mdir := filepath.Join(dir, "trace.kept")
+	if err := os.Mkdir(mdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"trace.3.bin.gz", "trace.4.bin.gz"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(mdir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	files, err := analysis.Expand([]string{write("slow-a.json", `{"dump_id":"slow-a","complete":true,"files":["trace.3.bin.gz","trace.4.bin.gz"]}`)})
+	if err != nil || len(files) != 2 || files[0] != filepath.Join(dir, "trace.3.bin.gz") || files[1] != filepath.Join(dir, "trace.4.bin.gz") {
+		t.Errorf("Expand(manifest) = %v, %v", files, err)
+	}
+	for body, want := range map[string]string{
+		`{"dump_id":"slow-b","complete":false,"files":["trace.3.bin.gz"]}`: "is not complete yet",
+		`{"dump_id":"slow-c","complete":true,"files":["../x.bin"]}`:        "want a name in the manifest's parent directory",
+		`{"complete":true}`: "not a keep manifest",
+	} {
+		if _, err := analysis.Expand([]string{write("m.json", body)}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Expand(%s): %v, want %q", body, err, want)
+		}
+	}
+}
+
 func TestProgress(t *testing.T) {
 	s := analysistest.DefaultSynth()
 	p, _ := writeSynth(t, s, "synth.bin", false)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -27,7 +29,8 @@ var ErrNoTrace = errors.New("not a trace file")
 
 var segmentName = regexp.MustCompile(`^(.*)\.(\d+)\.bin(\.gz|\.active)?$`)
 
-// Expand turns the arguments into input files: a file stays itself; a
+// Expand turns the arguments into input files: a file stays itself, but
+// a keep manifest (*.json) becomes the segment files it lists; a
 // directory becomes its rotated segments (PREFIX.N.bin, PREFIX.N.bin.gz,
 // PREFIX.N.bin.active) ordered by prefix and N, then any other *.bin and
 // *.bin.gz files by name. When both PREFIX.N.bin and PREFIX.N.bin.gz exist
@@ -40,6 +43,14 @@ func Expand(args []string) ([]string, error) {
 			return nil, err
 		}
 		if !st.IsDir() {
+			if strings.HasSuffix(a, ".json") {
+				files, err := manifestFiles(a)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, files...)
+				continue
+			}
 			out = append(out, a)
 			continue
 		}
@@ -51,6 +62,39 @@ func Expand(args []string) ([]string, error) {
 			return nil, fmt.Errorf("%s: no trace segments (*.N.bin, *.N.bin.gz, *.N.bin.active): %w", a, ErrNoTrace)
 		}
 		out = append(out, files...)
+	}
+	return out, nil
+}
+
+// manifestFiles returns the segment files a keep manifest lists
+// (DIR/PREFIX.kept/ID.json names files of DIR; see the tracefile
+// exporter's keep rules and docs/trace-conventions.md).
+func manifestFiles(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var m struct {
+		DumpID   string   `json:"dump_id"`
+		Files    []string `json:"files"`
+		Complete bool     `json:"complete"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.DumpID == "" {
+		return nil, fmt.Errorf("%s: not a keep manifest (a JSON object with dump_id and files): %w", path, ErrNoTrace)
+	}
+	if !m.Complete {
+		return nil, fmt.Errorf("%s: keep manifest %s is not complete yet (its segments are still being written; try again after keep.settle)", path, m.DumpID)
+	}
+	if len(m.Files) == 0 {
+		return nil, fmt.Errorf("%s: keep manifest %s lists no segment file: %w", path, m.DumpID, ErrNoTrace)
+	}
+	dir := filepath.Dir(filepath.Dir(path))
+	out := make([]string, 0, len(m.Files))
+	for _, f := range m.Files {
+		if f == "" || filepath.IsAbs(f) || strings.Contains(f, "/") || strings.Contains(f, `\`) {
+			return nil, fmt.Errorf("%s: segment file %q: want a name in the manifest's parent directory", path, f)
+		}
+		out = append(out, filepath.Join(dir, f))
 	}
 	return out, nil
 }

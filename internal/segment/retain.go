@@ -90,21 +90,28 @@ func (r *Rotator) name(n int, suffix string) string {
 }
 
 // retain deletes the oldest sealed segments while sealed plus active bytes
-// exceed MaxTotalSize.
+// exceed MaxTotalSize. Held segments are passed over and not counted.
 func (r *Rotator) retain() {
 	if r.opts.MaxTotalSize <= 0 {
 		return
 	}
+	held := func(s file) bool { return r.opts.Held != nil && r.opts.Held(s.n) }
 	var total int64
 	if r.f != nil {
 		total = r.size
 	}
 	for _, s := range r.sealed {
-		total += s.size
+		if !held(s) {
+			total += s.size
+		}
 	}
-	for total > r.opts.MaxTotalSize && len(r.sealed) > 0 {
-		s := r.sealed[0]
-		r.sealed = r.sealed[1:]
+	for i := 0; total > r.opts.MaxTotalSize && i < len(r.sealed); {
+		s := r.sealed[i]
+		if held(s) {
+			i++
+			continue
+		}
+		r.sealed = slices.Delete(r.sealed, i, i+1)
 		total -= s.size
 		r.stats.Deleted++
 		for _, p := range []string{s.path, r.name(s.n, ".bin"), r.name(s.n, ".bin.gz")} {

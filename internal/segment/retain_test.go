@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -115,5 +116,57 @@ func TestRotatorContinuesNumbering(t *testing.T) {
 	}
 	if s := r.Stats(); s.RecoveredEmpty != 1 || s.Recovered != 0 || s.RecoveredCutBytes != 3 {
 		t.Errorf("stats %+v, want 1 recovered empty, 3 bytes cut", s)
+	}
+}
+
+// TestRotatorHeld: held segments (around a slow span) are neither deleted
+// nor counted by retention, which deletes the others oldest first; OnBatch
+// names the segment of each batch. Once let go, they count again.
+func TestRotatorHeld(t *testing.T) {
+	dir := t.TempDir()
+	const maxTotal = 40 << 10
+	held := map[int]bool{2: true, 3: true}
+	var batches []int
+	r, err := New(Options{Dir: dir, Prefix: "seg", MaxFileSize: 8 << 10, MaxTotalSize: maxTotal,
+		Held: func(n int) bool { return held[n] }, OnBatch: func(n int) { batches = append(batches, n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for range 200 {
+		if err := writeBatch(r, rotBatch(seq, 4, 250, 1e9+seq)); err != nil {
+			t.Fatal(err)
+		}
+		seq += 4
+	}
+	names := segments(t, dir)
+	has := func(n int) bool { return slices.Contains(names, fmt.Sprintf("seg.%d.bin", n)) }
+	if !has(2) || !has(3) || has(0) || has(1) || has(4) {
+		t.Errorf("segments left %v: want 2 and 3 held, 0, 1 and 4 deleted", names)
+	}
+	var total int64
+	for _, name := range segments(t, dir) {
+		if name == "seg.2.bin" || name == "seg.3.bin" {
+			continue
+		}
+		fi, _ := os.Stat(filepath.Join(dir, name))
+		total += fi.Size()
+	}
+	if total > maxTotal || total < maxTotal/2 {
+		t.Errorf("%d bytes of segments not held, bound %d: the held ones were counted", total, maxTotal)
+	}
+	if len(batches) != 200 || batches[0] != 0 || batches[199] != r.n || !slices.IsSorted(batches) {
+		t.Errorf("OnBatch told %d batches, first %v", len(batches), batches[:min(len(batches), 3)])
+	}
+	// Let go: the next batch's retention deletes them.
+	clear(held)
+	if err := writeBatch(r, rotBatch(seq, 4, 250, 1e9+seq)); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	for _, name := range segments(t, dir) {
+		if name == "seg.2.bin" || name == "seg.3.bin" {
+			t.Errorf("%s kept once let go", name)
+		}
 	}
 }

@@ -55,6 +55,13 @@ type Options struct {
 	// timestamps, for the ClockSync events; nil = the runtime's monotonic
 	// clock (CLOCK_MONOTONIC on Linux).
 	Monotonic func() uint64
+	// Held, if set, reports the sealed segments held past MaxTotalSize
+	// (the segments around a slow span): retention neither deletes them
+	// nor counts their bytes. OnBatch, if set, is told the number of the
+	// segment each batch went into. Both are called under the Rotator's
+	// lock and must not call it.
+	Held    func(n int) bool
+	OnBatch func(n int)
 }
 
 // Stats counts what a [Rotator] did.

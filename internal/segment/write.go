@@ -117,6 +117,9 @@ func (r *Rotator) writeBatch(encode func(fresh bool) error, empty int) error {
 	r.metaNew = false
 	r.batches++
 	r.stats.Batches++
+	if r.opts.OnBatch != nil {
+		r.opts.OnBatch(r.n)
+	}
 
 	if (r.opts.MaxFileSize > 0 && r.size > r.opts.MaxFileSize) || r.timeUp(now) {
 		r.rotateCounted()

@@ -271,7 +271,11 @@ func listSegments(t *testing.T, c *s3.Client) map[string]string {
 }
 
 func getObject(t *testing.T, c *s3.Client, key string) []byte {
-	g, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(s3BucketName), Key: aws.String(key)})
+	return getObjectFrom(t, c, s3BucketName, key)
+}
+
+func getObjectFrom(t *testing.T, c *s3.Client, bucket, key string) []byte {
+	g, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
 		t.Fatalf("get %s: %v", key, err)
 	}

@@ -11,8 +11,12 @@
 //	-burn D         CPU burnt inside each span (default 100µs)
 //	-duration D     run this long, then flush and exit (0: until SIGINT/SIGTERM)
 //	-endpoint H:P   OTLP/gRPC endpoint (insecure)
+//	-slow-every N   every Nth span of each worker burns -slow-burn instead (0: none)
+//	-slow-burn D    CPU burnt inside a slow span (default 200ms)
 //
-// Output: "ready PID" once every worker runs; on exit, once the tracer
+// Output: "ready PID" once every worker runs; "slow TRACEID SPANID" as each
+// slow span ends (same name as the others: only its duration tells it
+// apart); on exit, once the tracer
 // provider has flushed, "done ENDED EXPORTED FAILED": spans ended, spans in
 // export calls that succeeded, and spans in export calls that failed after
 // the exporter's retries. The batch span processor blocks instead of
@@ -79,6 +83,14 @@ func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 
 var ended atomic.Int64
 
+// slowEvery and slowBurn make every slowEvery-th span of a worker burn
+// slowBurn.
+var (
+	slowEvery int
+	slowBurn  time.Duration
+	printMu   sync.Mutex
+)
+
 // worker ends one span every period until stop, pacing by absolute
 // deadlines so that a late wake-up does not lower the rate.
 func worker(tr trace.Tracer, index int, period, burn time.Duration, stop *atomic.Bool, wg *sync.WaitGroup, ready chan<- struct{}) {
@@ -92,11 +104,23 @@ func worker(tr trace.Tracer, index int, period, burn time.Duration, stop *atomic
 	)
 	ready <- struct{}{}
 	next := time.Now()
-	for !stop.Load() {
+	for i := 1; !stop.Load(); i++ {
 		_, sp := tr.Start(context.Background(), "request", attrs, trace.WithSpanKind(trace.SpanKindServer))
-		work(burn)
+		slow := slowEvery > 0 && i%slowEvery == 0
+		if slow {
+			work(slowBurn)
+		} else {
+			work(burn)
+		}
 		sp.End()
 		ended.Add(1)
+		if slow {
+			sc := sp.SpanContext()
+			printMu.Lock()
+			fmt.Printf("slow %s %s\n", sc.TraceID(), sc.SpanID())
+			printMu.Unlock()
+			next = time.Now()
+		}
 		next = next.Add(period)
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
@@ -112,6 +136,8 @@ func main() {
 	burn := flag.Duration("burn", 100*time.Microsecond, "CPU burnt inside each span")
 	duration := flag.Duration("duration", 0, "how long to run (0: until SIGINT/SIGTERM)")
 	endpoint := flag.String("endpoint", "", "OTLP/gRPC endpoint host:port (insecure)")
+	flag.IntVar(&slowEvery, "slow-every", 0, "every Nth span of each worker is slow (0: none)")
+	flag.DurationVar(&slowBurn, "slow-burn", 200*time.Millisecond, "CPU burnt inside a slow span")
 	flag.Parse()
 	if *threads < 1 || *rate <= 0 {
 		fmt.Fprintln(os.Stderr, "spangen: -threads must be ≥ 1 and -rate > 0")

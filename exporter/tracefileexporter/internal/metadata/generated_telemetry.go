@@ -28,6 +28,10 @@ type TelemetryBuilder struct {
 	registrations                           []metric.Registration
 	ExporterTracefileEvents                 metric.Int64Counter
 	ExporterTracefileFailedBatches          metric.Int64Counter
+	ExporterTracefileKeeps                  metric.Int64Counter
+	ExporterTracefileKeepsSettling          metric.Int64UpDownCounter
+	ExporterTracefileKeptBytes              metric.Int64UpDownCounter
+	ExporterTracefileKeptSegments           metric.Int64UpDownCounter
 	ExporterTracefileRecoveredCutBytes      metric.Int64Counter
 	ExporterTracefileRecoveredDroppedEvents metric.Int64Counter
 	ExporterTracefileSegments               metric.Int64Counter
@@ -35,6 +39,7 @@ type TelemetryBuilder struct {
 	ExporterTracefileTruncatedStacks        metric.Int64Counter
 	ExporterTracefileUploadPending          metric.Int64UpDownCounter
 	ExporterTracefileUploadedBytes          metric.Int64Counter
+	ExporterTracefileUploadedManifests      metric.Int64Counter
 	ExporterTracefileUploads                metric.Int64Counter
 	ExporterTracefileWrittenBytes           metric.Int64Counter
 }
@@ -80,6 +85,30 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{batch}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterTracefileKeeps, err = builder.meter.Int64Counter(
+		"otelcol_exporter_tracefile_keeps",
+		metric.WithDescription("Slow spans over a keep rule, by outcome (kept: the segments around the span are held past max_total_size and listed in a manifest; dropped, not kept because 10000 keeps were live; released, let go before keep.for was over because the held segments exceeded keep.max_size, oldest first; expired, let go at the end of keep.for). [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileKeepsSettling, err = builder.meter.Int64UpDownCounter(
+		"otelcol_exporter_tracefile_keeps_settling",
+		metric.WithDescription("Keeps still taking the segments written with events in their span's time (keep.settle), or waiting for them to be sealed, before their manifest is complete. [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileKeptBytes, err = builder.meter.Int64UpDownCounter(
+		"otelcol_exporter_tracefile_kept_bytes",
+		metric.WithDescription("Bytes on disk of the segments held by keeps (not counted by max_total_size). [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileKeptSegments, err = builder.meter.Int64UpDownCounter(
+		"otelcol_exporter_tracefile_kept_segments",
+		metric.WithDescription("Segments held by keeps. [Development]"),
+		metric.WithUnit("{segment}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterTracefileRecoveredCutBytes, err = builder.meter.Int64Counter(
 		"otelcol_exporter_tracefile_recovered_cut_bytes",
 		metric.WithDescription("Bytes cut off at start from the .active segments of a process that died (a batch it was writing when it died, garbage, segments with no whole batch). [Development]"),
@@ -120,6 +149,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_tracefile_uploaded_bytes",
 		metric.WithDescription("Bytes of segments uploaded to the S3 bucket (as on disk, compressed when compress is set). [Development]"),
 		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterTracefileUploadedManifests, err = builder.meter.Int64Counter(
+		"otelcol_exporter_tracefile_uploaded_manifests",
+		metric.WithDescription("Keep manifests uploaded to {prefix}/dumps/{dump_id}.json, each once all its segments were in the bucket. [Development]"),
+		metric.WithUnit("{manifest}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterTracefileUploads, err = builder.meter.Int64Counter(

@@ -21,6 +21,10 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ExporterTracefileEvents.Add(context.Background(), 1)
 	tb.ExporterTracefileFailedBatches.Add(context.Background(), 1)
+	tb.ExporterTracefileKeeps.Add(context.Background(), 1)
+	tb.ExporterTracefileKeepsSettling.Add(context.Background(), 1)
+	tb.ExporterTracefileKeptBytes.Add(context.Background(), 1)
+	tb.ExporterTracefileKeptSegments.Add(context.Background(), 1)
 	tb.ExporterTracefileRecoveredCutBytes.Add(context.Background(), 1)
 	tb.ExporterTracefileRecoveredDroppedEvents.Add(context.Background(), 1)
 	tb.ExporterTracefileSegments.Add(context.Background(), 1)
@@ -28,12 +32,25 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterTracefileTruncatedStacks.Add(context.Background(), 1)
 	tb.ExporterTracefileUploadPending.Add(context.Background(), 1)
 	tb.ExporterTracefileUploadedBytes.Add(context.Background(), 1)
+	tb.ExporterTracefileUploadedManifests.Add(context.Background(), 1)
 	tb.ExporterTracefileUploads.Add(context.Background(), 1)
 	tb.ExporterTracefileWrittenBytes.Add(context.Background(), 1)
 	AssertEqualExporterTracefileEvents(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileFailedBatches(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileKeeps(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileKeepsSettling(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileKeptBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileKeptSegments(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileRecoveredCutBytes(t, testTel,
@@ -55,6 +72,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileUploadedBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterTracefileUploadedManifests(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterTracefileUploads(t, testTel,

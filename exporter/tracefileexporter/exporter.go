@@ -60,16 +60,16 @@ type traceFile struct {
 	rot        *segment.Rotator // nil before start and after shutdown
 	clk        *clock.Mapper
 	legacyBase uint64 // CLOCK_MONOTONIC ns of legacy timestamp 0
-	// batchFrom and batchTo are the times (Unix ns) of the first and last
-	// event of the batch being written, for the keeper (rotator.OnBatch).
-	batchFrom, batchTo int64
-	addrs              addrTable
-	emitted            map[uint64]bool // addresses with symbols in the active TRC segment
-	ctxSets            contextSets     // context attribute sets written in the active TRC segment
-	spawnLocs          map[string]uint16
-	busy               map[uint64]*intervals // per worker: polls and parks written
-	meta               metaSets
-	metaWarned         bool // the metadata_full warning was logged
+	// batchTimes is when the events of the batch being written are
+	// (intervals of Unix ns), for the keeper (rotator.OnBatch).
+	batchTimes [][2]int64
+	addrs      addrTable
+	emitted    map[uint64]bool // addresses with symbols in the active TRC segment
+	ctxSets    contextSets     // context attribute sets written in the active TRC segment
+	spawnLocs  map[string]uint16
+	busy       map[uint64]*intervals // per worker: polls and parks written
+	meta       metaSets
+	metaWarned bool // the metadata_full warning was logged
 	// counts holds what batches wrote and the rotator's totals until
 	// recordStats moves them into telemetry through instruments.
 	counts      *counter.Set
@@ -129,7 +129,7 @@ func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 	}
 	if k := e.keeper; k != nil {
 		opts.Held = k.Held
-		opts.OnBatch = func(n int) { k.Wrote(n, e.batchFrom, e.batchTo) }
+		opts.OnBatch = func(n int) { k.Wrote(n, e.batchTimes) }
 	}
 	rot, err := segment.New(opts)
 	if err != nil {

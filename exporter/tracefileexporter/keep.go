@@ -3,6 +3,7 @@ package tracefileexporter
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -52,15 +53,21 @@ func (e *traceFile) stopKeep() {
 	e.keeper = nil
 }
 
-// offerKeep offers the batch's spans to the keep rules, and notes the
-// times of its events for the segment it goes into. Called with mu held,
-// the batch sorted.
+// offerKeep offers the batch's spans to the keep rules, and notes when
+// its events are (intervals joined across gaps under keepGap) for the
+// segment it goes into. Called with mu held, the batch sorted.
 func (e *traceFile) offerKeep(b *batch) {
 	clk := e.clk.Fixed()
-	e.batchFrom, e.batchTo = 0, 0
-	if n := len(b.evs); n > 0 {
-		e.batchFrom, e.batchTo = int64(clk.Unix(b.evs[0].ts)), int64(clk.Unix(b.evs[n-1].ts))
+	ivs := e.batchTimes[:0]
+	for _, ev := range b.evs {
+		t := int64(clk.Unix(ev.ts))
+		if n := len(ivs); n > 0 && t-ivs[n-1][1] <= int64(keepGap) {
+			ivs[n-1][1] = max(ivs[n-1][1], t)
+			continue
+		}
+		ivs = append(ivs, [2]int64{t, t})
 	}
+	e.batchTimes = ivs
 	for i := range b.spans {
 		s := &b.spans[i]
 		e.keeper.Offer(keep.Span{
@@ -70,3 +77,7 @@ func (e *traceFile) offerKeep(b *batch) {
 		})
 	}
 }
+
+// keepGap: events of a batch closer than this are one interval of its
+// segment's times.
+const keepGap = 50 * time.Millisecond

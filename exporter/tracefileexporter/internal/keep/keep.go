@@ -13,13 +13,15 @@
 // lists them in its manifest, a JSON file in the segments' directory
 // (PREFIX.kept/DUMP_ID.json) with the fields of dial9's dump manifest.
 //
-// What a keep holds survives restarts: the time ranges of the segments are
-// logged (.PREFIX.keep-ranges) and the manifests read back. The package
+// A segment is known by the times it has events at, a few intervals (a
+// batch can mix samples of the last report with a long-blocked thread's
+// off-CPU sample of seconds before). What a keep holds survives restarts:
+// those times are logged (.PREFIX.keep-ranges) and the manifests read
+// back. The package
 // does not import the collector.
 package keep
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -150,13 +152,14 @@ type Keeper struct {
 	mdir   string
 	mu     sync.Mutex
 	hists  []*hist // per rule with a Percentile
-	ranges map[int][2]int64
-	dirty  map[int]bool
+	ranges map[int]times // when each segment has events
+	dirty  map[int]bool  // ranges not logged since they changed
 	keeps  []*keep // oldest first
 	byID   map[string]*keep
 	held   map[int]int // segment → keeps holding it
-	log    *os.File
-	pruned time.Time // ranges of deleted segments last dropped
+	log      *os.File
+	logBytes int64     // written to log since it was compacted
+	pruned   time.Time // ranges of deleted segments last dropped
 }
 
 // New reads what earlier runs kept and the segments' time ranges.
@@ -185,7 +188,7 @@ func New(opts Options) (*Keeper, error) {
 		opts.Counts = counter.NewSet()
 	}
 	k := &Keeper{opts: opts, mdir: ManifestDir(opts.Dir, opts.FilePrefix),
-		ranges: map[int][2]int64{}, dirty: map[int]bool{}, byID: map[string]*keep{}, held: map[int]int{}}
+		ranges: map[int]times{}, dirty: map[int]bool{}, byID: map[string]*keep{}, held: map[int]int{}}
 	k.hists = make([]*hist, len(opts.Rules))
 	for i, r := range opts.Rules {
 		if r.Percentile != 0 {
@@ -267,7 +270,7 @@ func (k *Keeper) Offer(s Span) bool {
 		},
 	}
 	for n, r := range k.ranges {
-		if r[0] <= kp.to && r[1] >= kp.from {
+		if r.overlaps(kp.from, kp.to) {
 			k.hold(kp, n)
 		}
 	}
@@ -305,21 +308,22 @@ func (k *Keeper) release(kp *keep) {
 	}
 }
 
-// Wrote tells the keeper that a batch with events from from to to (Unix
-// ns) went into segment n.
-func (k *Keeper) Wrote(n int, from, to int64) {
+// Wrote tells the keeper that a batch went into segment n, with events
+// at the times of ivs: sorted intervals [from, to] of Unix ns.
+func (k *Keeper) Wrote(n int, ivs [][2]int64) {
+	if len(ivs) == 0 {
+		return
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	r, ok := k.ranges[n]
-	if !ok {
-		r = [2]int64{from, to}
-	} else {
-		r = [2]int64{min(r[0], from), max(r[1], to)}
+	r := k.ranges[n]
+	for _, iv := range ivs {
+		r = r.add(iv)
 	}
 	k.ranges[n] = r
 	k.dirty[n] = true
 	for _, kp := range k.keeps {
-		if !kp.m.Complete && r[0] <= kp.to && r[1] >= kp.from {
+		if !kp.m.Complete && r.overlaps(kp.from, kp.to) {
 			k.hold(kp, n)
 		}
 	}
@@ -492,7 +496,7 @@ func (k *Keeper) readManifests() error {
 			}
 		} else {
 			for n, r := range k.ranges {
-				if r[0] <= kp.to && r[1] >= kp.from {
+				if r.overlaps(kp.from, kp.to) {
 					k.hold(kp, n)
 				}
 			}
@@ -515,94 +519,14 @@ func (k *Keeper) index(name string) (int, bool) {
 	return n, ok && err == nil && n >= 0
 }
 
-// The range log, .PREFIX.keep-ranges: JSON lines {"n","from","to"}, the
-// last line of a segment wins. Compacted at start to the segments in Dir.
-type rangeRecord struct {
-	N    int   `json:"n"`
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-}
-
-func (k *Keeper) openRanges() error {
-	path := filepath.Join(k.opts.Dir, "."+k.opts.FilePrefix+".keep-ranges")
-	if f, err := os.Open(path); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var r rangeRecord
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.N >= 0 {
-				k.ranges[r.N] = [2]int64{r.From, r.To}
-			}
-		}
-		f.Close()
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("keep: %w", err)
-	}
-	for n := range k.ranges {
-		if !k.exists(n) {
-			delete(k.ranges, n)
-		}
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, k.opts.FileMode)
-	if err != nil {
-		return fmt.Errorf("keep: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	for _, n := range slices.Sorted(maps.Keys(k.ranges)) {
-		r := k.ranges[n]
-		b, _ := json.Marshal(rangeRecord{n, r[0], r[1]})
-		w.Write(append(b, '\n'))
-	}
-	err = w.Flush()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("keep: %w", err)
-	}
-	k.log, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, k.opts.FileMode)
-	if err != nil {
-		return fmt.Errorf("keep: %w", err)
-	}
-	return nil
-}
-
-// saveRanges appends the ranges that grew since the last call.
-func (k *Keeper) saveRanges() {
-	if len(k.dirty) == 0 {
-		return
-	}
-	var buf []byte
-	for n := range k.dirty {
-		r := k.ranges[n]
-		b, _ := json.Marshal(rangeRecord{n, r[0], r[1]})
-		buf = append(append(buf, b...), '\n')
-	}
-	clear(k.dirty)
-	if _, err := k.log.Write(buf); err != nil {
-		k.report(fmt.Errorf("keep: range log: %w", err))
-	}
-	// Segments deleted since are dropped from memory, once a minute (a
-	// stat each); the log is compacted at the next start.
-	if now := k.opts.Now(); now.Sub(k.pruned) >= time.Minute {
-		k.pruned = now
-		for n := range k.ranges {
-			if k.held[n] == 0 && !k.exists(n) {
-				delete(k.ranges, n)
-			}
-		}
-	}
-}
-
 // Close logs the last ranges.
 func (k *Keeper) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.saveRanges()
+	if k.log == nil {
+		return nil
+	}
 	return k.log.Close()
 }
 

@@ -94,9 +94,9 @@ func TestKeepLifecycle(t *testing.T) {
 	base := clk.now.UnixNano()
 	// Segments 0..2 written before the span came: 0 ends before the
 	// lookback, 1 holds the lookback, 2 the span's start.
-	k.Wrote(0, base-10_000*ms, base-2_000*ms)
-	k.Wrote(1, base-1_500*ms, base-900*ms)
-	k.Wrote(2, base-900*ms, base)
+	k.Wrote(0, iv(base-10_000*ms, base-2_000*ms))
+	k.Wrote(1, iv(base-1_500*ms, base-900*ms))
+	k.Wrote(2, iv(base-900*ms, base))
 	for _, n := range []int{0, 1, 2} {
 		segFile(t, dir, n, ".bin.gz", 1000)
 	}
@@ -115,9 +115,9 @@ func TestKeepLifecycle(t *testing.T) {
 	}
 	// Its samples come later, in segment 3 (still active) and 4; 5 has
 	// events after its end only.
-	k.Wrote(3, base-400*ms, base+5_000*ms)
+	k.Wrote(3, iv(base-400*ms, base+5_000*ms))
 	segFile(t, dir, 3, ".bin.active", 2000)
-	k.Wrote(5, base+10_000*ms, base+12_000*ms)
+	k.Wrote(5, iv(base+10_000*ms, base+12_000*ms))
 	for n, want := range []bool{false, true, true, true, false, false} {
 		if k.Held(n) != want {
 			t.Errorf("segment %d held %v, want %v", n, !want, want)
@@ -150,7 +150,7 @@ func TestKeepLifecycle(t *testing.T) {
 		t.Errorf("kept bytes %d, want 4000", b)
 	}
 	// Written after completion: not taken.
-	k.Wrote(6, base-400*ms, base)
+	k.Wrote(6, iv(base-400*ms, base))
 	if k.Held(6) {
 		t.Error("a segment written after the manifest was complete is held")
 	}
@@ -182,7 +182,7 @@ func TestKeepRestart(t *testing.T) {
 	k := newKeeper(t, dir, clk, nil, nil)
 	base := clk.now.UnixNano()
 	for n := range 4 {
-		k.Wrote(n, base+int64(n)*1000*ms, base+int64(n+1)*1000*ms-1)
+		k.Wrote(n, iv(base+int64(n)*1000*ms, base+int64(n+1)*1000*ms-1))
 		segFile(t, dir, n, ".bin.gz", 100)
 	}
 	k.Offer(Span{Name: "slow", SpanID: [8]byte{1}, Start: base + 1200*ms, End: base + 1500*ms}) // 0 (lookback), 1
@@ -238,11 +238,57 @@ func TestKeepPercentileAndMaxBytes(t *testing.T) {
 	// Each keep holds a segment of 1000 bytes: over 2500, the oldest go.
 	for i := range 5 {
 		start := base + int64(i*1000+999)*10*ms
-		k.Wrote(i, start, start+ms)
+		k.Wrote(i, iv(start, start+ms))
 		segFile(t, dir, i, ".bin.gz", 1000)
 	}
 	k.Tick()
 	if n := counts.Load(CReleased); n != 3 || counts.Load(CKeptBytes) != 2000 || k.Held(0) || !k.Held(4) {
 		t.Errorf("released %d, kept bytes %d, held 0 %v, 4 %v", n, counts.Load(CKeptBytes), k.Held(0), k.Held(4))
+	}
+}
+
+func iv(from, to int64) [][2]int64 { return [][2]int64{{from, to}} }
+
+// A segment's times: intervals closer than joinGap join, far ones stay
+// apart, at most maxIntervals (the closest merge first); overlaps tells
+// a keep's range from the gaps between them.
+func TestTimes(t *testing.T) {
+	var tm times
+	tm = tm.add([2]int64{100 * ms, 200 * ms})
+	tm = tm.add([2]int64{1000 * ms, 1100 * ms})
+	tm = tm.add([2]int64{230 * ms, 240 * ms}) // joins the first
+	tm = tm.add([2]int64{500 * ms, 500 * ms})
+	want := times{{100 * ms, 240 * ms}, {500 * ms, 500 * ms}, {1000 * ms, 1100 * ms}}
+	if !slices.Equal(tm, want) {
+		t.Fatalf("times %v, want %v", tm, want)
+	}
+	for _, c := range []struct {
+		from, to int64
+		want     bool
+	}{
+		{0, 99 * ms, false}, {0, 100 * ms, true}, {241 * ms, 499 * ms, false}, {300 * ms, 600 * ms, true},
+		{501 * ms, 999 * ms, false}, {1050 * ms, 1050 * ms, true}, {1101 * ms, 2000 * ms, false}, {0, 5000 * ms, true},
+	} {
+		if got := tm.overlaps(c.from, c.to); got != c.want {
+			t.Errorf("overlaps(%d, %d ms) = %v", c.from/ms, c.to/ms, got)
+		}
+	}
+	// A bridge over all of them.
+	if tm = tm.add([2]int64{150 * ms, 1050 * ms}); len(tm) != 1 || tm[0] != [2]int64{100 * ms, 1100 * ms} {
+		t.Errorf("bridged: %v", tm)
+	}
+	// Many far intervals: bounded, and every one still covered.
+	tm = nil
+	for i := range 1000 {
+		at := int64(i) * 1000 * ms
+		tm = tm.add([2]int64{at, at + ms})
+	}
+	if len(tm) > maxIntervals {
+		t.Errorf("%d intervals, bound %d", len(tm), maxIntervals)
+	}
+	for i := range 1000 {
+		if at := int64(i) * 1000 * ms; !tm.overlaps(at, at) {
+			t.Fatalf("interval %d lost", i)
+		}
 	}
 }

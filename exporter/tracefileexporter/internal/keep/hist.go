@@ -22,7 +22,16 @@ const (
 type hist struct {
 	counts [histLen]uint32
 	total  uint32
+	// The last quantile asked, reused for histRecompute observations: a
+	// walk of the buckets for every span would cost a quarter of the
+	// exporter's time per span.
+	q    float64
+	qv   int64
+	qok  bool
+	qAge int
 }
+
+const histRecompute = 64
 
 // bucket returns the index of d (ns): floor(log2(d) * histSub).
 func bucket(d int64) int {
@@ -46,6 +55,7 @@ func upper(i int) int64 {
 func (h *hist) observe(d int64) {
 	h.counts[bucket(d)]++
 	h.total++
+	h.qAge++
 	if h.total >= 2*histWindow {
 		h.total = 0
 		for i := range h.counts {
@@ -58,16 +68,25 @@ func (h *hist) observe(d int64) {
 // quantile returns the upper bound of the bucket that holds quantile q (0
 // to 1) of the durations seen, and false before histMinCount of them.
 func (h *hist) quantile(q float64) (int64, bool) {
+	if h.qok && h.q == q && h.qAge < histRecompute {
+		return h.qv, true
+	}
 	if h.total < histMinCount {
 		return 0, false
 	}
+	h.q, h.qok, h.qAge = q, true, 0
+	h.qv = h.walk(q)
+	return h.qv, true
+}
+
+func (h *hist) walk(q float64) int64 {
 	target := uint32(math.Ceil(q * float64(h.total)))
 	var sum uint32
 	for i, c := range h.counts {
 		sum += c
 		if sum >= target {
-			return upper(i), true
+			return upper(i)
 		}
 	}
-	return upper(histLen - 1), true
+	return upper(histLen - 1)
 }

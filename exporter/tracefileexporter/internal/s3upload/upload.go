@@ -107,6 +107,9 @@ type Uploader struct {
 	done   chan struct{}
 	final  chan context.Context
 	mu     sync.Mutex // st, plainPut
+	// deferred are segments uploaded while held (Options.Held), to
+	// delete once let go.
+	deferred map[segID]bool
 	// plainPut: the store refused If-None-Match (501 NotImplemented, as
 	// stores without conditional writes answer); puts go without it, and a
 	// put again after a crash overwrites the object with the same bytes.
@@ -144,7 +147,7 @@ func New(opts Options) (*Uploader, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	u := &Uploader{opts: opts, st: st, notify: make(chan struct{}, 1), cancel: cancel,
+	u := &Uploader{opts: opts, st: st, notify: make(chan struct{}, 1), cancel: cancel, deferred: map[segID]bool{},
 		done: make(chan struct{}), final: make(chan context.Context)}
 	go u.run(ctx)
 	return u, nil
@@ -240,9 +243,15 @@ func (u *Uploader) pending() ([]seg, error) {
 		}
 		id := segID{e.Name(), info.Size()}
 		if u.st.done[id] {
-			// Deleted once no longer held (it was held at its upload).
-			if u.opts.DeleteAfterUpload && !u.held(n) {
-				u.remove(filepath.Join(u.opts.Dir, e.Name()), id, n)
+			// Uploaded while held by a keep: deleted once let go. (One
+			// uploaded before delete_after_upload was set stays.)
+			if u.opts.DeleteAfterUpload {
+				if u.held(n) {
+					u.deferred[id] = true
+				} else if u.deferred[id] {
+					delete(u.deferred, id)
+					u.remove(filepath.Join(u.opts.Dir, e.Name()), id, n)
+				}
 			}
 			continue
 		}
@@ -398,8 +407,12 @@ func (u *Uploader) upload(ctx context.Context, s seg) error {
 	if err := u.st.uploaded(s.id); err != nil {
 		u.report(err)
 	}
-	if u.opts.DeleteAfterUpload && !u.held(s.index) {
-		u.remove(path, s.id, s.index)
+	if u.opts.DeleteAfterUpload {
+		if u.held(s.index) {
+			u.deferred[s.id] = true
+		} else {
+			u.remove(path, s.id, s.index)
+		}
 	}
 	return nil
 }

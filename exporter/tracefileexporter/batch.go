@@ -83,8 +83,12 @@ type spanEv struct {
 	park          bool
 	cpuTimeNs     uint64
 	// inst is the span's span_instance_id (and dial9 span_id), given
-	// when the batch is written.
-	inst uint64
+	// when the batch is written; parentInst its parent's, 0 when not
+	// known.
+	inst, parentInst uint64
+	// entered: the span had its thread for its whole lifecycle (enter and
+	// exit events are written).
+	entered bool
 }
 
 // frame is one line of a location, outermost last as in pprof.
@@ -421,13 +425,13 @@ func (b *batch) addSpan(s ptrace.Span, res resource, clk clock.Fixed, keys Corre
 // addThreadIntervals adds enter and exit events for the spans of the batch
 // that owned their thread: those with a thread id, of nonzero length, and
 // with no span of another trace open on the same thread (pid and tid) at
-// any time during them. Spans of one trace may nest on a thread: each of
-// them was entered for its whole lifecycle. Only the spans of one push are
-// compared.
-func (b *batch) addThreadIntervals() {
-	type key struct {
-		pid, tid uint32
-	}
+// any time during them, in this push or in those before (threads remembers
+// the spans written on each thread). Spans of one trace may nest on a
+// thread: each of them was entered for its whole lifecycle. A span that
+// shares its thread with one written in an earlier push is not entered;
+// the earlier one was, and stays so.
+func (b *batch) addThreadIntervals(threads *threadSet) {
+	type key = threadKey
 	var idx []int32
 	for i := range b.spans {
 		if s := &b.spans[i]; s.tid.Valid && s.end > s.start {
@@ -458,8 +462,16 @@ func (b *batch) addThreadIntervals() {
 		}
 	}
 	for i, si := range idx {
+		s := &b.spans[si]
+		if t := threads.m[k(si)]; t != nil && t.overlapsOther(s.start, s.end, s.trace) {
+			shared[i] = true
+		}
+	}
+	for i, si := range idx {
+		s := &b.spans[si]
+		threads.add(k(si), s.start, s.end, s.trace)
 		if !shared[i] {
-			s := &b.spans[si]
+			s.entered = true
 			b.evs = append(b.evs, evRef{ts: s.start, kind: kSpanEnter, idx: si}, evRef{ts: s.end, kind: kSpanExit, idx: si})
 		}
 	}
@@ -490,7 +502,7 @@ func (b *batch) addWorkerEvents(busy map[uint64]*intervals) int {
 		iv := busy[s.worker.V]
 		if iv == nil {
 			if len(busy) >= maxBusyWorkers {
-				forgetIdleWorkers(busy)
+				forgetIdle(busy, maxBusyWorkers)
 			}
 			iv = &intervals{}
 			busy[s.worker.V] = iv
@@ -527,26 +539,29 @@ const (
 // before is not noticed.
 const maxBusyWorkers = 4096
 
-// forgetIdleWorkers drops the half of busy whose latest poll or park ends
-// the earliest: once per maxBusyWorkers/2 new workers, not once each.
-func forgetIdleWorkers(busy map[uint64]*intervals) {
-	ends := make([]uint64, 0, len(busy))
-	for _, iv := range busy {
+// forgetIdle drops the half of m (workers or threads) whose latest
+// interval ends the earliest: once per max/2 new keys, not once each.
+func forgetIdle[K comparable, V interface {
+	last() uint64
+	len() int
+}](m map[K]V, max int) {
+	ends := make([]uint64, 0, len(m))
+	for _, iv := range m {
 		ends = append(ends, iv.last())
 	}
 	slices.Sort(ends)
 	cut := ends[len(ends)/2]
-	for w, iv := range busy {
+	for w, iv := range m {
 		if iv.last() < cut || iv.len() == 0 {
-			delete(busy, w)
+			delete(m, w)
 		}
 	}
-	// Workers whose polls end at the same time as the cut stay; all at
+	// Keys whose intervals end at the same time as the cut stay; all at
 	// one time (a client's made-up spans) would stay all.
-	if len(busy) >= maxBusyWorkers {
-		for w := range busy {
-			delete(busy, w)
-			if len(busy) < maxBusyWorkers/2 {
+	if len(m) >= max {
+		for w := range m {
+			delete(m, w)
+			if len(m) < max/2 {
 				break
 			}
 		}

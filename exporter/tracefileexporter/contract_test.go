@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,15 +30,24 @@ type contractSpan struct {
 	start, close     uint64
 	elapsed          uint64
 	intervals        [][2]uint64 // entered intervals [enter, exit), half-open
-	onCPU, blocked   uint64      // the time split (A.8): no samples here,
-	asyncWait, sched uint64      // so all of elapsed is unknown
+	tid              uint64      // of the intervals
+	onCPU, blocked   uint64      // the time split (A.8)
+	asyncWait, sched uint64
 	unknown          uint64
+	onSamples        int
 	// perfprof's OTel ids (the contract names none on the wire).
 	traceID, spanID, parentID string
+	// The optional close fields: parent_span_instance_id (0: absent),
+	// first_enter_timestamp_ns, active_ns.
+	parentInstance uint64
+	firstEnter     uint64
+	hasFirstEnter  bool
+	active         uint64
 }
 
 type contractTrace struct {
 	bootID           string
+	periodNs         uint64
 	spans            map[uint64]*contractSpan
 	unbalancedEnters int
 	unbalancedExits  int
@@ -51,17 +61,25 @@ func decodeContract(t *testing.T, evs []*wire.Event) contractTrace {
 		enter                  bool
 	}
 	var marks []mark
+	var samples [][2]uint64 // on-CPU: time, tid
 	for seq, ev := range evs {
 		name := ev.Name()
 		switch {
 		case name == "SegmentMetadataEvent":
-			if f := ev.Field("entries"); f != nil && out.bootID == "" {
+			if f := ev.Field("entries"); f != nil {
 				for _, kv := range f.Map {
-					if kv.Key == "boot_id" && kv.Value != "" {
+					if kv.Key == "boot_id" && kv.Value != "" && out.bootID == "" {
 						out.bootID = kv.Value
-						break
+					}
+					if kv.Key == "perfprof.sample_period_ns" {
+						out.periodNs, _ = strconv.ParseUint(kv.Value, 10, 64)
 					}
 				}
+			}
+		case name == "CpuSampleEvent":
+			if src, _ := ev.Uint("source"); src == 0 {
+				tid, _ := ev.Uint("tid")
+				samples = append(samples, [2]uint64{ev.Timestamp, tid})
 			}
 		case strings.HasPrefix(name, "SpanClose__") || name == "SpanCloseEvent":
 			id, _ := ev.Uint("span_instance_id")
@@ -74,6 +92,9 @@ func decodeContract(t *testing.T, evs []*wire.Event) contractTrace {
 			s.traceID, _ = ev.Str("trace_id")
 			s.spanID, _ = ev.Str("otel_span_id")
 			s.parentID, _ = ev.Str("otel_parent_span_id")
+			s.parentInstance, _ = ev.Uint("parent_span_instance_id")
+			s.firstEnter, s.hasFirstEnter = ev.Uint("first_enter_timestamp_ns")
+			s.active, _ = ev.Uint("active_ns")
 			out.spans[id] = s
 		case strings.HasPrefix(name, "SpanEnter__"), strings.HasPrefix(name, "SpanExit__"):
 			id, _ := ev.Uint("span_instance_id")
@@ -104,15 +125,35 @@ func decodeContract(t *testing.T, evs []*wire.Event) contractTrace {
 		stacks[k] = st[:len(st)-1]
 		if s := out.spans[m.instance]; s != nil {
 			s.intervals = append(s.intervals, [2]uint64{enter, m.ts})
+			s.tid = m.tid
 		}
 	}
 	for _, st := range stacks {
 		out.unbalancedEnters += len(st)
 	}
-	// The time split: with no samples and no task polls, nothing is
-	// classified; unknown_ns is the rest.
+	// The time split (A.8): on_cpu_ns_est is the CPU samples of the span's
+	// thread in its entered intervals × the sample period, clamped to the
+	// active wall time (the intervals' union); blocked_ns_est the rest of
+	// the active wall time; with no task polls, async_wait_ns and
+	// scheduler_delay_ns are unknown (0); unknown_ns is the rest of
+	// elapsed. A split that does not fit in elapsed is dropped.
 	for _, s := range out.spans {
-		s.unknown = s.elapsed - s.onCPU - s.blocked - s.asyncWait - s.sched
+		var active uint64
+		for _, iv := range s.intervals {
+			active += iv[1] - iv[0] // one thread: the intervals do not overlap
+			for _, smp := range samples {
+				if smp[1] == s.tid && smp[0] >= iv[0] && smp[0] < iv[1] {
+					s.onSamples++
+				}
+			}
+		}
+		s.onCPU = min(uint64(s.onSamples)*out.periodNs, active)
+		s.blocked = active - s.onCPU
+		if sum := s.onCPU + s.blocked + s.asyncWait + s.sched; sum <= s.elapsed {
+			s.unknown = s.elapsed - sum
+		} else {
+			s.onCPU, s.blocked, s.asyncWait, s.sched, s.unknown = 0, 0, 0, 0, s.elapsed
+		}
 	}
 	return out
 }
@@ -172,6 +213,16 @@ func TestSpansByContract(t *testing.T) {
 		tracefiletest.AddSpan(tr, "svc", s.pid, s.name, s.trace, s.span, s.parent, s.start, s.end, s.attrs)
 	}
 	require.NoError(t, e.pushTraces(t.Context(), tr))
+	// On-CPU samples (period 1 ms) of thread 10 at 1, 3, 4 and 12 ms: three
+	// in GET /a, two of them in db, one after both; and of thread 20 at
+	// 1 ms, in GET /b, which was never entered.
+	pb := tracefiletest.NewProfBuilder()
+	leaf := pb.Stack(pb.Location(0x401000, tracefiletest.F("work", "/src/w.rs", 1)))
+	on := pb.Profile(1, "svc", false)
+	pb.Sample(on, leaf, 0, []int32{pb.Attr(convention.ThreadID, 10)},
+		[]uint64{base + ms, base + 3*ms, base + 4*ms, base + 12*ms}, []int64{1, 1, 1, 1})
+	pb.Sample(on, leaf, 0, []int32{pb.Attr(convention.ThreadID, 20)}, []uint64{base + ms}, []int64{1})
+	require.NoError(t, e.pushProfiles(t.Context(), pb.Profiles))
 	require.NoError(t, e.rot.Rotate())
 	tr = ptrace.NewTraces()
 	tracefiletest.AddSpan(tr, "svc", 1, "later", traceA, [8]byte{0xa3}, [8]byte{0xa1}, base+20*ms, base+21*ms, tid(10))
@@ -206,13 +257,40 @@ func TestSpansByContract(t *testing.T) {
 		} else {
 			assert.Equal(t, hex.EncodeToString(want.parent[:]), s.parentID, want.name)
 		}
-		assert.Equal(t, s.elapsed, s.unknown, "%s: all of elapsed is unknown_ns", want.name)
+		// The split: GET /a holds three samples, db two: 1 ms each on CPU,
+		// the rest of their entered time blocked; the others were never
+		// entered, all of their time is unknown.
+		wantOn := map[string]int{"GET /a": 3, "db": 2}[want.name]
+		assert.Equal(t, wantOn, s.onSamples, "%s: samples in its entered intervals", want.name)
+		assert.Equal(t, uint64(wantOn)*ms, s.onCPU, "%s: on_cpu_ns_est", want.name)
+		if want.entered {
+			assert.Equal(t, s.elapsed-s.onCPU, s.blocked, "%s: blocked_ns_est", want.name)
+			assert.Zero(t, s.unknown, "%s: unknown_ns", want.name)
+		} else {
+			assert.Equal(t, s.elapsed, s.unknown, "%s: all of elapsed is unknown_ns", want.name)
+		}
+		assert.Equal(t, s.elapsed, s.onCPU+s.blocked+s.asyncWait+s.sched+s.unknown, "%s: the five parts add up", want.name)
 		if want.entered {
 			require.Len(t, s.intervals, 1, want.name)
 			assert.Equal(t, [2]uint64{s.start, s.close}, s.intervals[0], "%s: entered for its lifecycle", want.name)
+			assert.True(t, s.hasFirstEnter && s.firstEnter == s.start, "%s: first_enter_timestamp_ns", want.name)
+			assert.Equal(t, s.elapsed, s.active, "%s: active_ns is the entered interval", want.name)
 		} else {
 			assert.Empty(t, s.intervals, want.name)
+			assert.False(t, s.hasFirstEnter, "%s: first_enter_timestamp_ns of a span never entered", want.name)
+			assert.Zero(t, s.active, want.name)
 		}
+		// parent_span_instance_id: the parent's, when it was written;
+		// never made up for a parent that was not (GET /c's).
+		if p := byID[hex.EncodeToString(want.parent[:])]; p != nil {
+			assert.Equal(t, p.instance, s.parentInstance, "%s: parent_span_instance_id", want.name)
+		} else {
+			assert.Zero(t, s.parentInstance, "%s: parent_span_instance_id of a parent never written", want.name)
+		}
+	}
+	// A child in a later push names its parent written before.
+	for _, s := range second.spans {
+		assert.Equal(t, byID[hex.EncodeToString([]byte{0xa1, 0, 0, 0, 0, 0, 0, 0})].instance, s.parentInstance, "later: parent_span_instance_id")
 	}
 	// dial9's varint span_id is the instance id on every span event.
 	for _, ev := range readTRC(t, segs[0]) {
@@ -222,4 +300,32 @@ func TestSpansByContract(t *testing.T) {
 			assert.Equal(t, inst, id, n)
 		}
 	}
+}
+
+// A span that shares its thread with a span of another trace written in
+// an earlier push was not entered; one of the same trace nested in it, and
+// one after it, were.
+func TestSpansOwnershipAcrossPushes(t *testing.T) {
+	dir := t.TempDir()
+	e := newTestFile(t, dir, func(c *Config) { c.Compress = false })
+	base := uint64(time.Now().UnixNano())
+	ms := uint64(time.Millisecond)
+	tid := map[string]any{convention.ThreadID: 30}
+	push := func(name string, trace byte, span byte, start, end uint64) {
+		tr := ptrace.NewTraces()
+		tracefiletest.AddSpan(tr, "svc", 1, name, [16]byte{trace}, [8]byte{span}, [8]byte{}, base+start*ms, base+end*ms, tid)
+		require.NoError(t, e.pushTraces(t.Context(), tr))
+	}
+	push("first", 0xa, 1, 0, 10)
+	push("other trace, overlapping", 0xb, 2, 5, 15)
+	push("same trace, nested", 0xa, 3, 2, 3)
+	push("after", 0xc, 4, 20, 25)
+	require.NoError(t, e.shutdown(t.Context()))
+	got := map[string]int{}
+	for _, seg := range segmentFiles(t, dir) {
+		for _, s := range decodeContract(t, readTRC(t, seg)).spans {
+			got[s.name] = len(s.intervals)
+		}
+	}
+	assert.Equal(t, map[string]int{"first": 1, "other trace, overlapping": 0, "same trace, nested": 1, "after": 1}, got)
 }

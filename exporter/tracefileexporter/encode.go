@@ -130,12 +130,22 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			if s.service != "" {
 				sc.Service = wire.Some(s.service)
 			}
+			if s.parentInst != 0 {
+				sc.ParentInstanceID = wire.Some(s.parentInst)
+			}
+			if s.entered {
+				sc.FirstEnterNs, sc.ActiveNs = wire.Some(s.start), s.end-s.start
+			}
 			err = w.WriteSpanClose(sc)
 			c.spans++
 		case kSpanEnter:
 			s := &b.spans[ev.idx]
-			err = w.WriteSpanEnter(wire.SpanInterval{Timestamp: ev.ts, InstanceID: s.inst, Tid: uint64(s.tid.V),
-				WorkerID: s.worker, Name: s.name})
+			in := wire.SpanInterval{Timestamp: ev.ts, InstanceID: s.inst, Tid: uint64(s.tid.V),
+				WorkerID: s.worker, Name: s.name}
+			if s.parentInst != 0 {
+				in.ParentID = wire.Some(s.parentInst)
+			}
+			err = w.WriteSpanEnter(in)
 		case kSpanExit:
 			s := &b.spans[ev.idx]
 			err = w.WriteSpanExit(wire.SpanInterval{Timestamp: ev.ts, InstanceID: s.inst, Tid: uint64(s.tid.V), Name: s.name})

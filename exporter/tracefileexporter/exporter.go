@@ -68,6 +68,8 @@ type traceFile struct {
 	ctxSets    contextSets     // context attribute sets written in the active TRC segment
 	spawnLocs  map[string]uint16
 	busy       map[uint64]*intervals // per worker: polls and parks written
+	recent     recentSpans           // instance ids of the spans written lately
+	threads    threadSet             // per thread: the spans written on it
 	meta       metaSets
 	metaWarned bool // the metadata_full warning was logged
 	// counts holds what batches wrote and the rotator's totals until
@@ -151,6 +153,7 @@ func (e *traceFile) start(ctx context.Context, _ component.Host) error {
 	e.emitted = map[uint64]bool{}
 	e.spawnLocs = map[string]uint16{}
 	e.busy = map[uint64]*intervals{}
+	e.threads = threadSet{}
 	e.stop, e.done = make(chan struct{}), make(chan struct{})
 	go e.tick(e.stop, e.done)
 	return nil
@@ -315,15 +318,23 @@ func (e *traceFile) write(ctx context.Context, b *batch) error {
 	if n := b.addWorkerEvents(e.busy); n > 0 {
 		e.tb.ExporterTracefileSkipped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", "nested_worker_span")))
 	}
-	b.addThreadIntervals()
+	b.addThreadIntervals(&e.threads)
 	b.sort()
 	if e.keeper != nil {
 		e.offerKeep(b)
 	}
 	// Instance ids are never recycled for the collector's run (bootID):
-	// spans are numbered once, before the batch is written.
+	// spans are numbered once, before the batch is written. A parent's is
+	// known when it is in the batch or was written recently.
 	for i := range b.spans {
-		b.spans[i].inst = spanInstances.Add(1)
+		s := &b.spans[i]
+		s.inst = spanInstances.Add(1)
+		e.recent.put(s.trace, s.span, s.inst)
+	}
+	for i := range b.spans {
+		if s := &b.spans[i]; !s.parent.IsEmpty() {
+			s.parentInst = e.recent.get(s.trace, s.parent)
+		}
 	}
 	e.meta.newSegment(e.rot.Stats())
 	if e.meta.add(b) {

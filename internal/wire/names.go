@@ -97,6 +97,12 @@ const (
 	FieldSpanName         = "span_name"
 	FieldOTelSpanID       = "otel_span_id"
 	FieldOTelParentSpanID = "otel_parent_span_id"
+	// On the close: the parent's span_instance_id when it is known (never
+	// made up), when the span first had its thread, and the sum of its
+	// entered intervals (0 = not reported).
+	FieldParentSpanInstanceID  = "parent_span_instance_id"
+	FieldFirstEnterTimestampNs = "first_enter_timestamp_ns"
+	FieldActiveNs              = "active_ns"
 )
 
 // Field names of the legacy records' own events (legacy_events.go).

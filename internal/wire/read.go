@@ -84,6 +84,9 @@ const (
 	sSpanName
 	sOTelSpan
 	sOTelParent
+	sParentInst
+	sFirstEnter
+	sActive
 	sLocation // legacy CallframeDef: "file:line"
 	nSlots
 )
@@ -100,6 +103,7 @@ var slotFields = [nSlots]string{
 	sContextSetID: FieldContextSetID, sSetID: FieldSetID, sAttributes: FieldAttributes,
 	sInstance: FieldSpanInstanceID, sStartTs: FieldStartTimestampNs, sSpanName: FieldSpanName,
 	sOTelSpan: FieldOTelSpanID, sOTelParent: FieldOTelParentSpanID,
+	sParentInst: FieldParentSpanInstanceID, sFirstEnter: FieldFirstEnterTimestampNs, sActive: FieldActiveNs,
 }
 
 var kindsByName = map[string]Kind{
@@ -374,5 +378,6 @@ func (l *Layout) SpanClose(ev *Event) SpanClose {
 	return SpanClose{Timestamp: ev.Timestamp, InstanceID: l.u64(ev, sInstance), StartNs: l.u64(ev, sStartTs),
 		Name: l.str(ev, sSpanName), TraceID: l.str(ev, sTraceID), SpanID: l.str(ev, sOTelSpan),
 		ParentSpanID: l.optStr(ev, sOTelParent), Tid: l.optU64(ev, sTid), WorkerID: l.optU64(ev, sWorker),
-		Service: l.optStr(ev, sService), Pid: l.optU32(ev, sPid)}
+		Service: l.optStr(ev, sService), Pid: l.optU32(ev, sPid),
+		ParentInstanceID: l.optU64(ev, sParentInst), FirstEnterNs: l.optU64(ev, sFirstEnter), ActiveNs: l.u64(ev, sActive)}
 }

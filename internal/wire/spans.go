@@ -16,11 +16,13 @@ var (
 		{FieldSpanID, Varint}, {FieldSpanInstanceID, Varint}, {FieldStartTimestampNs, Varint},
 		{FieldSpanName, PooledString}, {FieldTraceID, PooledString}, {FieldOTelSpanID, PooledString},
 		{FieldOTelParentSpanID, Optional(PooledString)}, {FieldTid, Optional(Varint)},
-		{FieldWorkerID, Optional(Varint)}, {FieldService, Optional(PooledString)}, {FieldPid, Optional(U32)}}}
+		{FieldWorkerID, Optional(Varint)}, {FieldService, Optional(PooledString)}, {FieldPid, Optional(U32)},
+		{FieldParentSpanInstanceID, Optional(Varint)}, {FieldFirstEnterTimestampNs, Optional(Varint)},
+		{FieldActiveNs, Varint}}}
 	// SpanEnterOTelSchema is SpanEnter__OtelSpan: the span goes on its thread.
 	SpanEnterOTelSchema = &Schema{Name: NameSpanEnterOTel, HasTimestamp: true, Fields: []Field{
 		{FieldSpanID, Varint}, {FieldSpanInstanceID, Varint}, {FieldTid, Varint},
-		{FieldWorkerID, Optional(Varint)}, {FieldSpanName, PooledString}}}
+		{FieldWorkerID, Optional(Varint)}, {FieldSpanName, PooledString}, {FieldParentSpanID, Optional(Varint)}}}
 	// SpanExitOTelSchema is SpanExit__OtelSpan: the span leaves its thread.
 	SpanExitOTelSchema = &Schema{Name: NameSpanExitOTel, HasTimestamp: true, Fields: []Field{
 		{FieldSpanID, Varint}, {FieldSpanInstanceID, Varint}, {FieldTid, Varint}, {FieldSpanName, PooledString}}}
@@ -40,6 +42,13 @@ type SpanClose struct {
 	WorkerID        Opt[uint64]
 	Service         Opt[string]
 	Pid             Opt[uint32]
+	// ParentInstanceID is the parent's InstanceID, when the parent was
+	// written in this run (absent for a root, and when it is not known);
+	// FirstEnterNs the time of the first enter, absent if never entered;
+	// ActiveNs the time in entered intervals, 0 if none.
+	ParentInstanceID Opt[uint64]
+	FirstEnterNs     Opt[uint64]
+	ActiveNs         uint64
 }
 
 // SpanInterval is an enter or exit event of a span on thread Tid.
@@ -49,6 +58,9 @@ type SpanInterval struct {
 	Tid        uint64
 	WorkerID   Opt[uint64] // enter only
 	Name       string
+	// ParentID is the parent's instance id (enter only; dial9's viewer
+	// nests spans by it as parent_span_id).
+	ParentID Opt[uint64]
 }
 
 // WriteSpanClose writes e with SpanCloseOTelSchema.
@@ -72,7 +84,10 @@ func (w *Writer) WriteSpanClose(e SpanClose) error {
 	b = appendOptVarint(b, e.Tid)
 	b = appendOptVarint(b, e.WorkerID)
 	b = appendOptU32(b, e.Service.Valid, svc)
-	w.buf = appendOptU32(b, e.Pid.Valid, e.Pid.V)
+	b = appendOptU32(b, e.Pid.Valid, e.Pid.V)
+	b = appendOptVarint(b, e.ParentInstanceID)
+	b = appendOptVarint(b, e.FirstEnterNs)
+	w.buf = binary.AppendUvarint(b, e.ActiveNs)
 	return w.maybeFlush()
 }
 
@@ -89,7 +104,8 @@ func (w *Writer) WriteSpanEnter(e SpanInterval) error {
 	b = binary.AppendUvarint(b, e.InstanceID)
 	b = binary.AppendUvarint(b, e.Tid)
 	b = appendOptVarint(b, e.WorkerID)
-	w.buf = le.AppendUint32(b, name)
+	b = le.AppendUint32(b, name)
+	w.buf = appendOptVarint(b, e.ParentID)
 	return w.maybeFlush()
 }
 

@@ -13,11 +13,12 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 	closes := []SpanClose{
 		{Timestamp: 2e9, InstanceID: 7, StartNs: 1e9, Name: "GET /", TraceID: "0102030405060708090a0b0c0d0e0f10",
 			SpanID: "1112131415161718", ParentSpanID: Some("2122232425262728"), Tid: Some[uint64](1001),
-			WorkerID: Some[uint64](2), Service: Some("svc"), Pid: Some[uint32](42)},
+			WorkerID: Some[uint64](2), Service: Some("svc"), Pid: Some[uint32](42),
+			ParentInstanceID: Some[uint64](5), FirstEnterNs: Some[uint64](1e9), ActiveNs: 1e9},
 		{Timestamp: 3e9, InstanceID: 1 << 40, StartNs: 3e9, Name: "root", TraceID: "0102030405060708090a0b0c0d0e0f10",
 			SpanID: "3132333435363738"},
 	}
-	enter := SpanInterval{Timestamp: 1e9, InstanceID: 7, Tid: 1001, WorkerID: Some[uint64](2), Name: "GET /"}
+	enter := SpanInterval{Timestamp: 1e9, InstanceID: 7, Tid: 1001, WorkerID: Some[uint64](2), Name: "GET /", ParentID: Some[uint64](5)}
 	exit := SpanInterval{Timestamp: 2e9, InstanceID: 7, Tid: 1001, Name: "GET /"}
 	var typed, generic bytes.Buffer
 	tw, gw := NewWriter(&typed), NewWriter(&generic)
@@ -35,7 +36,7 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 	}
 	must(t, tw.WriteSpanEnter(enter))
 	must(t, gw.Write(SpanEnterOTelSchema, enter.Timestamp, VarintValue(7), VarintValue(7), VarintValue(1001),
-		optU(enter.WorkerID, Varint), PooledStringValue(enter.Name)))
+		optU(enter.WorkerID, Varint), PooledStringValue(enter.Name), optU(enter.ParentID, Varint)))
 	must(t, tw.WriteSpanExit(exit))
 	must(t, gw.Write(SpanExitOTelSchema, exit.Timestamp, VarintValue(7), VarintValue(7), VarintValue(1001),
 		PooledStringValue(exit.Name)))
@@ -44,7 +45,8 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 		must(t, gw.Write(SpanCloseOTelSchema, c.Timestamp, VarintValue(c.InstanceID), VarintValue(c.InstanceID),
 			VarintValue(c.StartNs), PooledStringValue(c.Name), PooledStringValue(c.TraceID), PooledStringValue(c.SpanID),
 			opt(c.ParentSpanID), optU(c.Tid, Varint), optU(c.WorkerID, Varint), opt(c.Service),
-			optU(Opt[uint64]{uint64(c.Pid.V), c.Pid.Valid}, U32)))
+			optU(Opt[uint64]{uint64(c.Pid.V), c.Pid.Valid}, U32),
+			optU(c.ParentInstanceID, Varint), optU(c.FirstEnterNs, Varint), VarintValue(c.ActiveNs)))
 	}
 	must(t, tw.Flush())
 	must(t, gw.Flush())

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -524,4 +525,37 @@ func TestScanLegacy(t *testing.T) {
 		t.Fatal(err, syms)
 	}
 	_ = io.EOF
+}
+
+// A bucket downloaded with its keys: the segments below the directory,
+// named EPOCH-N.bin.gz in their partitions, are read by time then index,
+// wherever they are; other files are not.
+func TestExpandBucketTree(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{
+		"fleet/version=1/date=2026-08-14/service=api/time=1937/instance=a/boot=abcd-1/1786736221-10.bin.gz",
+		"fleet/version=1/date=2026-08-14/service=api/time=1937/instance=a/boot=abcd-1/1786736221-9.bin.gz",
+		"fleet/version=1/date=2026-08-14/service=api/time=1936/instance=b/boot=efgh-2/1786736170-3.bin.gz",
+		"fleet/dumps/slow-x.json",
+		"fleet/version=1/notes.txt",
+	} {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := analysis.Expand([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, filepath.Base(f))
+	}
+	if want := []string{"1786736170-3.bin.gz", "1786736221-9.bin.gz", "1786736221-10.bin.gz"}; !slices.Equal(got, want) {
+		t.Errorf("Expand(bucket tree) = %v, want %v", got, want)
+	}
 }

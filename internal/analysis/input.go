@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,11 +30,17 @@ var ErrNoTrace = errors.New("not a trace file")
 
 var segmentName = regexp.MustCompile(`^(.*)\.(\d+)\.bin(\.gz|\.active)?$`)
 
+// objectName is a segment named by dial9's S3 layout v1,
+// {epoch_secs}-{index}.bin[.gz], as a bucket's objects are when
+// downloaded with their keys.
+var objectName = regexp.MustCompile(`^(\d+)-(\d+)\.bin(\.gz)?$`)
+
 // Expand turns the arguments into input files: a file stays itself, but
 // a keep manifest (*.json) becomes the segment files it lists; a
 // directory becomes its rotated segments (PREFIX.N.bin, PREFIX.N.bin.gz,
 // PREFIX.N.bin.active) ordered by prefix and N, then any other *.bin and
-// *.bin.gz files by name. When both PREFIX.N.bin and PREFIX.N.bin.gz exist
+// *.bin.gz files by name; a directory without them, a bucket downloaded
+// with its keys: the EPOCH-N.bin.gz objects below it, by time. When both PREFIX.N.bin and PREFIX.N.bin.gz exist
 // (a segment being compressed), the .bin is used.
 func Expand(args []string) ([]string, error) {
 	var out []string
@@ -59,7 +66,14 @@ func Expand(args []string) ([]string, error) {
 			return nil, err
 		}
 		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: no trace segments (*.N.bin, *.N.bin.gz, *.N.bin.active): %w", a, ErrNoTrace)
+			// A bucket downloaded with its keys: the segments are in
+			// the partitions' directories.
+			if files, err = objects(a); err != nil {
+				return nil, err
+			}
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no trace segments (*.N.bin, *.N.bin.gz, *.N.bin.active, or EPOCH-N.bin.gz objects of an S3 layout below it): %w", a, ErrNoTrace)
 		}
 		out = append(out, files...)
 	}
@@ -99,6 +113,53 @@ func manifestFiles(path string) ([]string, error) {
 	return out, nil
 }
 
+// objects returns the segments below dir named as dial9's S3 layout v1
+// names them ({prefix}/version=1/date=…/service=…/time=…/instance=…/boot=…/
+// {epoch}-{index}.bin.gz), by start time, then index and path.
+func objects(dir string) ([]string, error) {
+	type obj struct {
+		epoch, index uint64
+		path         string
+	}
+	var objs []obj
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		m := objectName.FindStringSubmatch(d.Name())
+		if m == nil {
+			return nil
+		}
+		epoch, err1 := strconv.ParseUint(m[1], 10, 64)
+		index, err2 := strconv.ParseUint(m[2], 10, 64)
+		if err1 == nil && err2 == nil {
+			objs = append(objs, obj{epoch, index, path})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(objs, func(i, j int) bool {
+		a, b := objs[i], objs[j]
+		if a.epoch != b.epoch {
+			return a.epoch < b.epoch
+		}
+		if a.index != b.index {
+			return a.index < b.index
+		}
+		return a.path < b.path
+	})
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.path
+	}
+	return out, nil
+}
+
 func segments(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -134,6 +195,9 @@ func segments(dir string) ([]string, error) {
 			}
 			segs = append(segs, seg{m[1], n, m[3], name})
 			continue
+		}
+		if objectName.MatchString(name) {
+			continue // read by objects, in time order
 		}
 		if ext := filepath.Ext(name); ext == ".bin" || (ext == ".gz" && filepath.Ext(name[:len(name)-3]) == ".bin") {
 			others = append(others, name)

@@ -50,8 +50,8 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "perfprof: read perfprof and dial9 trace files (TRC v1, TOKIOTRC; raw, gzip, or a directory of segments)\n\n")
-	fmt.Fprintf(w, "Usage: perfprof COMMAND [flags] FILE|DIR…\n\nCommands:\n")
+	fmt.Fprintf(w, "perfprof: read perfprof and dial9 trace files (TRC v1, TOKIOTRC; raw, gzip, a directory of segments, a bucket downloaded with its keys, or a keep manifest)\n\n")
+	fmt.Fprintf(w, "Usage: perfprof COMMAND [flags] FILE|DIR|MANIFEST.json…\n\nCommands:\n")
 	cs := append([]*command(nil), commands...)
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	for _, c := range cs {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -89,6 +90,8 @@ type spanEv struct {
 	// entered: the span had its thread for its whole lifecycle (enter and
 	// exit events are written).
 	entered bool
+	// attrs are its close-time attributes: batch.spanAttrs[attrs[0]:attrs[1]].
+	attrs [2]int32
 }
 
 // frame is one line of a location, outermost last as in pprof.
@@ -130,6 +133,11 @@ type batch struct {
 	services, hosts, pids, workers []string
 	period                         int64
 	noThread                       int
+	// spanAttrs are the close-time attributes of the spans
+	// (spanEv.attrs indexes them); attrsCut counts values cut to
+	// maxSpanAttrValue.
+	spanAttrs []wire.StringPair
+	attrsCut  int
 }
 
 // reset empties b for the next push and keeps the room it grew to. What
@@ -153,7 +161,9 @@ func (b *batch) reset() {
 	clear(b.loc.Frames)
 	b.workerSpans = b.workerSpans[:0]
 	b.services, b.hosts, b.pids, b.workers = b.services[:0], b.hosts[:0], b.pids[:0], b.workers[:0]
-	b.period, b.noThread = 0, 0
+	clear(b.spanAttrs)
+	b.spanAttrs = b.spanAttrs[:0]
+	b.period, b.noThread, b.attrsCut = 0, 0, 0
 }
 
 // stack returns the location indices of the batch's stack i, leaf first.
@@ -363,7 +373,7 @@ func getInt(m pcommon.Map, key string) (int64, bool) {
 // addTraces adds the spans of td that say where they ran, by the span
 // attributes that keys names: a SpanEvent for each, and poll or park
 // events for worker spans.
-func (b *batch) addTraces(td ptrace.Traces, clk clock.Fixed, keys CorrelationConfig) {
+func (b *batch) addTraces(td ptrace.Traces, clk clock.Fixed, keys CorrelationConfig, attrNames []string) {
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
@@ -373,13 +383,13 @@ func (b *batch) addTraces(td ptrace.Traces, clk clock.Fixed, keys CorrelationCon
 		for j := range sss.Len() {
 			spans := sss.At(j).Spans()
 			for k := range spans.Len() {
-				b.addSpan(spans.At(k), res, clk, keys)
+				b.addSpan(spans.At(k), res, clk, keys, attrNames)
 			}
 		}
 	}
 }
 
-func (b *batch) addSpan(s ptrace.Span, res resource, clk clock.Fixed, keys CorrelationConfig) {
+func (b *batch) addSpan(s ptrace.Span, res resource, clk clock.Fixed, keys CorrelationConfig, attrNames []string) {
 	attrs := s.Attributes()
 	var ev spanEv
 	if n, ok := getInt(attrs, keys.ThreadIDAttribute); ok && n >= 0 && n <= 1<<32-1 {
@@ -411,6 +421,18 @@ func (b *batch) addSpan(s ptrace.Span, res resource, clk clock.Fixed, keys Corre
 		col, _ := getInt(attrs, convention.CodeColumnNumber)
 		ev.spawnLoc = f.AsString() + ":" + strconv.FormatInt(line, 10) + ":" + strconv.FormatInt(col, 10)
 	}
+	ev.attrs[0] = int32(len(b.spanAttrs))
+	for _, name := range attrNames {
+		if v, ok := attrs.Get(name); ok {
+			val := v.AsString()
+			if len(val) > maxSpanAttrValue {
+				val = strings.ToValidUTF8(val[:maxSpanAttrValue], "")
+				b.attrsCut++
+			}
+			b.spanAttrs = append(b.spanAttrs, wire.StringPair{Key: name, Value: val})
+		}
+	}
+	ev.attrs[1] = int32(len(b.spanAttrs))
 	si := int32(len(b.spans))
 	b.spans = append(b.spans, ev)
 	b.evs = append(b.evs, evRef{ts: ev.end, kind: kSpanClose, idx: si})
@@ -658,3 +680,10 @@ func (t *addrTable) resolve(key []byte, addr uint64) uint64 {
 	t.byAddr[addr] = k
 	return addr
 }
+
+// Bounds on the close-time attributes of a span: the names configured
+// (span_attributes), and the bytes of a value.
+const (
+	maxSpanAttrs     = 16
+	maxSpanAttrValue = 256
+)

@@ -54,6 +54,10 @@ type Config struct {
 	// as the perfprof receiver's correlation section does: give both
 	// components the same names.
 	Correlation CorrelationConfig `mapstructure:"correlation"`
+	// SpanAttributes names the span attributes written on each span's
+	// close event (the contract's close-time attributes), when the span
+	// has them; values are cut to 256 bytes.
+	SpanAttributes []string `mapstructure:"span_attributes"`
 	// S3, when given, uploads sealed segments to a bucket in the
 	// background (see S3Config).
 	S3 configoptional.Optional[S3Config] `mapstructure:"s3"`
@@ -237,10 +241,11 @@ func createDefaultConfig() *Config {
 		// Off by default: a failed write goes straight back to the
 		// pipeline (the perfprof receiver counts what it could not
 		// deliver) instead of holding the sender while the disk is full.
-		QueueConfig: configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
-		RetryConfig: retryOff(),
-		S3:          configoptional.Default(defaultS3Config()),
-		Keep:        defaultKeepConfig(),
+		QueueConfig:    configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
+		RetryConfig:    retryOff(),
+		S3:             configoptional.Default(defaultS3Config()),
+		Keep:           defaultKeepConfig(),
+		SpanAttributes: []string{convention.HTTPRoute, "http.request.method", "http.response.status_code", "rpc.method"},
 		Correlation: CorrelationConfig{
 			ThreadIDAttribute: convention.ThreadID,
 			WorkerIDAttribute: convention.WorkerID,
@@ -291,6 +296,16 @@ func (c *Config) Validate() error {
 		if err := c.S3.Get().validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	seen := map[string]bool{}
+	for _, a := range c.SpanAttributes {
+		if a == "" || seen[a] {
+			errs = append(errs, fmt.Errorf("span_attributes: %q is empty or given twice", a))
+		}
+		seen[a] = true
+	}
+	if len(c.SpanAttributes) > maxSpanAttrs {
+		errs = append(errs, fmt.Errorf("span_attributes: %d names, at most %d", len(c.SpanAttributes), maxSpanAttrs))
 	}
 	if err := c.Keep.validate(); err != nil {
 		errs = append(errs, err)

@@ -68,6 +68,7 @@ func TestLoadConfig(t *testing.T) {
 			s.Bucket = "perfprof-traces"
 			c.S3 = configoptional.Some(s)
 		})},
+		{name: "span_attributes", wantErr: []string{`span_attributes: "http.route" is empty or given twice`, `span_attributes: "" is empty or given twice`}},
 		{name: "keep", want: withDefaults(func(c *Config) {
 			c.Keep = KeepConfig{
 				Rules: []KeepRule{

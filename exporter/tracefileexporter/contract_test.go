@@ -43,6 +43,7 @@ type contractSpan struct {
 	firstEnter     uint64
 	hasFirstEnter  bool
 	active         uint64
+	attributes     map[string]string // close-time attributes
 }
 
 type contractTrace struct {
@@ -95,6 +96,12 @@ func decodeContract(t *testing.T, evs []*wire.Event) contractTrace {
 			s.parentInstance, _ = ev.Uint("parent_span_instance_id")
 			s.firstEnter, s.hasFirstEnter = ev.Uint("first_enter_timestamp_ns")
 			s.active, _ = ev.Uint("active_ns")
+			if f := ev.Field("attributes"); f != nil && !f.Absent {
+				s.attributes = map[string]string{}
+				for _, kv := range f.Map {
+					s.attributes[kv.Key] = kv.Value
+				}
+			}
 			out.spans[id] = s
 		case strings.HasPrefix(name, "SpanEnter__"), strings.HasPrefix(name, "SpanExit__"):
 			id, _ := ev.Uint("span_instance_id")
@@ -200,7 +207,8 @@ func TestSpansByContract(t *testing.T) {
 		attrs        map[string]any
 	}
 	spans := []sent{
-		{"GET /a", traceA, [8]byte{0xa1}, [8]byte{}, base, base + 10*ms, true, 1, tid(10)},
+		{"GET /a", traceA, [8]byte{0xa1}, [8]byte{}, base, base + 10*ms, true, 1,
+			map[string]any{convention.ThreadID: 10, convention.HTTPRoute: "/a/{id}", "http.response.status_code": 200, "user.secret": "x"}},
 		{"db", traceA, [8]byte{0xa2}, [8]byte{0xa1}, base + 2*ms, base + 5*ms, true, 1, tid(10)},
 		{"GET /b", trB, [8]byte{0xb1}, [8]byte{}, base, base + 4*ms, false, 1, tid(20)},
 		{"GET /c", trC, [8]byte{0xc1}, [8]byte{0x77}, base + 3*ms, base + 6*ms, false, 1, tid(20)},
@@ -279,6 +287,12 @@ func TestSpansByContract(t *testing.T) {
 			assert.Empty(t, s.intervals, want.name)
 			assert.False(t, s.hasFirstEnter, "%s: first_enter_timestamp_ns of a span never entered", want.name)
 			assert.Zero(t, s.active, want.name)
+		}
+		// Close-time attributes: those span_attributes names, as strings.
+		if want.name == "GET /a" {
+			assert.Equal(t, map[string]string{convention.HTTPRoute: "/a/{id}", "http.response.status_code": "200"}, s.attributes)
+		} else {
+			assert.Nil(t, s.attributes, "%s: no attribute named by span_attributes", want.name)
 		}
 		// parent_span_instance_id: the parent's, when it was written;
 		// never made up for a parent that was not (GET /c's).

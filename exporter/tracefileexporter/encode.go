@@ -136,6 +136,9 @@ func (e *traceFile) encode(w *wire.Writer, b *batch, c *eventCounts) error {
 			if s.entered {
 				sc.FirstEnterNs, sc.ActiveNs = wire.Some(s.start), s.end-s.start
 			}
+			if s.attrs[1] > s.attrs[0] {
+				sc.Attributes = b.spanAttrs[s.attrs[0]:s.attrs[1]]
+			}
 			err = w.WriteSpanClose(sc)
 			c.spans++
 		case kSpanEnter:

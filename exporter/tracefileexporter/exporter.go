@@ -263,8 +263,9 @@ func (e *traceFile) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	}
 	b := e.batch()
 	defer e.keep(b)
-	b.addTraces(td, clk.Fixed(), e.cfg.Correlation)
+	b.addTraces(td, clk.Fixed(), e.cfg.Correlation, e.cfg.SpanAttributes)
 	e.countSkipped(ctx, "span_no_thread", b.noThread)
+	e.countSkipped(ctx, "span_attribute_cut", b.attrsCut)
 	return e.write(ctx, b)
 }
 

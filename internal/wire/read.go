@@ -365,6 +365,15 @@ func (l *Layout) ContextAttributeSet(ev *Event) ContextAttributeSet {
 	return e
 }
 
+// pairs returns the string map of slot i, nil if absent. It shares memory
+// with ev.
+func (l *Layout) pairs(ev *Event, i int) []StringPair {
+	if v := l.value(ev, i); v != nil {
+		return v.Map
+	}
+	return nil
+}
+
 // Span reads ev as a SpanEvent.
 func (l *Layout) Span(ev *Event) SpanEvent {
 	return SpanEvent{Timestamp: ev.Timestamp, TraceID: l.str(ev, sTraceID), SpanID: l.str(ev, sSpanID),
@@ -373,11 +382,12 @@ func (l *Layout) Span(ev *Event) SpanEvent {
 		Pid: l.optU32(ev, sPid)}
 }
 
-// SpanClose reads ev as a SpanClose.
+// SpanClose reads ev as a SpanClose. Attributes share memory with ev.
 func (l *Layout) SpanClose(ev *Event) SpanClose {
 	return SpanClose{Timestamp: ev.Timestamp, InstanceID: l.u64(ev, sInstance), StartNs: l.u64(ev, sStartTs),
 		Name: l.str(ev, sSpanName), TraceID: l.str(ev, sTraceID), SpanID: l.str(ev, sOTelSpan),
 		ParentSpanID: l.optStr(ev, sOTelParent), Tid: l.optU64(ev, sTid), WorkerID: l.optU64(ev, sWorker),
 		Service: l.optStr(ev, sService), Pid: l.optU32(ev, sPid),
-		ParentInstanceID: l.optU64(ev, sParentInst), FirstEnterNs: l.optU64(ev, sFirstEnter), ActiveNs: l.u64(ev, sActive)}
+		ParentInstanceID: l.optU64(ev, sParentInst), FirstEnterNs: l.optU64(ev, sFirstEnter), ActiveNs: l.u64(ev, sActive),
+		Attributes: l.pairs(ev, sAttributes)}
 }

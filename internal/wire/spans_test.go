@@ -14,7 +14,8 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 		{Timestamp: 2e9, InstanceID: 7, StartNs: 1e9, Name: "GET /", TraceID: "0102030405060708090a0b0c0d0e0f10",
 			SpanID: "1112131415161718", ParentSpanID: Some("2122232425262728"), Tid: Some[uint64](1001),
 			WorkerID: Some[uint64](2), Service: Some("svc"), Pid: Some[uint32](42),
-			ParentInstanceID: Some[uint64](5), FirstEnterNs: Some[uint64](1e9), ActiveNs: 1e9},
+			ParentInstanceID: Some[uint64](5), FirstEnterNs: Some[uint64](1e9), ActiveNs: 1e9,
+			Attributes: []StringPair{{"http.route", "/items/{id}"}, {"http.request.method", "GET"}}},
 		{Timestamp: 3e9, InstanceID: 1 << 40, StartNs: 3e9, Name: "root", TraceID: "0102030405060708090a0b0c0d0e0f10",
 			SpanID: "3132333435363738"},
 	}
@@ -27,6 +28,12 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 			return Absent
 		}
 		return PooledStringValue(s.V)
+	}
+	attrs := func(m []StringPair) Value {
+		if m == nil {
+			return Absent
+		}
+		return Value{Type: StringMap, Map: m}
 	}
 	optU := func(v Opt[uint64], ty FieldType) Value {
 		if !v.Valid {
@@ -46,7 +53,7 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 			VarintValue(c.StartNs), PooledStringValue(c.Name), PooledStringValue(c.TraceID), PooledStringValue(c.SpanID),
 			opt(c.ParentSpanID), optU(c.Tid, Varint), optU(c.WorkerID, Varint), opt(c.Service),
 			optU(Opt[uint64]{uint64(c.Pid.V), c.Pid.Valid}, U32),
-			optU(c.ParentInstanceID, Varint), optU(c.FirstEnterNs, Varint), VarintValue(c.ActiveNs)))
+			optU(c.ParentInstanceID, Varint), optU(c.FirstEnterNs, Varint), VarintValue(c.ActiveNs), attrs(c.Attributes)))
 	}
 	must(t, tw.Flush())
 	must(t, gw.Flush())

@@ -129,7 +129,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterTracefileSkipped, err = builder.meter.Int64Counter(
 		"otelcol_exporter_tracefile_skipped",
-		metric.WithDescription("Items not written, by reason (span_no_thread: a span without thread.id or worker.id, which says nothing of where it ran; nested_worker_span: a worker span written as SpanEvent only, not as poll or park, because it overlaps a poll or park already written for its worker; metadata_full, a service, host, pid or worker id that a batch names left out of the segment metadata, which lists at most 1024 of each per segment, of at most 256 bytes; context_attribute, a sample's context attribute left out of its ContextAttributeSet, past 16 a sample or a key repeated). [Development]"),
+		metric.WithDescription("Items not written, by reason (span_no_thread: a span without thread.id or worker.id, which says nothing of where it ran; nested_worker_span: a worker span written as SpanEvent only, not as poll or park, because it overlaps a poll or park already written for its worker; metadata_full, a service, host, pid or worker id that a batch names left out of the segment metadata, which lists at most 1024 of each per segment, of at most 256 bytes; context_attribute, a sample's context attribute left out of its ContextAttributeSet, past 16 a sample or a key repeated; span_attribute_cut, a close-time span attribute value cut to 256 bytes). [Development]"),
 		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)

@@ -168,7 +168,7 @@ func AssertEqualExporterTracefileSegments(t *testing.T, tt *componenttest.Teleme
 func AssertEqualExporterTracefileSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_tracefile_skipped",
-		Description: "Items not written, by reason (span_no_thread: a span without thread.id or worker.id, which says nothing of where it ran; nested_worker_span: a worker span written as SpanEvent only, not as poll or park, because it overlaps a poll or park already written for its worker; metadata_full, a service, host, pid or worker id that a batch names left out of the segment metadata, which lists at most 1024 of each per segment, of at most 256 bytes; context_attribute, a sample's context attribute left out of its ContextAttributeSet, past 16 a sample or a key repeated). [Development]",
+		Description: "Items not written, by reason (span_no_thread: a span without thread.id or worker.id, which says nothing of where it ran; nested_worker_span: a worker span written as SpanEvent only, not as poll or park, because it overlaps a poll or park already written for its worker; metadata_full, a service, host, pid or worker id that a batch names left out of the segment metadata, which lists at most 1024 of each per segment, of at most 256 bytes; context_attribute, a sample's context attribute left out of its ContextAttributeSet, past 16 a sample or a key repeated; span_attribute_cut, a close-time span attribute value cut to 256 bytes). [Development]",
 		Unit:        "{item}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -96,7 +96,7 @@ func decodeContract(t *testing.T, evs []*wire.Event) contractTrace {
 			s.parentInstance, _ = ev.Uint("parent_span_instance_id")
 			s.firstEnter, s.hasFirstEnter = ev.Uint("first_enter_timestamp_ns")
 			s.active, _ = ev.Uint("active_ns")
-			if f := ev.Field("attributes"); f != nil && !f.Absent {
+			if f := ev.Field("attributes"); f != nil && !f.Absent && len(f.Map) > 0 {
 				s.attributes = map[string]string{}
 				for _, kv := range f.Map {
 					s.attributes[kv.Key] = kv.Value

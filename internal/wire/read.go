@@ -365,10 +365,10 @@ func (l *Layout) ContextAttributeSet(ev *Event) ContextAttributeSet {
 	return e
 }
 
-// pairs returns the string map of slot i, nil if absent. It shares memory
-// with ev.
+// pairs returns the string map of slot i, nil if absent or empty. It
+// shares memory with ev.
 func (l *Layout) pairs(ev *Event, i int) []StringPair {
-	if v := l.value(ev, i); v != nil {
+	if v := l.value(ev, i); v != nil && len(v.Map) > 0 {
 		return v.Map
 	}
 	return nil

@@ -18,7 +18,7 @@ var (
 		{FieldOTelParentSpanID, Optional(PooledString)}, {FieldTid, Optional(Varint)},
 		{FieldWorkerID, Optional(Varint)}, {FieldService, Optional(PooledString)}, {FieldPid, Optional(U32)},
 		{FieldParentSpanInstanceID, Optional(Varint)}, {FieldFirstEnterTimestampNs, Optional(Varint)},
-		{FieldActiveNs, Varint}, {FieldAttributes, Optional(StringMap)}}}
+		{FieldActiveNs, Varint}, {FieldAttributes, StringMap}}}
 	// SpanEnterOTelSchema is SpanEnter__OtelSpan: the span goes on its thread.
 	SpanEnterOTelSchema = &Schema{Name: NameSpanEnterOTel, HasTimestamp: true, Fields: []Field{
 		{FieldSpanID, Varint}, {FieldSpanInstanceID, Varint}, {FieldTid, Varint},
@@ -49,9 +49,10 @@ type SpanClose struct {
 	ParentInstanceID Opt[uint64]
 	FirstEnterNs     Opt[uint64]
 	ActiveNs         uint64
-	// Attributes are the contract's close-time attributes (a StringMap,
-	// 0x8A: what dial9's derive writes for Vec<(String, String)>); absent
-	// when nil.
+	// Attributes are the contract's close-time attributes: a StringMap,
+	// 0x0A, what dial9's derive writes for Vec<(String, String)>, empty
+	// when there are none (its folder refuses an absent optional map, and
+	// with it the whole close).
 	Attributes []StringPair
 }
 
@@ -91,14 +92,9 @@ func (w *Writer) WriteSpanClose(e SpanClose) error {
 	b = appendOptU32(b, e.Pid.Valid, e.Pid.V)
 	b = appendOptVarint(b, e.ParentInstanceID)
 	b = appendOptVarint(b, e.FirstEnterNs)
-	b = binary.AppendUvarint(b, e.ActiveNs)
-	if e.Attributes == nil {
-		w.buf = append(b, 0)
-	} else {
-		w.buf = append(b, 1)
-		v := Value{Type: StringMap, Map: e.Attributes}
-		w.appendValue(&v)
-	}
+	w.buf = binary.AppendUvarint(b, e.ActiveNs)
+	v := Value{Type: StringMap, Map: e.Attributes}
+	w.appendValue(&v)
 	return w.maybeFlush()
 }
 

@@ -29,12 +29,7 @@ func TestSpanEventsTypedMatchGeneric(t *testing.T) {
 		}
 		return PooledStringValue(s.V)
 	}
-	attrs := func(m []StringPair) Value {
-		if m == nil {
-			return Absent
-		}
-		return Value{Type: StringMap, Map: m}
-	}
+	attrs := func(m []StringPair) Value { return Value{Type: StringMap, Map: m} }
 	optU := func(v Opt[uint64], ty FieldType) Value {
 		if !v.Valid {
 			return Absent

@@ -106,24 +106,9 @@ func TestCollectorKeepsSlowSpans(t *testing.T) {
 		"AWS_REGION="+s3test.Region, "AWS_EC2_METADATA_DISABLED=true")
 	waitFor(t, out, "Everything is ready", 30*time.Second)
 
-	cmd := exec.Command(gen, "-threads", "2", "-rate", "1000", "-burn", "100us",
+	cmd, stdout, genErr := startSpangen(t, gen, "-threads", "2", "-rate", "1000", "-burn", "100us",
 		"-slow-every", strconv.Itoa(keepSlowEvery), "-slow-burn", keepSlowBurn.String(),
 		"-duration", keepRun.String(), "-endpoint", spansAddr)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var genErr syncBuffer
-	cmd.Stderr = &genErr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
 	type slowSpan struct{ trace, span string }
 	var mu sync.Mutex
 	var slow []slowSpan

@@ -469,23 +469,8 @@ func TestSoak(t *testing.T) {
 	promURL := "http://127.0.0.1:" + promPort + "/metrics"
 	pprofURL := "http://" + pprofAddr
 
-	cmd := exec.Command(gen, "-threads", strconv.Itoa(soakThreads), "-rate", strconv.Itoa(soakRate),
+	cmd, stdout, genErr := startSpangen(t, gen, "-threads", strconv.Itoa(soakThreads), "-rate", strconv.Itoa(soakRate),
 		"-duration", dur.String(), "-endpoint", spansAddr)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var genErr syncBuffer
-	cmd.Stderr = &genErr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "ready ") {
 		t.Fatalf("spangen did not start: %q %s", lines.Text(), genErr.String())
@@ -900,4 +885,28 @@ func fmtFloats(v []float64) string {
 		s[i] = strconv.FormatFloat(x, 'f', 1, 64)
 	}
 	return strings.Join(s, " ")
+}
+
+// startSpangen starts spangen with args; its stdout is to be read, its
+// stderr is kept for messages, and it is killed at the end of the test if
+// still running.
+func startSpangen(t *testing.T, gen string, args ...string) (*exec.Cmd, io.Reader, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(gen, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	genErr := &syncBuffer{}
+	cmd.Stderr = genErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd, stdout, genErr
 }

@@ -835,8 +835,8 @@ func sameSet(a, b []string) bool {
 }
 
 // checkK8sCost holds what the README says the k8sattributes processor
-// costs a collector that has it, used or not: the binary about 70 MB
-// instead of 39 MB, an idle collector's RSS about 54 MiB instead of 42.
+// costs a collector that has it, used or not: the binary about 79 MB
+// instead of 48 MB, an idle collector's RSS about 61 MiB instead of 45.
 // Each build runs the same configuration, which uses none of the
 // processor, waiting for a program that never starts, for 3 s.
 func checkK8sCost(t *testing.T) {
@@ -880,11 +880,11 @@ func checkK8sCost(t *testing.T) {
 	lean, k8s := measure(leanBuild), measure(k8sBuild)
 	t.Logf("binary %.0f MB (lean) and %.0f MB (per node); idle RSS %d MiB and %d MiB",
 		float64(lean.size)/1e6, float64(k8s.size)/1e6, lean.rss>>10, k8s.rss>>10)
-	if lean.size > 50e6 || k8s.size < lean.size*3/2 {
-		t.Errorf("binaries %d and %d bytes: the README says about 39 MB and 70 MB", lean.size, k8s.size)
+	if lean.size > 54e6 || k8s.size < lean.size*3/2 {
+		t.Errorf("binaries %d and %d bytes: the README says about 48 MB and 79 MB", lean.size, k8s.size)
 	}
 	if lean.rss == 0 || lean.rss > 64<<10 || k8s.rss < lean.rss+6<<10 {
-		t.Errorf("idle RSS %d KiB and %d KiB: the README says about 42 MiB and 54 MiB", lean.rss, k8s.rss)
+		t.Errorf("idle RSS %d KiB and %d KiB: the README says about 45 MiB and 61 MiB", lean.rss, k8s.rss)
 	}
 }
 

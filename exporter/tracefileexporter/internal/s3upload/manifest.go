@@ -17,6 +17,9 @@ import (
 	"github.com/perfprof/perfprof/exporter/tracefileexporter/internal/keep"
 )
 
+// maxSettling bounds the manifests remembered as not complete.
+const maxSettling = 1 << 14
+
 // DumpKey returns the key of a keep's manifest: dial9's dump manifest key,
 // {prefix}/dumps/{dump_id}.json.
 func DumpKey(prefix, dumpID string) string {
@@ -58,10 +61,20 @@ func (u *Uploader) manifests(ctx context.Context) error {
 		if u.st.done[id] {
 			continue
 		}
+		// A manifest read while settling is read again once it changed:
+		// not every one of thousands of keeps every second.
+		if t, ok := u.settling[id]; ok && t.Equal(info.ModTime()) {
+			continue
+		}
 		m, err := keep.ReadManifest(filepath.Join(u.opts.ManifestDir, e.Name()))
 		if err != nil || !m.Complete {
+			if len(u.settling) >= maxSettling {
+				clear(u.settling)
+			}
+			u.settling[id] = info.ModTime()
 			continue // being written, or not settled
 		}
+		delete(u.settling, id)
 		keys, ready := u.segmentKeys(m.Files)
 		if !ready {
 			continue

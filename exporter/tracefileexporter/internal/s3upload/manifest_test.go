@@ -83,7 +83,13 @@ func TestManifestUpload(t *testing.T) {
 			t.Errorf("segment %d on disk: %v, want %v (held segments stay)", n, err == nil, want)
 		}
 	}
-	// Let go: deleted at the next scan. The manifest is not put again.
+	// slow-b settles: read again once changed, and put.
+	write("slow-b", true, "trace.2.bin.gz")
+	waitFor(t, "the second manifest", func() bool { return set.Load(CManifests) == 2 })
+	if b := objects(t, srv)["company/date=archive/%25/dumps/slow-b.json"]; b == nil {
+		t.Error("slow-b not in the bucket once complete")
+	}
+	// Let go: deleted at the next scan. The manifests are not put again.
 	heldMu.Lock()
 	clear(held)
 	heldMu.Unlock()
@@ -92,8 +98,8 @@ func TestManifestUpload(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 	closeUploader(t, u)
-	if n := set.Load(CManifests); n != 1 {
-		t.Errorf("%d manifests put, want 1", n)
+	if n := set.Load(CManifests); n != 2 {
+		t.Errorf("%d manifests put, want 2", n)
 	}
 }
 

@@ -110,6 +110,9 @@ type Uploader struct {
 	// deferred are segments uploaded while held (Options.Held), to
 	// delete once let go.
 	deferred map[segID]bool
+	// settling are the manifests last read not complete, by their
+	// modification time.
+	settling map[segID]time.Time
 	// plainPut: the store refused If-None-Match (501 NotImplemented, as
 	// stores without conditional writes answer); puts go without it, and a
 	// put again after a crash overwrites the object with the same bytes.
@@ -147,7 +150,7 @@ func New(opts Options) (*Uploader, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	u := &Uploader{opts: opts, st: st, notify: make(chan struct{}, 1), cancel: cancel, deferred: map[segID]bool{},
+	u := &Uploader{opts: opts, st: st, notify: make(chan struct{}, 1), cancel: cancel, deferred: map[segID]bool{}, settling: map[segID]time.Time{},
 		done: make(chan struct{}), final: make(chan context.Context)}
 	go u.run(ctx)
 	return u, nil

@@ -148,15 +148,15 @@ type keep struct {
 // safe for concurrent use; Held and Wrote are called under the rotator's
 // lock and never call it.
 type Keeper struct {
-	opts   Options
-	mdir   string
-	mu     sync.Mutex
-	hists  []*hist // per rule with a Percentile
-	ranges map[int]times // when each segment has events
-	dirty  map[int]bool  // ranges not logged since they changed
-	keeps  []*keep // oldest first
-	byID   map[string]*keep
-	held   map[int]int // segment → keeps holding it
+	opts     Options
+	mdir     string
+	mu       sync.Mutex
+	hists    []*hist       // per rule with a Percentile
+	ranges   map[int]times // when each segment has events
+	dirty    map[int]bool  // ranges not logged since they changed
+	keeps    []*keep       // oldest first
+	byID     map[string]*keep
+	held     map[int]int // segment → keeps holding it
 	log      *os.File
 	logBytes int64     // written to log since it was compacted
 	pruned   time.Time // ranges of deleted segments last dropped
